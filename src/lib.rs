@@ -1,0 +1,4 @@
+//! electd
+pub mod rng;
+pub mod time;
+pub mod wire;
