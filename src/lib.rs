@@ -1,4 +1,20 @@
-//! electd
+//! electd: one leader among a fixed set of servers, with the term as fencing token.
+//!
+//! Architecture: a pure protocol core inside thin drivers.
+//!
+//! - [`wire`]: the datagram format (SPEC section 3), encode and decode.
+//! - [`elector`]: the ELECTOR's slate and decision (SPEC section 5).
+//! - [`candidate`]: the CANDIDATE's tally board, acknowledgements and lease (section 6).
+//! - [`node`]: both machines of one server; inputs `handle_*` with `now`, outputs from
+//!   `poll_output`, timers through `next_deadline`. No clock, socket, file or global RNG.
+//! - [`time`], [`rng`]: the core's notion of time and its seeded jitter.
+//!
+//! The daemon (a mio loop) and the deterministic simulator (`tests/sim`) drive the same
+//! `Node`; see `docs/PROTOCOL.md` for the protocol and why it is safe.
+
+pub mod candidate;
+pub mod elector;
+pub mod node;
 pub mod rng;
 pub mod time;
 pub mod wire;

@@ -1,0 +1,945 @@
+//! The protocol core: both machines of one server, driven by `handle_*` and drained by
+//! `poll_output` (SPEC sections 4 to 6).
+//!
+//! A `Node` never reads a clock, touches a socket or a file, or draws from a global
+//! random generator: `now` comes in with every call, randomness from the seed, and
+//! everything it wants done comes out of `poll_output`. State that must be durable is
+//! asked for with `Output::Persist`; every datagram queued after such a request is held
+//! back until the driver confirms the write with `handle_persisted`.
+
+use crate::candidate::{Leadership, Tally};
+use crate::elector::{Abstain, Claim, Decision, DecisionInput, ElectorState, Slate, decide};
+use crate::rng::SplitMix64;
+use crate::time::Time;
+use crate::wire::{Body, Message};
+use log::{debug, error, info, warn};
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+/// The largest number of servers in a cluster (ids are 1..=255).
+pub const MAX_SERVERS: usize = 255;
+
+/// One configured server, as the core needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// Its id, 1..=255.
+    pub id: u16,
+    /// Higher wins ties between equally up-to-date claimants.
+    pub priority: u8,
+    /// Votes and acknowledges but never leads.
+    pub witness: bool,
+}
+
+/// Test-only switches that break the protocol, to prove the checkers can fail.
+#[doc(hidden)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sabotage {
+    /// Votes are not written to the state file (a restart forgets them).
+    pub forget_votes: bool,
+    /// The tally board counts votes of any term.
+    pub stale_tallies: bool,
+    /// Vote for the best claimant even while the leader is live.
+    pub ignore_live_leader: bool,
+    /// Ignore the heard-count eligibility rule.
+    pub ignore_heard: bool,
+}
+
+/// The core's configuration: the cluster and the timers.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// This server's id.
+    pub id: u16,
+    /// Every configured server, this one included.
+    pub servers: Vec<ServerInfo>,
+    /// The cluster fingerprint every datagram must carry.
+    pub fingerprint: u32,
+    /// HBT: the leader's heartbeat interval.
+    pub heartbeat: Duration,
+    /// RTT: the VOTING window.
+    pub rtt: Duration,
+    /// K: heartbeats missed before a leader is presumed dead.
+    pub missed_heartbeats: u32,
+    /// rho in millionths: bound on clock rate error between servers.
+    pub drift_ppm: u32,
+    /// Seed of the retry jitter.
+    pub seed: u64,
+    #[doc(hidden)]
+    pub sabotage: Sabotage,
+}
+
+/// Why a configuration cannot run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// No servers, or more than 255.
+    ServerCount(usize),
+    /// A server id outside 1..=255.
+    BadId(u16),
+    /// The same id twice.
+    DuplicateId(u16),
+    /// This server's id is not in the list.
+    NotListed(u16),
+    /// A timer outside its allowed range.
+    Timing(&'static str),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ServerCount(n) => write!(f, "{n} servers listed; 1 to 255 are allowed"),
+            ConfigError::BadId(id) => write!(f, "server id {id} is outside 1..=255"),
+            ConfigError::DuplicateId(id) => write!(f, "server id {id} is listed twice"),
+            ConfigError::NotListed(id) => write!(f, "this server's id {id} is not in the server list"),
+            ConfigError::Timing(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl NodeConfig {
+    /// Checks the rules of SPEC section 2 and the server list.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let n = self.servers.len();
+        if n == 0 || n > MAX_SERVERS {
+            return Err(ConfigError::ServerCount(n));
+        }
+        let mut seen = [false; 256];
+        for s in &self.servers {
+            if !(1..=255).contains(&s.id) {
+                return Err(ConfigError::BadId(s.id));
+            }
+            if std::mem::replace(&mut seen[usize::from(s.id)], true) {
+                return Err(ConfigError::DuplicateId(s.id));
+            }
+        }
+        if !(1..=255).contains(&self.id) || !seen[usize::from(self.id)] {
+            return Err(ConfigError::NotListed(self.id));
+        }
+        if self.heartbeat < Duration::from_millis(10) {
+            return Err(ConfigError::Timing("heartbeat must be at least 10ms"));
+        }
+        if self.heartbeat > Duration::from_secs(3600) {
+            return Err(ConfigError::Timing("heartbeat must be at most 1h"));
+        }
+        if self.rtt >= self.heartbeat {
+            return Err(ConfigError::Timing("rtt must be shorter than heartbeat"));
+        }
+        if self.rtt.is_zero() {
+            return Err(ConfigError::Timing("rtt must be positive"));
+        }
+        if !(2..=100).contains(&self.missed_heartbeats) {
+            return Err(ConfigError::Timing("missed-heartbeats must be between 2 and 100"));
+        }
+        if self.drift_ppm >= 100_000 {
+            return Err(ConfigError::Timing("drift must be in [0, 0.1)"));
+        }
+        Ok(())
+    }
+
+    /// Majority of the configured servers: floor(N/2)+1.
+    pub fn quorum(&self) -> usize {
+        self.servers.len() / 2 + 1
+    }
+
+    /// K*HBT: how long a follower keeps faith in a leader it heard.
+    pub fn hold(&self) -> Duration {
+        self.heartbeat * self.missed_heartbeats
+    }
+}
+
+/// The state that must survive a restart (SPEC section 4).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Durable {
+    /// Highest term seen.
+    pub term: u64,
+    /// Highest term voted in.
+    pub voted_term: u64,
+    /// Whom this server voted for in `voted_term` (0: nobody).
+    pub voted_for: u16,
+    /// The largest leader hold accepted, in milliseconds (sets the quiet period).
+    pub max_hold_ms: u32,
+}
+
+/// Where a datagram goes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Dest {
+    /// Every other server (the multicast group, or unicast fan-out).
+    All,
+    /// One server.
+    One(u16),
+}
+
+/// Something the core noticed that a driver or checker may want.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// This server cast a vote (it has left, or was delivered to itself).
+    Voted {
+        /// The election term.
+        term: u64,
+        /// The server voted for.
+        candidate: u16,
+    },
+    /// This server won a round and now leads `term` (its lease comes with acks).
+    Elected {
+        /// The term won.
+        term: u64,
+    },
+    /// This server stopped being leader.
+    SteppedDown {
+        /// The term it led.
+        term: u64,
+    },
+    /// Another leader of this server's own term was seen: SPEC section 8 is broken.
+    DualLeader {
+        /// The term.
+        term: u64,
+        /// The other leader.
+        other: u16,
+    },
+}
+
+/// One thing the driver must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Send a datagram.
+    Send {
+        /// Its destination.
+        dest: Dest,
+        /// The message.
+        msg: Message,
+    },
+    /// Write this state durably, then call `handle_persisted` with it.
+    Persist(Durable),
+    /// A notification.
+    Event(Event),
+}
+
+/// Why a datagram was not processed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// The sender is not in the server list.
+    UnknownSender,
+    /// The sender is this server (its own multicast echo).
+    OwnEcho,
+    /// The sender runs with a different cluster definition.
+    Fingerprint,
+}
+
+impl Reject {
+    /// A short stable name, used as the metrics label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Reject::UnknownSender => "unknown_sender",
+            Reject::OwnEcho => "own_echo",
+            Reject::Fingerprint => "fingerprint",
+        }
+    }
+}
+
+/// The role reported to applications.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// This server holds a valid lease.
+    Leader,
+    /// Anything else.
+    Follower,
+}
+
+impl Role {
+    /// The lower-case name used in status output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Leader => "leader",
+            Role::Follower => "follower",
+        }
+    }
+}
+
+/// A snapshot of what the node reports (SPEC section 11, `status`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// Leader while the lease is valid.
+    pub role: Role,
+    /// The leader heard within its hold (or this server while it holds the lease).
+    pub leader: Option<u16>,
+    /// The highest term seen.
+    pub term: u64,
+    /// End of this server's lease, on its own clock.
+    pub lease_until: Option<Time>,
+    /// The ELECTOR's state.
+    pub elector: ElectorState,
+    /// The highest term voted in.
+    pub voted_term: u64,
+}
+
+/// Counters for metrics.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// Rounds this server took part in (entered VOTING).
+    pub rounds: u64,
+    /// Votes cast.
+    pub votes: u64,
+    /// Rounds ended without a vote, by reason.
+    pub abstentions: u64,
+    /// Times this server became leader.
+    pub elected: u64,
+    /// Times the known leader changed.
+    pub leader_changes: u64,
+    /// LEADs of this server's own term from another leader.
+    pub dual_leader: u64,
+    /// LEADs with a term below this server's term.
+    pub stale_leads: u64,
+    /// ACKs that matched no recent LEAD of this leader.
+    pub unmatched_acks: u64,
+}
+
+/// An output waiting for a durable write.
+#[derive(Clone, Debug)]
+enum Held {
+    Send(Dest, Message),
+    SelfVote(u64),
+}
+
+/// The second RESIGN, due HBT/10 after the first.
+#[derive(Copy, Clone, Debug)]
+struct ResignAgain {
+    at: Time,
+    term: u64,
+    seq: u64,
+}
+
+/// One server's protocol state: ELECTOR and CANDIDATE.
+#[derive(Debug)]
+pub struct Node {
+    cfg: NodeConfig,
+    me: usize,
+    ids: Vec<u16>,
+    witness: Vec<bool>,
+    index: Vec<Option<u8>>,
+    quorum: usize,
+    hold: Duration,
+    lease_len: Duration,
+    rng: SplitMix64,
+
+    term: u64,
+    voted_term: u64,
+    voted_for: Option<usize>,
+    max_hold_ms: u32,
+
+    leader: Option<usize>,
+    leader_heard_at: Option<Time>,
+    leader_hold: Duration,
+    last_seen: (u64, u64),
+    heard_at: Vec<Option<Time>>,
+
+    elector: ElectorState,
+    elector_deadline: Time,
+    slate: Slate,
+    retry_doublings: u32,
+    resigned_last: bool,
+
+    tally: Tally,
+    leadership: Option<Leadership>,
+    resign_again: Option<ResignAgain>,
+
+    quiet_until: Time,
+    durable: Durable,
+    requested: Option<Durable>,
+    held: VecDeque<Held>,
+    out: VecDeque<Output>,
+    counters: Counters,
+}
+
+fn ms_u32(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
+impl Node {
+    /// Starts a server at `now` with the state read from its state file.
+    pub fn new(cfg: NodeConfig, durable: Durable, now: Time) -> Result<Node, ConfigError> {
+        cfg.validate()?;
+        let n = cfg.servers.len();
+        let mut index = vec![None; 256];
+        for (i, s) in cfg.servers.iter().enumerate() {
+            index[usize::from(s.id)] = Some(i as u8);
+        }
+        let me = index[usize::from(cfg.id)].map(usize::from).ok_or(ConfigError::NotListed(cfg.id))?;
+        let hold = cfg.hold();
+        let lease_len = Duration::from_nanos(
+            (crate::time::duration_nanos(hold) as u128 * u128::from(1_000_000 - 2 * cfg.drift_ppm)
+                / 1_000_000) as u64,
+        );
+        // Before a restart this server may have promised a leader its hold: stay quiet
+        // for the longest hold it ever accepted (SPEC section 5, Decision).
+        let quiet = hold.max(Duration::from_millis(u64::from(durable.max_hold_ms)));
+        let voted_for = index[usize::from(durable.voted_for)].map(usize::from);
+        Ok(Node {
+            me,
+            ids: cfg.servers.iter().map(|s| s.id).collect(),
+            witness: cfg.servers.iter().map(|s| s.witness).collect(),
+            index,
+            quorum: cfg.quorum(),
+            hold,
+            lease_len,
+            rng: SplitMix64::new(cfg.seed ^ u64::from(cfg.id).rotate_left(32)),
+            term: durable.term.max(durable.voted_term),
+            voted_term: durable.voted_term,
+            voted_for,
+            max_hold_ms: durable.max_hold_ms,
+            leader: None,
+            leader_heard_at: None,
+            leader_hold: hold,
+            last_seen: (0, 0),
+            heard_at: vec![None; n],
+            elector: ElectorState::Watching,
+            elector_deadline: now + cfg.heartbeat * 5,
+            slate: Slate::new(n),
+            retry_doublings: 0,
+            resigned_last: false,
+            tally: Tally::new(n),
+            leadership: None,
+            resign_again: None,
+            quiet_until: now + quiet,
+            durable,
+            requested: None,
+            held: VecDeque::new(),
+            out: VecDeque::new(),
+            counters: Counters::default(),
+            cfg,
+        })
+    }
+
+    // ----- inputs -------------------------------------------------------------------
+
+    /// Handles a decoded datagram received at `now`.
+    pub fn handle_datagram(&mut self, now: Time, msg: &Message) -> Result<(), Reject> {
+        let s = self.index[usize::from(msg.sender.min(255))]
+            .map(usize::from)
+            .ok_or(Reject::UnknownSender)?;
+        if s == self.me {
+            return Err(Reject::OwnEcho);
+        }
+        if msg.fingerprint != self.cfg.fingerprint {
+            return Err(Reject::Fingerprint);
+        }
+        self.on_time(now);
+        self.heard_at[s] = Some(now);
+        match msg.body {
+            Body::Lead { seq, hold_ms, resign } => self.on_lead(now, s, msg.term, seq, hold_ms, resign),
+            Body::Elect {
+                last_term,
+                last_seq,
+                priority,
+                heard,
+                ineligible,
+            } => {
+                let claim = Claim {
+                    term: msg.term,
+                    last: (last_term, last_seq),
+                    priority,
+                    heard,
+                    ineligible,
+                };
+                self.on_elect(now, s, claim)
+            }
+            Body::Vote { candidate } => {
+                if candidate == self.cfg.id {
+                    self.on_vote(now, s, msg.term);
+                }
+            }
+            Body::Ack { seq } => self.on_ack(s, msg.term, seq),
+        }
+        Ok(())
+    }
+
+    /// Handles the passage of time; calling it early or twice does nothing.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.on_time(now);
+    }
+
+    /// Starts a round now (the `elect` command).
+    pub fn handle_elect(&mut self, now: Time) {
+        self.on_time(now);
+        if self.elector == ElectorState::Watching {
+            self.enter_voting(now);
+        }
+    }
+
+    /// Resigns leadership (SIGTERM or `yield`); returns false when not leader.
+    pub fn handle_yield(&mut self, now: Time) -> bool {
+        self.on_time(now);
+        let Some(l) = self.leadership.take() else {
+            return false;
+        };
+        // Stop reporting leader first: the lease ends before any follower is released.
+        self.counters.leader_changes += 1;
+        self.push_event(Event::SteppedDown { term: l.term });
+        info!("resigning leadership of term {}", l.term);
+        let seq = l.seq + 1;
+        self.send_lead_msg(l.term, seq, true);
+        self.resign_again = Some(ResignAgain {
+            at: now + self.cfg.heartbeat / 10,
+            term: l.term,
+            seq: seq + 1,
+        });
+        self.resigned_last = true;
+        self.forget_leader();
+        if self.elector == ElectorState::Watching {
+            self.enter_voting(now);
+        }
+        true
+    }
+
+    /// True once a resignation's second RESIGN has been queued (a stopping daemon may exit).
+    pub fn resign_complete(&self) -> bool {
+        self.resign_again.is_none()
+    }
+
+    /// Confirms that `state` is durable; releases the datagrams that waited for it.
+    pub fn handle_persisted(&mut self, now: Time, state: Durable) {
+        self.durable = state;
+        if self.requested == Some(state) {
+            self.requested = None;
+        }
+        self.release(now);
+    }
+
+    /// Emits held outputs, in order, while no write is outstanding.
+    fn release(&mut self, now: Time) {
+        while self.requested.is_none() {
+            let Some(h) = self.held.pop_front() else { break };
+            match h {
+                Held::Send(dest, msg) => self.emit_send(dest, msg),
+                Held::SelfVote(term) => {
+                    self.push_event(Event::Voted {
+                        term,
+                        candidate: self.cfg.id,
+                    });
+                    self.on_vote(now, self.me, term);
+                }
+            }
+        }
+    }
+
+    // ----- outputs ------------------------------------------------------------------
+
+    /// The next thing the driver must do, in order.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// The earliest time at which `handle_timeout` has work to do.
+    pub fn next_deadline(&self) -> Time {
+        let mut d = self.elector_deadline;
+        if let Some(l) = &self.leadership {
+            d = d.min(l.next_lead_at).min(self.step_down_at(l));
+            if let Some(u) = l.lease_until() {
+                d = d.min(u.max(l.since));
+            }
+        }
+        if let Some(r) = &self.resign_again {
+            d = d.min(r.at);
+        }
+        d
+    }
+
+    /// What the node reports at `now`.
+    pub fn status(&self, now: Time) -> Status {
+        let lease = self.leadership.as_ref().filter(|l| l.lease_valid(now));
+        let leader = if lease.is_some() {
+            Some(self.cfg.id)
+        } else if self.leadership.is_none() && self.leader_live(now) {
+            self.leader.map(|i| self.ids[i])
+        } else {
+            None
+        };
+        Status {
+            role: if lease.is_some() { Role::Leader } else { Role::Follower },
+            leader,
+            term: self.term,
+            lease_until: lease.and_then(|l| l.lease_until()),
+            elector: self.elector,
+            voted_term: self.voted_term,
+        }
+    }
+
+    /// True while this server holds a valid lease at `now`.
+    pub fn is_leader(&self, now: Time) -> bool {
+        self.leadership.as_ref().is_some_and(|l| l.lease_valid(now))
+    }
+
+    /// True while the CANDIDATE is LEADER, with or without a valid lease.
+    pub fn leads(&self) -> Option<u64> {
+        self.leadership.as_ref().map(|l| l.term)
+    }
+
+    /// The highest term seen.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// Each other server's id and when it was last heard.
+    pub fn peers(&self) -> impl Iterator<Item = (u16, Option<Time>)> + '_ {
+        (0..self.ids.len())
+            .filter(move |&i| i != self.me)
+            .map(move |i| (self.ids[i], self.heard_at[i]))
+    }
+
+    /// The counters for metrics.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The configuration this node runs with.
+    pub fn config(&self) -> &NodeConfig {
+        &self.cfg
+    }
+
+    // ----- timers -------------------------------------------------------------------
+
+    fn step_down_at(&self, l: &Leadership) -> Time {
+        // A new leader gets K*HBT to gather a lease; after that it must keep one.
+        (l.since + self.hold).max(l.lease_until().unwrap_or(Time::ZERO))
+    }
+
+    fn on_time(&mut self, now: Time) {
+        if let Some(l) = &self.leadership {
+            if now >= self.step_down_at(l) {
+                let had = l.lease_until().is_some();
+                warn!(
+                    "lost quorum: stepping down from term {} ({})",
+                    l.term,
+                    if had { "lease expired" } else { "no lease within K*HBT" }
+                );
+                self.step_down(now);
+            }
+        }
+        if let Some(r) = self.resign_again {
+            if now >= r.at {
+                self.resign_again = None;
+                self.send_lead_msg(r.term, r.seq, true);
+            }
+        }
+        if let Some(l) = &self.leadership {
+            if now >= l.next_lead_at {
+                self.send_lead(now);
+            }
+        }
+        if now >= self.elector_deadline {
+            match self.elector {
+                ElectorState::Watching => self.enter_voting(now),
+                ElectorState::Voting => self.finish_round(now),
+            }
+        }
+    }
+
+    // ----- ELECTOR ------------------------------------------------------------------
+
+    fn leader_live(&self, now: Time) -> bool {
+        self.leader.is_some() && self.leader_heard_at.is_some_and(|t| now < t + self.leader_hold)
+    }
+
+    fn heard_count(&self, now: Time) -> u8 {
+        let others = (0..self.ids.len())
+            .filter(|&i| i != self.me)
+            .filter(|&i| self.heard_at[i].is_some_and(|t| now.saturating_since(t) <= self.hold))
+            .count();
+        u8::try_from(others + 1).unwrap_or(u8::MAX)
+    }
+
+    fn forget_leader(&mut self) {
+        self.leader = None;
+        self.leader_heard_at = None;
+    }
+
+    fn enter_voting(&mut self, now: Time) {
+        self.elector = ElectorState::Voting;
+        self.elector_deadline = now + self.cfg.rtt;
+        self.counters.rounds += 1;
+        let claim = Claim {
+            term: self.term.saturating_add(1),
+            last: self.last_seen,
+            priority: self.cfg.servers[self.me].priority,
+            heard: self.heard_count(now),
+            ineligible: self.witness[self.me] || self.resigned_last,
+        };
+        self.slate.record(self.me, claim);
+        debug!("round opened: proposing term {} (heard {})", claim.term, claim.heard);
+        let msg = self.message(
+            claim.term,
+            Body::Elect {
+                last_term: claim.last.0,
+                last_seq: claim.last.1,
+                priority: claim.priority,
+                heard: claim.heard,
+                ineligible: claim.ineligible,
+            },
+        );
+        self.send(Dest::All, msg);
+    }
+
+    fn retry_wait(&mut self) -> Duration {
+        let rtt = crate::time::duration_nanos(self.cfg.rtt);
+        let base = Duration::from_nanos(2 * rtt + self.rng.below(rtt));
+        base.checked_mul(1 << self.retry_doublings.min(16)).unwrap_or(self.hold).min(self.hold)
+    }
+
+    fn finish_round(&mut self, now: Time) {
+        let ignore_live = self.cfg.sabotage.ignore_live_leader;
+        let decision = decide(&DecisionInput {
+            slate: &self.slate,
+            quorum: self.quorum,
+            witness: &self.witness,
+            ids: &self.ids,
+            quiet: now < self.quiet_until,
+            live_leader: if self.leader_live(now) && !ignore_live { self.leader } else { None },
+            voted: (self.voted_term, self.voted_for),
+            ignore_heard: self.cfg.sabotage.ignore_heard,
+        });
+        // A round with a majority slate is worth retrying soon (its heard counts may just
+        // have been stale); a round without one backs off, so a cut-off server stays quiet.
+        if self.slate.len() >= self.quorum {
+            self.retry_doublings = 0;
+        } else {
+            self.retry_doublings = self.retry_doublings.saturating_add(1);
+        }
+        self.elector = ElectorState::Watching;
+        self.slate.clear();
+        self.resigned_last = false;
+        let wait = self.retry_wait();
+        self.elector_deadline = now + wait;
+        match decision {
+            Decision::Vote { term, candidate } => self.cast_vote(now, term, candidate),
+            Decision::Abstain(why) => {
+                self.counters.abstentions += 1;
+                if why != Abstain::NoMajority {
+                    debug!("round closed without a vote: {why:?}");
+                }
+            }
+        }
+    }
+
+    fn cast_vote(&mut self, now: Time, term: u64, candidate: usize) {
+        self.counters.votes += 1;
+        self.voted_term = term;
+        self.voted_for = Some(candidate);
+        self.term = self.term.max(term);
+        self.persist();
+        debug!("voting for {} in term {term}", self.ids[candidate]);
+        if candidate == self.me {
+            // Delivered locally, but only once the vote is durable, like any other.
+            self.held.push_back(Held::SelfVote(term));
+            self.release(now);
+        } else {
+            let msg = self.message(term, Body::Vote { candidate: self.ids[candidate] });
+            self.send(Dest::One(self.ids[candidate]), msg);
+        }
+    }
+
+    fn on_elect(&mut self, now: Time, s: usize, claim: Claim) {
+        // A straggler's claim for a term we are past, while our leader lives, is noise:
+        // the leader's next LEAD will bring the straggler up to date.
+        if claim.term <= self.term && self.leader_live(now) {
+            return;
+        }
+        self.slate.record(s, claim);
+        if self.elector == ElectorState::Watching {
+            self.enter_voting(now);
+        }
+    }
+
+    /// The ELECTOR's part of accepting a LEAD (from another server or from itself).
+    fn watch_leader(&mut self, now: Time, s: usize, term: u64, seq: u64, hold: Duration) {
+        if self.leader != Some(s) {
+            self.counters.leader_changes += 1;
+            if s != self.me {
+                info!("following leader {} in term {term}", self.ids[s]);
+            }
+        }
+        self.leader = Some(s);
+        self.leader_heard_at = Some(now);
+        self.leader_hold = self.hold.max(hold);
+        self.last_seen = self.last_seen.max((term, seq));
+        self.retry_doublings = 0;
+        let round_over = match self.elector {
+            ElectorState::Watching => true,
+            ElectorState::Voting => self.slate.round_term().is_none_or(|e| term >= e),
+        };
+        if round_over {
+            self.elector = ElectorState::Watching;
+            self.slate.clear();
+            self.elector_deadline = now + self.leader_hold;
+        }
+    }
+
+    // ----- CANDIDATE ----------------------------------------------------------------
+
+    fn on_lead(&mut self, now: Time, s: usize, term: u64, seq: u64, hold_ms: u32, resign: bool) {
+        if term < self.term {
+            self.counters.stale_leads += 1;
+            return;
+        }
+        if let Some(l) = &self.leadership {
+            if term == l.term {
+                error!("leader {} also claims term {term}: stepping down", self.ids[s]);
+                self.counters.dual_leader += 1;
+                self.push_event(Event::DualLeader { term, other: self.ids[s] });
+            } else {
+                info!("leader {} of term {term} supersedes term {}", self.ids[s], l.term);
+            }
+            self.step_down(now);
+        }
+        self.term = term;
+        self.max_hold_ms = self.max_hold_ms.max(hold_ms);
+        self.persist();
+        self.last_seen = self.last_seen.max((term, seq));
+        if resign {
+            if self.leader.is_none_or(|l| l == s) {
+                info!("leader {} resigned term {term}", self.ids[s]);
+            }
+            self.forget_leader();
+            if self.elector == ElectorState::Watching {
+                self.enter_voting(now);
+            }
+            return;
+        }
+        self.watch_leader(now, s, term, seq, Duration::from_millis(u64::from(hold_ms)));
+        self.tally.clear();
+        let ack = self.message(term, Body::Ack { seq });
+        self.send(Dest::All, ack);
+    }
+
+    fn on_vote(&mut self, now: Time, voter: usize, term: u64) {
+        if term < self.term || self.witness[self.me] {
+            return;
+        }
+        let count = self.tally.record(voter, term, self.cfg.sabotage.stale_tallies);
+        if count < self.quorum {
+            return;
+        }
+        match &mut self.leadership {
+            None => {
+                self.term = term;
+                self.persist();
+                self.leadership = Some(Leadership::new(term, self.ids.len(), now));
+                self.counters.elected += 1;
+                self.push_event(Event::Elected { term });
+                info!("elected leader of term {term}");
+                self.send_lead(now);
+            }
+            Some(l) if term > l.term => {
+                // Re-elected: acknowledgements of the old term still count, because
+                // those voters will not vote for anyone else while they hear us.
+                l.term = term;
+                l.seq = 0;
+                self.term = term;
+                self.persist();
+                self.push_event(Event::Elected { term });
+                debug!("re-elected in term {term}");
+                self.send_lead(now);
+            }
+            Some(_) => {}
+        }
+    }
+
+    fn on_ack(&mut self, s: usize, term: u64, seq: u64) {
+        let quorum = self.quorum;
+        let lease_len = self.lease_len;
+        if let Some(l) = &mut self.leadership {
+            if l.record_ack(s, term, seq) {
+                l.update_lease(quorum, lease_len);
+            } else {
+                self.counters.unmatched_acks += 1;
+            }
+        }
+    }
+
+    fn send_lead(&mut self, now: Time) {
+        let (term, seq) = {
+            let l = self.leadership.as_mut().expect("send_lead needs leadership");
+            l.seq += 1;
+            l.next_lead_at = now + self.cfg.heartbeat;
+            l.record_send(self.me, now);
+            l.update_lease(self.quorum, self.lease_len);
+            (l.term, l.seq)
+        };
+        self.send_lead_msg(term, seq, false);
+        // The leader hears itself: a healthy leader never starts a round against itself.
+        self.watch_leader(now, self.me, term, seq, self.hold);
+    }
+
+    fn send_lead_msg(&mut self, term: u64, seq: u64, resign: bool) {
+        let hold_ms = ms_u32(self.hold);
+        let msg = self.message(term, Body::Lead { seq, hold_ms, resign });
+        self.send(Dest::All, msg);
+    }
+
+    fn step_down(&mut self, now: Time) {
+        let Some(l) = self.leadership.take() else { return };
+        self.counters.leader_changes += 1;
+        self.push_event(Event::SteppedDown { term: l.term });
+        if self.leader == Some(self.me) {
+            self.forget_leader();
+        }
+        self.tally.clear();
+        if self.elector == ElectorState::Watching {
+            let wait = self.retry_wait();
+            self.elector_deadline = self.elector_deadline.min(now + wait);
+        }
+    }
+
+    // ----- persistence and output ---------------------------------------------------
+
+    fn durable_view(&self) -> Durable {
+        let mut d = Durable {
+            term: self.term,
+            voted_term: self.voted_term,
+            voted_for: self.voted_for.map_or(0, |i| self.ids[i]),
+            max_hold_ms: self.max_hold_ms,
+        };
+        if self.cfg.sabotage.forget_votes {
+            d.term = self.durable.term;
+            d.voted_term = self.durable.voted_term;
+            d.voted_for = self.durable.voted_for;
+        }
+        d
+    }
+
+    /// Asks for the state to be written if it differs from what was last asked for.
+    fn persist(&mut self) {
+        let want = self.durable_view();
+        if want != self.requested.unwrap_or(self.durable) {
+            self.requested = Some(want);
+            self.out.push_back(Output::Persist(want));
+        }
+    }
+
+    fn send(&mut self, dest: Dest, msg: Message) {
+        if self.requested.is_some() || !self.held.is_empty() {
+            self.held.push_back(Held::Send(dest, msg));
+        } else {
+            self.emit_send(dest, msg);
+        }
+    }
+
+    fn emit_send(&mut self, dest: Dest, msg: Message) {
+        if let (Dest::One(c), Body::Vote { .. }) = (dest, msg.body) {
+            self.push_event(Event::Voted { term: msg.term, candidate: c });
+        }
+        self.out.push_back(Output::Send { dest, msg });
+    }
+
+    fn push_event(&mut self, e: Event) {
+        self.out.push_back(Output::Event(e));
+    }
+
+    fn message(&self, term: u64, body: Body) -> Message {
+        Message {
+            sender: self.cfg.id,
+            fingerprint: self.cfg.fingerprint,
+            term,
+            body,
+        }
+    }
+}
