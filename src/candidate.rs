@@ -81,8 +81,7 @@ impl Leadership {
 
     /// Records ACK(term, seq) from `voter`; returns false if that LEAD is unknown.
     pub fn record_ack(&mut self, voter: usize, term: u64, seq: u64) -> bool {
-        let Some(&(_, _, at)) = self.sent.iter().rev().find(|s| s.0 == term && s.1 == seq)
-        else {
+        let Some(&(_, _, at)) = self.sent.iter().rev().find(|s| s.0 == term && s.1 == seq) else {
             return false;
         };
         let e = &mut self.acked[voter];
@@ -125,7 +124,11 @@ mod tests {
         assert_eq!(t.record(1, 4, false), 1);
         assert_eq!(t.record(2, 4, false), 2);
         assert_eq!(t.record(0, 4, false), 3);
-        assert_eq!(t.record(0, 3, false), 3, "a late lower vote never lowers an entry");
+        assert_eq!(
+            t.record(0, 3, false),
+            3,
+            "a late lower vote never lowers an entry"
+        );
         t.clear();
         assert_eq!(t.record(1, 4, false), 1);
         assert_eq!(t.record(2, 5, true), 2, "the broken board mixes terms");
@@ -151,7 +154,10 @@ mod tests {
         assert_eq!(l.lease_until(), Some(ms(110)));
         assert!(l.lease_valid(ms(109)) && !l.lease_valid(ms(110)));
         assert!(l.record_ack(1, 7, 2));
-        assert!(l.record_ack(1, 7, 1), "an older ack never lowers the newest");
+        assert!(
+            l.record_ack(1, 7, 1),
+            "an older ack never lowers the newest"
+        );
         l.update_lease(3, len);
         assert_eq!(l.lease_until(), Some(ms(120)));
     }

@@ -237,7 +237,13 @@ mod tests {
         f.slate.record(1, claim(3, (2, 9), 5));
         assert_eq!(decide(&f.input()), Decision::Abstain(Abstain::NoMajority));
         f.slate.record(2, claim(2, (1, 1), 5));
-        assert_eq!(decide(&f.input()), Decision::Vote { term: 3, candidate: 0 });
+        assert_eq!(
+            decide(&f.input()),
+            Decision::Vote {
+                term: 3,
+                candidate: 0
+            }
+        );
     }
 
     #[test]
@@ -247,11 +253,23 @@ mod tests {
         f.slate.record(1, claim(4, (2, 7), 3));
         f.slate.record(2, claim(5, (2, 7), 3));
         // Newest (2,7) ties between 1 and 2: smallest id wins; E is the highest claim.
-        assert_eq!(decide(&f.input()), Decision::Vote { term: 5, candidate: 1 });
+        assert_eq!(
+            decide(&f.input()),
+            Decision::Vote {
+                term: 5,
+                candidate: 1
+            }
+        );
         let mut c = *f.slate.get(2).unwrap();
         c.priority = 9;
         f.slate.record(2, c);
-        assert_eq!(decide(&f.input()), Decision::Vote { term: 5, candidate: 2 });
+        assert_eq!(
+            decide(&f.input()),
+            Decision::Vote {
+                term: 5,
+                candidate: 2
+            }
+        );
     }
 
     #[test]
@@ -261,10 +279,22 @@ mod tests {
         f.slate.record(1, claim(4, (2, 7), 2));
         f.slate.record(2, claim(4, (2, 8), 3));
         f.witness[2] = true;
-        assert_eq!(decide(&f.input()), Decision::Vote { term: 4, candidate: 1 });
+        assert_eq!(
+            decide(&f.input()),
+            Decision::Vote {
+                term: 4,
+                candidate: 1
+            }
+        );
         let mut i = f.input();
         i.ignore_heard = true;
-        assert_eq!(decide(&i), Decision::Vote { term: 4, candidate: 0 });
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 0
+            }
+        );
         let mut c = *f.slate.get(1).unwrap();
         c.ineligible = true;
         f.slate.record(1, c);
@@ -278,14 +308,27 @@ mod tests {
         f.slate.record(1, claim(4, (3, 9), 3));
         let mut i = f.input();
         i.live_leader = Some(0);
-        assert_eq!(decide(&i), Decision::Vote { term: 4, candidate: 0 });
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 0
+            }
+        );
         i.live_leader = Some(2); // live leader made no claim
         assert_eq!(decide(&i), Decision::Abstain(Abstain::LeaderIneligible));
         i.live_leader = None;
         i.voted = (4, Some(0));
         assert_eq!(decide(&i), Decision::Abstain(Abstain::AlreadyVoted));
         i.voted = (4, Some(1));
-        assert_eq!(decide(&i), Decision::Vote { term: 4, candidate: 1 }, "a resend is allowed");
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 1
+            },
+            "a resend is allowed"
+        );
         i.voted = (5, Some(1));
         assert_eq!(decide(&i), Decision::Abstain(Abstain::AlreadyVoted));
         i.voted = (0, None);

@@ -89,7 +89,9 @@ impl fmt::Display for ConfigError {
             ConfigError::ServerCount(n) => write!(f, "{n} servers listed; 1 to 255 are allowed"),
             ConfigError::BadId(id) => write!(f, "server id {id} is outside 1..=255"),
             ConfigError::DuplicateId(id) => write!(f, "server id {id} is listed twice"),
-            ConfigError::NotListed(id) => write!(f, "this server's id {id} is not in the server list"),
+            ConfigError::NotListed(id) => {
+                write!(f, "this server's id {id} is not in the server list")
+            }
             ConfigError::Timing(why) => f.write_str(why),
         }
     }
@@ -129,7 +131,9 @@ impl NodeConfig {
             return Err(ConfigError::Timing("rtt must be positive"));
         }
         if !(2..=100).contains(&self.missed_heartbeats) {
-            return Err(ConfigError::Timing("missed-heartbeats must be between 2 and 100"));
+            return Err(ConfigError::Timing(
+                "missed-heartbeats must be between 2 and 100",
+            ));
         }
         if self.drift_ppm >= 100_000 {
             return Err(ConfigError::Timing("drift must be in [0, 0.1)"));
@@ -364,7 +368,9 @@ impl Node {
         for (i, s) in cfg.servers.iter().enumerate() {
             index[usize::from(s.id)] = Some(i as u8);
         }
-        let me = index[usize::from(cfg.id)].map(usize::from).ok_or(ConfigError::NotListed(cfg.id))?;
+        let me = index[usize::from(cfg.id)]
+            .map(usize::from)
+            .ok_or(ConfigError::NotListed(cfg.id))?;
         let hold = cfg.hold();
         let lease_len = Duration::from_nanos(
             (crate::time::duration_nanos(hold) as u128 * u128::from(1_000_000 - 2 * cfg.drift_ppm)
@@ -426,7 +432,11 @@ impl Node {
         self.on_time(now);
         self.heard_at[s] = Some(now);
         match msg.body {
-            Body::Lead { seq, hold_ms, resign } => self.on_lead(now, s, msg.term, seq, hold_ms, resign),
+            Body::Lead {
+                seq,
+                hold_ms,
+                resign,
+            } => self.on_lead(now, s, msg.term, seq, hold_ms, resign),
             Body::Elect {
                 last_term,
                 last_seq,
@@ -508,7 +518,9 @@ impl Node {
     /// Emits held outputs, in order, while no write is outstanding.
     fn release(&mut self, now: Time) {
         while self.requested.is_none() {
-            let Some(h) = self.held.pop_front() else { break };
+            let Some(h) = self.held.pop_front() else {
+                break;
+            };
             match h {
                 Held::Send(dest, msg) => self.emit_send(dest, msg),
                 Held::SelfVote(term) => {
@@ -555,7 +567,11 @@ impl Node {
             None
         };
         Status {
-            role: if lease.is_some() { Role::Leader } else { Role::Follower },
+            role: if lease.is_some() {
+                Role::Leader
+            } else {
+                Role::Follower
+            },
             leader,
             term: self.term,
             lease_until: lease.and_then(|l| l.lease_until()),
@@ -610,7 +626,11 @@ impl Node {
                 warn!(
                     "lost quorum: stepping down from term {} ({})",
                     l.term,
-                    if had { "lease expired" } else { "no lease within K*HBT" }
+                    if had {
+                        "lease expired"
+                    } else {
+                        "no lease within K*HBT"
+                    }
                 );
                 self.step_down(now);
             }
@@ -637,7 +657,10 @@ impl Node {
     // ----- ELECTOR ------------------------------------------------------------------
 
     fn leader_live(&self, now: Time) -> bool {
-        self.leader.is_some() && self.leader_heard_at.is_some_and(|t| now < t + self.leader_hold)
+        self.leader.is_some()
+            && self
+                .leader_heard_at
+                .is_some_and(|t| now < t + self.leader_hold)
     }
 
     fn heard_count(&self, now: Time) -> u8 {
@@ -665,7 +688,10 @@ impl Node {
             ineligible: self.witness[self.me] || self.resigned_last,
         };
         self.slate.record(self.me, claim);
-        debug!("round opened: proposing term {} (heard {})", claim.term, claim.heard);
+        debug!(
+            "round opened: proposing term {} (heard {})",
+            claim.term, claim.heard
+        );
         let msg = self.message(
             claim.term,
             Body::Elect {
@@ -682,7 +708,9 @@ impl Node {
     fn retry_wait(&mut self) -> Duration {
         let rtt = crate::time::duration_nanos(self.cfg.rtt);
         let base = Duration::from_nanos(2 * rtt + self.rng.below(rtt));
-        base.checked_mul(1 << self.retry_doublings.min(16)).unwrap_or(self.hold).min(self.hold)
+        base.checked_mul(1 << self.retry_doublings.min(16))
+            .unwrap_or(self.hold)
+            .min(self.hold)
     }
 
     fn finish_round(&mut self, now: Time) {
@@ -693,7 +721,11 @@ impl Node {
             witness: &self.witness,
             ids: &self.ids,
             quiet: now < self.quiet_until,
-            live_leader: if self.leader_live(now) && !ignore_live { self.leader } else { None },
+            live_leader: if self.leader_live(now) && !ignore_live {
+                self.leader
+            } else {
+                None
+            },
             voted: (self.voted_term, self.voted_for),
             ignore_heard: self.cfg.sabotage.ignore_heard,
         });
@@ -732,21 +764,39 @@ impl Node {
             self.held.push_back(Held::SelfVote(term));
             self.release(now);
         } else {
-            let msg = self.message(term, Body::Vote { candidate: self.ids[candidate] });
+            let msg = self.message(
+                term,
+                Body::Vote {
+                    candidate: self.ids[candidate],
+                },
+            );
             self.send(Dest::One(self.ids[candidate]), msg);
         }
     }
 
     fn on_elect(&mut self, now: Time, s: usize, claim: Claim) {
-        // A straggler's claim for a term we are past, while our leader lives, is noise:
-        // the leader's next LEAD will bring the straggler up to date.
-        if claim.term <= self.term && self.leader_live(now) {
+        if self.leader_live(now) && self.is_straggler(&claim) {
             return;
         }
         self.slate.record(s, claim);
         if self.elector == ElectorState::Watching {
             self.enter_voting(now);
         }
+    }
+
+    /// True for a claim from a server that cannot be hearing our live leader: it proposes
+    /// a term we are past, or it is behind by at least max(K-1, 2) of the leader's LEADs
+    /// (a follower whose hold expired missed K-1 at least; a healthy one is at most one
+    /// behind, the LEAD in flight). Ignoring
+    /// it is always safe (it only means we do not vote), and it keeps a cut-off or
+    /// one-way-deaf follower from re-electing a healthy leader over and over: the
+    /// leader's next LEAD it does hear brings it up to date.
+    fn is_straggler(&self, claim: &Claim) -> bool {
+        let (term, seq) = self.last_seen;
+        let lag = u64::from(self.cfg.missed_heartbeats - 1).max(2);
+        claim.term <= self.term
+            || claim.last.0 < term
+            || (claim.last.0 == term && claim.last.1.saturating_add(lag) <= seq)
     }
 
     /// The ELECTOR's part of accepting a LEAD (from another server or from itself).
@@ -782,11 +832,20 @@ impl Node {
         }
         if let Some(l) = &self.leadership {
             if term == l.term {
-                error!("leader {} also claims term {term}: stepping down", self.ids[s]);
+                error!(
+                    "leader {} also claims term {term}: stepping down",
+                    self.ids[s]
+                );
                 self.counters.dual_leader += 1;
-                self.push_event(Event::DualLeader { term, other: self.ids[s] });
+                self.push_event(Event::DualLeader {
+                    term,
+                    other: self.ids[s],
+                });
             } else {
-                info!("leader {} of term {term} supersedes term {}", self.ids[s], l.term);
+                info!(
+                    "leader {} of term {term} supersedes term {}",
+                    self.ids[s], l.term
+                );
             }
             self.step_down(now);
         }
@@ -814,7 +873,9 @@ impl Node {
         if term < self.term || self.witness[self.me] {
             return;
         }
-        let count = self.tally.record(voter, term, self.cfg.sabotage.stale_tallies);
+        let count = self
+            .tally
+            .record(voter, term, self.cfg.sabotage.stale_tallies);
         if count < self.quorum {
             return;
         }
@@ -857,7 +918,10 @@ impl Node {
 
     fn send_lead(&mut self, now: Time) {
         let (term, seq) = {
-            let l = self.leadership.as_mut().expect("send_lead needs leadership");
+            let l = self
+                .leadership
+                .as_mut()
+                .expect("send_lead needs leadership");
             l.seq += 1;
             l.next_lead_at = now + self.cfg.heartbeat;
             l.record_send(self.me, now);
@@ -871,12 +935,21 @@ impl Node {
 
     fn send_lead_msg(&mut self, term: u64, seq: u64, resign: bool) {
         let hold_ms = ms_u32(self.hold);
-        let msg = self.message(term, Body::Lead { seq, hold_ms, resign });
+        let msg = self.message(
+            term,
+            Body::Lead {
+                seq,
+                hold_ms,
+                resign,
+            },
+        );
         self.send(Dest::All, msg);
     }
 
     fn step_down(&mut self, now: Time) {
-        let Some(l) = self.leadership.take() else { return };
+        let Some(l) = self.leadership.take() else {
+            return;
+        };
         self.counters.leader_changes += 1;
         self.push_event(Event::SteppedDown { term: l.term });
         if self.leader == Some(self.me) {
@@ -925,7 +998,10 @@ impl Node {
 
     fn emit_send(&mut self, dest: Dest, msg: Message) {
         if let (Dest::One(c), Body::Vote { .. }) = (dest, msg.body) {
-            self.push_event(Event::Voted { term: msg.term, candidate: c });
+            self.push_event(Event::Voted {
+                term: msg.term,
+                candidate: c,
+            });
         }
         self.out.push_back(Output::Send { dest, msg });
     }

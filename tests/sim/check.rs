@@ -1,0 +1,164 @@
+//! Safety checks, run after every simulated event (SPEC section 8).
+//!
+//! - S1: at most one server is elected in any term (from `Elected` events).
+//! - S2: no two servers' lease intervals overlap in real time. Each node reports its
+//!   lease end on its own drifting clock; the simulator converts it to real time.
+//! - S3: terms of successive leases strictly increase (the fencing order).
+//! - S4: no server casts two different votes in one term, across restarts.
+
+use super::Real;
+use electd::node::{Event, Status};
+use std::collections::BTreeMap;
+
+/// One server's continuous lease, in real time.
+#[derive(Copy, Clone, Debug)]
+pub struct Lease {
+    pub holder: u16,
+    pub start: Real,
+    pub end: Real,
+    pub term: u64,
+}
+
+/// The state of the checks and what they found.
+pub struct Checker {
+    pub violations: Vec<String>,
+    elected: BTreeMap<u64, u16>,
+    votes: BTreeMap<(u16, u64), u16>,
+    pub intervals: Vec<Lease>,
+    open: Vec<Option<usize>>,
+    last: Vec<Option<usize>>,
+    last_lease: Option<(u64, u16)>,
+    pub elections: u64,
+}
+
+impl Checker {
+    pub fn new(n: usize) -> Checker {
+        Checker {
+            violations: Vec::new(),
+            elected: BTreeMap::new(),
+            votes: BTreeMap::new(),
+            intervals: Vec::new(),
+            open: vec![None; n],
+            last: vec![None; n],
+            last_lease: None,
+            elections: 0,
+        }
+    }
+
+    fn violate(&mut self, what: String) {
+        if self.violations.len() < 20 {
+            self.violations.push(what);
+        }
+    }
+
+    /// Records an event a node emitted at real time `now`.
+    pub fn on_event(&mut self, now: Real, id: u16, e: Event) {
+        match e {
+            Event::Elected { term } => {
+                self.elections += 1;
+                match self.elected.insert(term, id) {
+                    Some(other) if other != id => self.violate(format!(
+                        "S1: term {term} elected {other} and {id} (t={now})"
+                    )),
+                    _ => {}
+                }
+            }
+            Event::Voted { term, candidate } => match self.votes.insert((id, term), candidate) {
+                Some(other) if other != candidate => self.violate(format!(
+                    "S4: server {id} voted for {other} and {candidate} in term {term} (t={now})"
+                )),
+                _ => {}
+            },
+            Event::DualLeader { term, other } => self.violate(format!(
+                "S1: {id} saw {other} lead its own term {term} (t={now})"
+            )),
+            Event::SteppedDown { .. } => {}
+        }
+    }
+
+    /// Records a node's status after it handled an event at real time `now`.
+    pub fn on_status(
+        &mut self,
+        now: Real,
+        id: u16,
+        status: &Status,
+        lease_end: Option<Real>,
+        term: u64,
+    ) {
+        let i = usize::from(id) - 1;
+        let Some(end) = lease_end.filter(|_| status.lease_until.is_some()) else {
+            self.close(now, i);
+            return;
+        };
+        let k = match self.open[i] {
+            Some(k) => {
+                let l = &mut self.intervals[k];
+                l.end = l.end.max(end);
+                l.term = term;
+                k
+            }
+            None => {
+                self.intervals.push(Lease {
+                    holder: id,
+                    start: now,
+                    end,
+                    term,
+                });
+                let k = self.intervals.len() - 1;
+                self.open[i] = Some(k);
+                self.last[i] = Some(k);
+                k
+            }
+        };
+        let mine = self.intervals[k];
+        match self.last_lease {
+            Some((t, h)) if term < t || (term == t && h != id) => self.violate(format!(
+                "S3: {id} holds a lease in term {term} after {h} held one in term {t} (t={now})"
+            )),
+            _ => {}
+        }
+        self.last_lease = Some((term, id));
+        for j in 0..self.last.len() {
+            let Some(o) = self.last[j].filter(|_| j != i).map(|o| self.intervals[o]) else {
+                continue;
+            };
+            if o.start < mine.end && mine.start < o.end {
+                self.violate(format!("S2: leases overlap: {mine:?} and {o:?} (t={now})"));
+            }
+        }
+    }
+
+    /// A process died at `now`: its lease, if any, ends there.
+    pub fn on_down(&mut self, now: Real, id: u16) {
+        self.close(now, usize::from(id) - 1);
+    }
+
+    fn close(&mut self, now: Real, i: usize) {
+        if let Some(k) = self.open[i].take() {
+            let l = &mut self.intervals[k];
+            l.end = l.end.min(now);
+        }
+    }
+
+    /// Every vote `id` cast, as (term, candidate), oldest term first.
+    pub fn votes_of(&self, id: u16) -> Vec<(u64, u16)> {
+        self.votes
+            .range((id, 0)..=(id, u64::MAX))
+            .map(|(&(_, t), &c)| (t, c))
+            .collect()
+    }
+
+    /// The first moment at or after `t` at which some server holds a lease.
+    pub fn first_lease_from(&self, t: Real) -> Option<Real> {
+        self.intervals
+            .iter()
+            .filter(|l| l.end > t)
+            .map(|l| l.start.max(t))
+            .min()
+    }
+
+    /// Leases that started at or after `t`.
+    pub fn leases_since(&self, t: Real) -> impl Iterator<Item = &Lease> {
+        self.intervals.iter().filter(move |l| l.start >= t)
+    }
+}
