@@ -348,6 +348,7 @@ pub struct Node {
     resign_again: Option<ResignAgain>,
 
     quiet_until: Time,
+    last_now: Time,
     durable: Durable,
     requested: Option<Durable>,
     held: VecDeque<Held>,
@@ -407,6 +408,7 @@ impl Node {
             leadership: None,
             resign_again: None,
             quiet_until: now + quiet,
+            last_now: now,
             durable,
             requested: None,
             held: VecDeque::new(),
@@ -546,8 +548,9 @@ impl Node {
         let mut d = self.elector_deadline;
         if let Some(l) = &self.leadership {
             d = d.min(l.next_lead_at).min(self.step_down_at(l));
-            if let Some(u) = l.lease_until() {
-                d = d.min(u.max(l.since));
+            // The lease end changes the reported role; once past, it is no deadline.
+            if let Some(u) = l.lease_until().filter(|&u| u > self.last_now) {
+                d = d.min(u);
             }
         }
         if let Some(r) = &self.resign_again {
@@ -620,6 +623,7 @@ impl Node {
     }
 
     fn on_time(&mut self, now: Time) {
+        self.last_now = self.last_now.max(now);
         if let Some(l) = &self.leadership {
             if now >= self.step_down_at(l) {
                 let had = l.lease_until().is_some();
@@ -785,7 +789,7 @@ impl Node {
     }
 
     /// True for a claim from a server that cannot be hearing our live leader: it proposes
-    /// a term we are past, or it is behind by at least max(K-1, 2) of the leader's LEADs
+    /// a term we are past, or (in our term) it is behind by at least max(K-1, 2) of the leader's LEADs
     /// (a follower whose hold expired missed K-1 at least; a healthy one is at most one
     /// behind, the LEAD in flight). Ignoring
     /// it is always safe (it only means we do not vote), and it keeps a cut-off or
@@ -794,6 +798,11 @@ impl Node {
     fn is_straggler(&self, claim: &Claim) -> bool {
         let (term, seq) = self.last_seen;
         let lag = u64::from(self.cfg.missed_heartbeats - 1).max(2);
+        if claim.term > self.term.saturating_add(1) {
+            // Its term is ahead of ours: it cannot accept our leader's LEADs, and only a
+            // round (re-electing our leader in its term) can bring the two together.
+            return false;
+        }
         claim.term <= self.term
             || claim.last.0 < term
             || (claim.last.0 == term && claim.last.1.saturating_add(lag) <= seq)

@@ -409,3 +409,75 @@ fn same_seed_same_run() {
     assert_eq!(run(42), run(42));
     assert_ne!(run(42), run(43));
 }
+
+/// Each checker fires on the violation it names (fed synthetic observations), so a
+/// clean swarm means the protocol held, not that the checks were blind.
+#[test]
+fn checker_detects_each_violation() {
+    use electd::node::{Event, Role, Status};
+    use electd::time::Time;
+    use sim::check::Checker;
+    let lease = |term| Status {
+        role: Role::Leader,
+        leader: None,
+        term,
+        lease_until: Some(Time(1)),
+        elector: electd::elector::ElectorState::Watching,
+        voted_term: term,
+    };
+    let none = Status {
+        lease_until: None,
+        role: Role::Follower,
+        ..lease(0)
+    };
+    let first = |c: &Checker| c.violations.first().map(|v| v[..2].to_string());
+
+    let mut c = Checker::new(3);
+    c.on_event(0, 1, Event::Elected { term: 4 });
+    c.on_event(1, 1, Event::Elected { term: 4 });
+    assert!(
+        c.violations.is_empty(),
+        "re-reporting one's own election is fine"
+    );
+    c.on_event(2, 2, Event::Elected { term: 4 });
+    assert_eq!(first(&c).as_deref(), Some("S1"));
+
+    let mut c = Checker::new(3);
+    c.on_status(0, 1, &lease(4), Some(100), 4);
+    c.on_status(50, 2, &lease(5), Some(200), 5);
+    assert_eq!(first(&c).as_deref(), Some("S2"));
+
+    let mut c = Checker::new(3);
+    c.on_status(0, 1, &lease(5), Some(100), 5);
+    c.on_status(100, 1, &none, None, 0);
+    c.on_status(150, 2, &lease(4), Some(300), 4);
+    assert_eq!(first(&c).as_deref(), Some("S3"));
+
+    let mut c = Checker::new(3);
+    c.on_event(
+        0,
+        3,
+        Event::Voted {
+            term: 7,
+            candidate: 1,
+        },
+    );
+    c.on_event(
+        5,
+        3,
+        Event::Voted {
+            term: 7,
+            candidate: 1,
+        },
+    );
+    assert!(c.violations.is_empty(), "a resent vote is the same vote");
+    c.on_event(
+        9,
+        3,
+        Event::Voted {
+            term: 7,
+            candidate: 2,
+        },
+    );
+    assert_eq!(first(&c).as_deref(), Some("S4"));
+}

@@ -566,6 +566,16 @@ impl Sim {
         self.push(self.now + d, Ev::Resume { host: i, inc });
     }
 
+    /// Ends a pause now.
+    pub fn resume(&mut self, id: u16) {
+        let i = self.idx(id);
+        if self.hosts[i].paused {
+            let inc = self.hosts[i].inc;
+            self.push(self.now, Ev::Resume { host: i, inc });
+            self.run_until(self.now);
+        }
+    }
+
     pub fn is_up(&self, id: u16) -> bool {
         self.hosts[self.idx(id)].node.is_some()
     }
