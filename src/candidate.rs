@@ -126,9 +126,10 @@ mod tests {
         assert_eq!(t.record(0, 4, false), 3);
         assert_eq!(
             t.record(0, 3, false),
-            3,
-            "a late lower vote never lowers an entry"
+            0,
+            "a late lower vote counts for nothing"
         );
+        assert_eq!(t.record(3, 4, false), 4, "and never lowers an entry");
         t.clear();
         assert_eq!(t.record(1, 4, false), 1);
         assert_eq!(t.record(2, 5, true), 2, "the broken board mixes terms");

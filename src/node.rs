@@ -431,8 +431,9 @@ impl Node {
         if msg.fingerprint != self.cfg.fingerprint {
             return Err(Reject::Fingerprint);
         }
-        self.on_time(now);
+        // Heard first: a round that the timer opens in this same call counts the sender.
         self.heard_at[s] = Some(now);
+        self.on_time(now);
         match msg.body {
             Body::Lead {
                 seq,

@@ -1,0 +1,264 @@
+//! The bare core, driven by hand: every output checked (STYLE.md, BlazingMQ-style).
+
+use electd::node::{Dest, Durable, Event, Node, NodeConfig, Output, Sabotage, ServerInfo};
+use electd::time::Time;
+use electd::wire::{Body, Message};
+use std::time::Duration;
+
+const FP: u32 = 0xF1F1;
+
+fn cfg(id: u16, n: u16) -> NodeConfig {
+    NodeConfig {
+        id,
+        servers: (1..=n)
+            .map(|id| ServerInfo {
+                id,
+                priority: 0,
+                witness: false,
+            })
+            .collect(),
+        fingerprint: FP,
+        heartbeat: Duration::from_millis(100),
+        rtt: Duration::from_millis(20),
+        missed_heartbeats: 3,
+        drift_ppm: 10_000,
+        seed: 1,
+        sabotage: Sabotage::default(),
+    }
+}
+
+fn ms(v: u64) -> Time {
+    Time(v * 1_000_000)
+}
+
+fn drain(n: &mut Node) -> Vec<Output> {
+    std::iter::from_fn(|| n.poll_output()).collect()
+}
+
+fn msg(sender: u16, term: u64, body: Body) -> Message {
+    Message {
+        sender,
+        fingerprint: FP,
+        term,
+        body,
+    }
+}
+
+fn elect(sender: u16, term: u64, heard: u8) -> Message {
+    msg(
+        sender,
+        term,
+        Body::Elect {
+            last_term: 0,
+            last_seq: 0,
+            priority: 0,
+            heard,
+            ineligible: false,
+        },
+    )
+}
+
+fn sends(out: &[Output]) -> Vec<(Dest, Body)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Send { dest, msg } => Some((*dest, msg.body)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn vote_leaves_only_after_its_state_is_durable() {
+    let mut n = Node::new(cfg(3, 3), Durable::default(), ms(0)).unwrap();
+    let t = ms(1000); // past the quiet period (K*HBT = 300 ms)
+    n.handle_datagram(t, &elect(1, 1, 3)).unwrap();
+    let out = drain(&mut n);
+    assert!(
+        matches!(sends(&out)[..], [(Dest::All, Body::Elect { heard: 2, .. })]),
+        "{out:?}"
+    );
+    n.handle_datagram(t, &elect(2, 1, 3)).unwrap();
+    assert!(drain(&mut n).is_empty());
+    n.handle_timeout(t + Duration::from_millis(20));
+    let out = drain(&mut n);
+    let want = Durable {
+        term: 1,
+        voted_term: 1,
+        voted_for: 1,
+        max_hold_ms: 0,
+    };
+    assert_eq!(
+        out,
+        vec![Output::Persist(want)],
+        "nothing may leave before the write"
+    );
+    n.handle_persisted(t, want);
+    let out = drain(&mut n);
+    assert_eq!(
+        out,
+        vec![
+            Output::Event(Event::Voted {
+                term: 1,
+                candidate: 1
+            }),
+            Output::Send {
+                dest: Dest::One(1),
+                msg: msg(3, 1, Body::Vote { candidate: 1 })
+            },
+        ]
+    );
+}
+
+#[test]
+fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
+    let mut n = Node::new(
+        cfg(2, 3),
+        Durable {
+            term: 4,
+            ..Durable::default()
+        },
+        ms(0),
+    )
+    .unwrap();
+    n.handle_datagram(
+        ms(10),
+        &msg(
+            1,
+            3,
+            Body::Lead {
+                seq: 1,
+                hold_ms: 300,
+                resign: false,
+            },
+        ),
+    )
+    .unwrap();
+    assert!(
+        drain(&mut n).is_empty(),
+        "a LEAD of a lower term is refused and not acknowledged"
+    );
+    n.handle_datagram(
+        ms(20),
+        &msg(
+            1,
+            9,
+            Body::Lead {
+                seq: 5,
+                hold_ms: 500,
+                resign: false,
+            },
+        ),
+    )
+    .unwrap();
+    let want = Durable {
+        term: 9,
+        voted_term: 0,
+        voted_for: 0,
+        max_hold_ms: 500,
+    };
+    assert_eq!(drain(&mut n), vec![Output::Persist(want)]);
+    n.handle_persisted(ms(21), want);
+    assert_eq!(
+        sends(&drain(&mut n)),
+        vec![(Dest::All, Body::Ack { seq: 5 })]
+    );
+    let st = n.status(ms(22));
+    assert_eq!((st.leader, st.term), (Some(1), 9));
+    // The leader's longer hold (500 ms > K*HBT) is kept: still followed at 519 ms.
+    assert_eq!(n.status(ms(519)).leader, Some(1));
+    assert_eq!(n.status(ms(520)).leader, None);
+}
+
+#[test]
+fn restarted_server_is_quiet_for_the_largest_hold_it_accepted() {
+    let disk = Durable {
+        term: 5,
+        voted_term: 5,
+        voted_for: 1,
+        max_hold_ms: 2000,
+    };
+    let mut n = Node::new(cfg(3, 3), disk, ms(0)).unwrap();
+    for (at, votes) in [(ms(1500), false), (ms(2500), true)] {
+        n.handle_datagram(at, &elect(1, 6, 3)).unwrap();
+        n.handle_datagram(at, &elect(2, 6, 3)).unwrap();
+        n.handle_timeout(at + Duration::from_millis(20));
+        let out = drain(&mut n);
+        let persisted = out.iter().any(|o| matches!(o, Output::Persist(_)));
+        assert_eq!(persisted, votes, "at {at:?}: {out:?}");
+        n.handle_timeout(at + Duration::from_millis(900)); // let the retry round pass
+        drain(&mut n);
+    }
+}
+
+#[test]
+fn single_server_leads_itself_and_renews_its_lease() {
+    let mut n = Node::new(cfg(1, 1), Durable::default(), ms(0)).unwrap();
+    let mut now = ms(0);
+    for _ in 0..100 {
+        now = n.next_deadline().max(now);
+        n.handle_timeout(now);
+        while let Some(o) = n.poll_output() {
+            if let Output::Persist(d) = o {
+                n.handle_persisted(now, d);
+            }
+        }
+    }
+    assert!(n.is_leader(now));
+    assert_eq!(n.status(now).term, 1);
+    assert!(n.handle_yield(now));
+    assert!(!n.is_leader(now));
+}
+
+#[test]
+fn foreign_and_own_datagrams_are_rejected() {
+    let mut n = Node::new(cfg(2, 3), Durable::default(), ms(0)).unwrap();
+    let mut m = elect(1, 1, 3);
+    m.fingerprint = 7;
+    assert_eq!(
+        n.handle_datagram(ms(1), &m),
+        Err(electd::node::Reject::Fingerprint)
+    );
+    assert_eq!(
+        n.handle_datagram(ms(1), &elect(9, 1, 3)),
+        Err(electd::node::Reject::UnknownSender)
+    );
+    assert_eq!(
+        n.handle_datagram(ms(1), &elect(2, 1, 3)),
+        Err(electd::node::Reject::OwnEcho)
+    );
+    assert!(drain(&mut n).is_empty());
+}
+
+#[test]
+fn invalid_configurations_are_refused() {
+    let bad = [
+        NodeConfig {
+            rtt: Duration::from_millis(100),
+            ..cfg(1, 3)
+        },
+        NodeConfig {
+            heartbeat: Duration::from_millis(5),
+            rtt: Duration::from_millis(1),
+            ..cfg(1, 3)
+        },
+        NodeConfig {
+            missed_heartbeats: 1,
+            ..cfg(1, 3)
+        },
+        NodeConfig {
+            drift_ppm: 100_000,
+            ..cfg(1, 3)
+        },
+        NodeConfig { id: 4, ..cfg(1, 3) },
+        NodeConfig {
+            servers: vec![],
+            ..cfg(1, 3)
+        },
+    ];
+    for c in bad {
+        assert!(
+            Node::new(c.clone(), Durable::default(), ms(0)).is_err(),
+            "{c:?}"
+        );
+    }
+}
