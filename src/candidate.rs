@@ -49,7 +49,9 @@ pub struct Leadership {
     pub since: Time,
     /// When the next heartbeat is due.
     pub next_lead_at: Time,
+    /// (term, seq, lease end) of recent LEADs.
     sent: VecDeque<(u64, u64, Time)>,
+    /// Per server, the latest lease end among the LEADs it acknowledged.
     acked: Vec<Option<Time>>,
     lease_until: Option<Time>,
     scratch: Vec<Time>,
@@ -70,13 +72,16 @@ impl Leadership {
         }
     }
 
-    /// Records that LEAD (term, seq) left at `now`; the leader counts as acked.
-    pub fn record_send(&mut self, me: usize, now: Time) {
+    /// Records that LEAD (term, seq) left at `now` promising `lease_len` of faith; the
+    /// leader counts as having acknowledged it. Each LEAD keeps the lease length it was
+    /// sent with, so a timer reload never stretches a promise already made.
+    pub fn record_send(&mut self, me: usize, now: Time, lease_len: Duration) {
         if self.sent.len() == SENT_WINDOW {
             self.sent.pop_front();
         }
-        self.sent.push_back((self.term, self.seq, now));
-        self.acked[me] = Some(now);
+        let end = now + lease_len;
+        self.sent.push_back((self.term, self.seq, end));
+        self.acked[me] = Some(end);
     }
 
     /// Records ACK(term, seq) from `voter`; returns false if that LEAD is unknown.
@@ -89,8 +94,8 @@ impl Leadership {
         true
     }
 
-    /// Recomputes the lease: the Q-th newest acked send time plus `lease_len`.
-    pub fn update_lease(&mut self, quorum: usize, lease_len: Duration) {
+    /// Recomputes the lease: the Q-th latest lease end among the acknowledged LEADs.
+    pub fn update_lease(&mut self, quorum: usize) {
         self.scratch.clear();
         self.scratch.extend(self.acked.iter().flatten());
         if self.scratch.len() < quorum {
@@ -99,7 +104,7 @@ impl Leadership {
         }
         let k = self.scratch.len() - quorum;
         let (_, qth, _) = self.scratch.select_nth_unstable(k);
-        self.lease_until = Some(*qth + lease_len);
+        self.lease_until = Some(*qth);
     }
 
     /// The end of the lease, if acknowledgements from a majority ever gave one.
@@ -141,16 +146,16 @@ mod tests {
         let len = Duration::from_millis(100);
         let mut l = Leadership::new(7, 5, ms(0));
         l.seq = 1;
-        l.record_send(0, ms(10));
-        l.update_lease(3, len);
+        l.record_send(0, ms(10), len);
+        l.update_lease(3);
         assert_eq!(l.lease_until(), None, "the leader alone is no majority");
         assert!(l.record_ack(1, 7, 1));
         assert!(!l.record_ack(2, 7, 2), "unknown LEAD");
         assert!(!l.record_ack(2, 6, 1), "other term");
         l.seq = 2;
-        l.record_send(0, ms(20));
+        l.record_send(0, ms(20), len);
         assert!(l.record_ack(2, 7, 2));
-        l.update_lease(3, len);
+        l.update_lease(3);
         // acks: self 20, v1 10, v2 20 -> third newest is 10.
         assert_eq!(l.lease_until(), Some(ms(110)));
         assert!(l.lease_valid(ms(109)) && !l.lease_valid(ms(110)));
@@ -159,7 +164,12 @@ mod tests {
             l.record_ack(1, 7, 1),
             "an older ack never lowers the newest"
         );
-        l.update_lease(3, len);
+        l.update_lease(3);
+        assert_eq!(l.lease_until(), Some(ms(120)));
+        // A longer promise from now on does not stretch what was acknowledged before.
+        l.seq = 3;
+        l.record_send(0, ms(30), Duration::from_millis(500));
+        l.update_lease(3);
         assert_eq!(l.lease_until(), Some(ms(120)));
     }
 }

@@ -13,8 +13,10 @@
 //! `Node`; see `docs/PROTOCOL.md` for the protocol and why it is safe.
 
 pub mod candidate;
+pub mod config;
 pub mod elector;
 pub mod node;
 pub mod rng;
+pub mod store;
 pub mod time;
 pub mod wire;

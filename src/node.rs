@@ -356,6 +356,12 @@ pub struct Node {
     counters: Counters,
 }
 
+/// K*HBT*(1-2*rho): how long a majority's acknowledgement lets a leader lead.
+fn lease_len(hold: Duration, drift_ppm: u32) -> Duration {
+    let ns = crate::time::duration_nanos(hold) as u128;
+    Duration::from_nanos((ns * u128::from(1_000_000 - 2 * drift_ppm) / 1_000_000) as u64)
+}
+
 fn ms_u32(d: Duration) -> u32 {
     u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
 }
@@ -373,10 +379,7 @@ impl Node {
             .map(usize::from)
             .ok_or(ConfigError::NotListed(cfg.id))?;
         let hold = cfg.hold();
-        let lease_len = Duration::from_nanos(
-            (crate::time::duration_nanos(hold) as u128 * u128::from(1_000_000 - 2 * cfg.drift_ppm)
-                / 1_000_000) as u64,
-        );
+        let lease_len = lease_len(hold, cfg.drift_ppm);
         // Before a restart this server may have promised a leader its hold: stay quiet
         // for the longest hold it ever accepted (SPEC section 5, Decision).
         let quiet = hold.max(Duration::from_millis(u64::from(durable.max_hold_ms)));
@@ -535,6 +538,30 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// Applies new timers (SIGHUP). Each LEAD carries the hold it promised and keeps the
+    /// lease length it was sent with, so the change is safe at any moment; running
+    /// timers keep their deadlines and the new values apply from the next one.
+    pub fn set_timers(
+        &mut self,
+        heartbeat: Duration,
+        rtt: Duration,
+        k: u32,
+        drift_ppm: u32,
+    ) -> Result<(), ConfigError> {
+        let cfg = NodeConfig {
+            heartbeat,
+            rtt,
+            missed_heartbeats: k,
+            drift_ppm,
+            ..self.cfg.clone()
+        };
+        cfg.validate()?;
+        self.hold = cfg.hold();
+        self.lease_len = lease_len(self.hold, drift_ppm);
+        self.cfg = cfg;
+        Ok(())
     }
 
     // ----- outputs ------------------------------------------------------------------
@@ -916,10 +943,9 @@ impl Node {
 
     fn on_ack(&mut self, s: usize, term: u64, seq: u64) {
         let quorum = self.quorum;
-        let lease_len = self.lease_len;
         if let Some(l) = &mut self.leadership {
             if l.record_ack(s, term, seq) {
-                l.update_lease(quorum, lease_len);
+                l.update_lease(quorum);
             } else {
                 self.counters.unmatched_acks += 1;
             }
@@ -934,8 +960,8 @@ impl Node {
                 .expect("send_lead needs leadership");
             l.seq += 1;
             l.next_lead_at = now + self.cfg.heartbeat;
-            l.record_send(self.me, now);
-            l.update_lease(self.quorum, self.lease_len);
+            l.record_send(self.me, now, self.lease_len);
+            l.update_lease(self.quorum);
             (l.term, l.seq)
         };
         self.send_lead_msg(term, seq, false);

@@ -1,0 +1,701 @@
+//! The configuration file (SPEC section 9): parse, validate, fingerprint.
+//!
+//! One directive per line, `#` starts a comment. Every error names the file, the line
+//! and the problem, with a suggestion for a misspelled directive.
+
+use crate::node::{NodeConfig, Sabotage, ServerInfo};
+use std::fmt;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The default configuration file.
+pub const DEFAULT_PATH: &str = "/etc/electd/electd.conf";
+/// The default control socket.
+pub const DEFAULT_SOCKET: &str = "/run/electd/electd.sock";
+/// The longest configuration file read (a server list of 255 fits many times over).
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+const DIRECTIVES: &[&str] = &[
+    "cluster",
+    "server",
+    "id",
+    "multicast",
+    "unicast",
+    "heartbeat",
+    "rtt",
+    "missed-heartbeats",
+    "drift",
+    "socket",
+    "socket-mode",
+    "state",
+    "on-leader",
+    "on-follower",
+    "hook-timeout",
+    "key-file",
+    "log-level",
+];
+
+/// One server of the list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Server {
+    /// 1..=255.
+    pub id: u16,
+    /// Where it receives datagrams (its unicast address).
+    pub addr: SocketAddrV4,
+    /// A readable name for logs and status.
+    pub name: Option<String>,
+    /// Higher wins ties between equally up-to-date claimants.
+    pub priority: u8,
+    /// Votes and acknowledges, never leads.
+    pub witness: bool,
+}
+
+/// How broadcasts travel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// LEAD, ELECT and ACK go to a multicast group; VOTE goes unicast.
+    Multicast {
+        /// The group and port.
+        group: SocketAddrV4,
+        /// The interface name.
+        interface: String,
+        /// Multicast TTL.
+        ttl: u32,
+    },
+    /// Every broadcast is sent to each other server's address.
+    Unicast,
+}
+
+/// A parsed and validated configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// The cluster name (part of the fingerprint).
+    pub cluster: String,
+    /// The server list, sorted by id.
+    pub servers: Vec<Server>,
+    /// This server's id.
+    pub id: u16,
+    /// Multicast or unicast.
+    pub transport: Transport,
+    /// HBT.
+    pub heartbeat: Duration,
+    /// RTT.
+    pub rtt: Duration,
+    /// K.
+    pub missed_heartbeats: u32,
+    /// rho, in millionths.
+    pub drift_ppm: u32,
+    /// The control socket path ({id} expanded).
+    pub socket: PathBuf,
+    /// The control socket's file mode.
+    pub socket_mode: u32,
+    /// The state file path ({id} expanded).
+    pub state: PathBuf,
+    /// Hook run on becoming leader (argv).
+    pub on_leader: Option<Vec<String>>,
+    /// Hook run on ceasing to be leader (argv).
+    pub on_follower: Option<Vec<String>>,
+    /// How long a hook may run before it is killed.
+    pub hook_timeout: Duration,
+    /// Log level, if the file sets one.
+    pub log_level: Option<log::LevelFilter>,
+}
+
+/// A configuration error: file, line (when it is about one line) and problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file's name as given.
+    pub file: String,
+    /// The 1-based line, if the problem is on one line.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub msg: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{l}: {}", self.file, self.msg),
+            None => write!(f, "{}: {}", self.file, self.msg),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Parses a duration such as `250ms`, `1s`, `1.5s`, `2m` or `1h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let scale: f64 = match unit {
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "" => return Err(format!("duration '{s}' needs a unit (ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "unknown unit '{unit}' in '{s}' (use ms, s, m or h)"
+            ));
+        }
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration"))?;
+    let secs = v * scale;
+    if !(0.0..=86_400.0 * 365.0).contains(&secs) {
+        return Err(format!("duration '{s}' is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn suggest(word: &str) -> String {
+    let best = DIRECTIVES
+        .iter()
+        .map(|d| (edit_distance(word, d), *d))
+        .min();
+    match best {
+        Some((d, s)) if d <= 2 => format!(" (did you mean '{s}'?)"),
+        _ => String::new(),
+    }
+}
+
+/// Expands `{id}` in a path.
+fn expand(path: &str, id: u16) -> PathBuf {
+    PathBuf::from(path.replace("{id}", &id.to_string()))
+}
+
+#[derive(Default)]
+struct Raw {
+    cluster: Option<String>,
+    servers: Vec<(usize, Server)>,
+    id: Option<(usize, u16)>,
+    transport: Option<Transport>,
+    heartbeat: Option<Duration>,
+    rtt: Option<Duration>,
+    k: Option<u32>,
+    drift_ppm: Option<u32>,
+    socket: Option<String>,
+    socket_mode: Option<u32>,
+    state: Option<String>,
+    on_leader: Option<Vec<String>>,
+    on_follower: Option<Vec<String>>,
+    hook_timeout: Option<Duration>,
+    log_level: Option<log::LevelFilter>,
+}
+
+fn one<'a>(args: &[&'a str], what: &str) -> Result<&'a str, String> {
+    match args {
+        [v] => Ok(v),
+        [] => Err(format!("missing {what}")),
+        _ => Err(format!("expected one {what}, got {}", args.len())),
+    }
+}
+
+fn parse_server(args: &[&str]) -> Result<Server, String> {
+    let usage = "expected: server ID ADDRESS:PORT [name NAME] [priority P] [witness]";
+    let (id, addr) = match args {
+        [id, addr, ..] => (id, addr),
+        _ => return Err(usage.into()),
+    };
+    let id: u16 = id
+        .parse()
+        .ok()
+        .filter(|i| (1..=255).contains(i))
+        .ok_or_else(|| format!("server id '{id}' is not in 1..=255"))?;
+    let addr: SocketAddrV4 = addr
+        .parse()
+        .map_err(|_| format!("'{addr}' is not an IPv4 address:port"))?;
+    if addr.port() == 0 {
+        return Err(format!("server {id} needs a port other than 0"));
+    }
+    let mut s = Server {
+        id,
+        addr,
+        name: None,
+        priority: 0,
+        witness: false,
+    };
+    let mut rest = args[2..].iter();
+    while let Some(&word) = rest.next() {
+        match word {
+            "name" => s.name = Some(rest.next().ok_or("'name' needs a value")?.to_string()),
+            "priority" => {
+                let p = rest.next().ok_or("'priority' needs a value")?;
+                s.priority = p
+                    .parse()
+                    .map_err(|_| format!("priority '{p}' is not in 0..=255"))?;
+            }
+            "witness" => s.witness = true,
+            other => return Err(format!("unknown server option '{other}'; {usage}")),
+        }
+    }
+    Ok(s)
+}
+
+fn parse_multicast(args: &[&str]) -> Result<Transport, String> {
+    let usage = "expected: multicast GROUP:PORT interface NAME [ttl N]";
+    let group: SocketAddrV4 = args
+        .first()
+        .ok_or(usage)?
+        .parse()
+        .map_err(|_| format!("'{}' is not a group:port", args[0]))?;
+    if !group.ip().is_multicast() {
+        return Err(format!("{} is not a multicast address", group.ip()));
+    }
+    let mut interface = None;
+    let mut ttl = 1;
+    let mut rest = args[1..].iter();
+    while let Some(&word) = rest.next() {
+        match word {
+            "interface" => {
+                interface = Some(rest.next().ok_or("'interface' needs a name")?.to_string())
+            }
+            "ttl" => {
+                let t = rest.next().ok_or("'ttl' needs a value")?;
+                ttl = t
+                    .parse()
+                    .ok()
+                    .filter(|t| (1..=255).contains(t))
+                    .ok_or_else(|| format!("ttl '{t}' is not in 1..=255"))?;
+            }
+            other => return Err(format!("unknown multicast option '{other}'; {usage}")),
+        }
+    }
+    let interface = interface.ok_or("multicast needs 'interface NAME'")?;
+    Ok(Transport::Multicast {
+        group,
+        interface,
+        ttl,
+    })
+}
+
+fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result<(), String> {
+    let (directive, args) = (words[0], &words[1..]);
+    match directive {
+        "cluster" => raw.cluster = Some(one(args, "cluster name")?.to_string()),
+        "server" => raw.servers.push((lineno, parse_server(args)?)),
+        "id" => {
+            let v = one(args, "id")?;
+            let id = v
+                .parse()
+                .ok()
+                .filter(|i| (1..=255).contains(i))
+                .ok_or_else(|| format!("id '{v}' is not in 1..=255"))?;
+            raw.id = Some((lineno, id));
+        }
+        "multicast" => raw.transport = Some(parse_multicast(args)?),
+        "unicast" => {
+            if !args.is_empty() {
+                return Err("'unicast' takes no arguments".into());
+            }
+            raw.transport = Some(Transport::Unicast);
+        }
+        "heartbeat" => raw.heartbeat = Some(parse_duration(one(args, "duration")?)?),
+        "rtt" => raw.rtt = Some(parse_duration(one(args, "duration")?)?),
+        "hook-timeout" => raw.hook_timeout = Some(parse_duration(one(args, "duration")?)?),
+        "missed-heartbeats" => {
+            let v = one(args, "count")?;
+            raw.k = Some(v.parse().map_err(|_| format!("'{v}' is not a count"))?);
+        }
+        "drift" => {
+            let v = one(args, "fraction")?;
+            let d: f64 = v.parse().map_err(|_| format!("'{v}' is not a number"))?;
+            if !(0.0..0.1).contains(&d) {
+                return Err(format!("drift {v} must be in [0, 0.1)"));
+            }
+            raw.drift_ppm = Some((d * 1e6).round() as u32);
+        }
+        "socket" => raw.socket = Some(one(args, "path")?.to_string()),
+        "state" => raw.state = Some(one(args, "path")?.to_string()),
+        "socket-mode" => {
+            let v = one(args, "octal mode")?;
+            let m = u32::from_str_radix(v, 8)
+                .ok()
+                .filter(|m| *m <= 0o777)
+                .ok_or_else(|| format!("'{v}' is not an octal mode like 0660"))?;
+            raw.socket_mode = Some(m);
+        }
+        "on-leader" | "on-follower" => {
+            if args.is_empty() {
+                return Err(format!("'{directive}' needs a command"));
+            }
+            let argv = args.iter().map(|s| s.to_string()).collect();
+            if directive == "on-leader" {
+                raw.on_leader = Some(argv);
+            } else {
+                raw.on_follower = Some(argv);
+            }
+        }
+        "log-level" => {
+            let v = one(args, "level")?;
+            raw.log_level = Some(v.parse().map_err(|_| {
+                format!("unknown log level '{v}' (error, warn, info, debug, trace)")
+            })?);
+        }
+        "key-file" => {
+            return Err("'key-file' (authenticated datagrams) is not supported by this build yet; remove it rather than run unauthenticated by surprise".into());
+        }
+        other => return Err(format!("unknown directive '{other}'{}", suggest(other))),
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Reads and validates `path`; `id` overrides the file's `id` directive.
+    pub fn load(path: &Path, id: Option<u16>) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let err = |msg: String| ConfigError {
+            file: file.clone(),
+            line: None,
+            msg,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(err(format!("file is larger than {MAX_FILE_BYTES} bytes")));
+        }
+        let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let text = String::from_utf8(bytes).map_err(|_| err("file is not UTF-8".into()))?;
+        Config::parse(&text, path, id)
+    }
+
+    /// Parses configuration text; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path, id_override: Option<u16>) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let at = |line: Option<usize>, msg: String| ConfigError {
+            file: file.clone(),
+            line,
+            msg,
+        };
+        let mut raw = Raw::default();
+        for (i, line) in text.lines().enumerate() {
+            let content = line.split('#').next().unwrap_or("");
+            let words: Vec<&str> = content.split_whitespace().collect();
+            if words.is_empty() {
+                continue;
+            }
+            parse_line(&mut raw, i + 1, &words).map_err(|m| at(Some(i + 1), m))?;
+        }
+        let cluster = raw
+            .cluster
+            .ok_or_else(|| at(None, "missing 'cluster NAME'".into()))?;
+        if raw.servers.is_empty() {
+            return Err(at(None, "no 'server' lines".into()));
+        }
+        if raw.servers.len() > crate::node::MAX_SERVERS {
+            return Err(at(
+                None,
+                format!("{} servers listed; at most 255", raw.servers.len()),
+            ));
+        }
+        let mut servers: Vec<Server> = Vec::new();
+        for (line, s) in raw.servers {
+            if servers.iter().any(|o| o.id == s.id) {
+                return Err(at(
+                    Some(line),
+                    format!("server id {} is listed twice", s.id),
+                ));
+            }
+            if servers.iter().any(|o| o.addr == s.addr) {
+                return Err(at(
+                    Some(line),
+                    format!("address {} is listed twice", s.addr),
+                ));
+            }
+            if s.name.is_some() && servers.iter().any(|o| o.name == s.name) {
+                return Err(at(
+                    Some(line),
+                    format!("name {} is listed twice", s.name.as_deref().unwrap_or("")),
+                ));
+            }
+            servers.push(s);
+        }
+        servers.sort_by_key(|s| s.id);
+        let id = match (id_override, raw.id) {
+            (Some(id), _) => id,
+            (None, Some((_, id))) => id,
+            (None, None) => return Err(at(None, "missing 'id N' (or pass --id)".into())),
+        };
+        if !servers.iter().any(|s| s.id == id) {
+            let line = raw.id.filter(|_| id_override.is_none()).map(|(l, _)| l);
+            return Err(at(
+                line,
+                format!("this server's id {id} is not in the server list"),
+            ));
+        }
+        let transport = raw.transport.ok_or_else(|| {
+            at(
+                None,
+                "missing transport: add 'multicast GROUP:PORT interface NAME' or 'unicast'".into(),
+            )
+        })?;
+        let cfg = Config {
+            path: path.to_path_buf(),
+            cluster,
+            servers,
+            id,
+            transport,
+            heartbeat: raw.heartbeat.unwrap_or(Duration::from_secs(1)),
+            rtt: raw.rtt.unwrap_or(Duration::from_millis(100)),
+            missed_heartbeats: raw.k.unwrap_or(3),
+            drift_ppm: raw.drift_ppm.unwrap_or(10_000),
+            socket: expand(raw.socket.as_deref().unwrap_or(DEFAULT_SOCKET), id),
+            socket_mode: raw.socket_mode.unwrap_or(0o660),
+            state: expand(
+                raw.state.as_deref().unwrap_or("/var/lib/electd/{id}.state"),
+                id,
+            ),
+            on_leader: raw.on_leader,
+            on_follower: raw.on_follower,
+            hook_timeout: raw.hook_timeout.unwrap_or(Duration::from_secs(10)),
+            log_level: raw.log_level,
+        };
+        cfg.node_config(0)
+            .validate()
+            .map_err(|e| at(None, e.to_string()))?;
+        if cfg.hook_timeout.is_zero() {
+            return Err(at(None, "hook-timeout must be positive".into()));
+        }
+        Ok(cfg)
+    }
+
+    /// This server's entry in the list.
+    pub fn me(&self) -> &Server {
+        self.servers
+            .iter()
+            .find(|s| s.id == self.id)
+            .expect("validated: id is listed")
+    }
+
+    /// The entry of server `id`.
+    pub fn server(&self, id: u16) -> Option<&Server> {
+        self.servers.iter().find(|s| s.id == id)
+    }
+
+    /// CRC-32 of the canonical cluster name and server list (ids, addresses, witness marks).
+    pub fn fingerprint(&self) -> u32 {
+        let mut canon = format!("electd-cluster-v1\ncluster {}\n", self.cluster);
+        for s in &self.servers {
+            canon.push_str(&format!(
+                "server {} {}{}\n",
+                s.id,
+                s.addr,
+                if s.witness { " witness" } else { "" }
+            ));
+        }
+        crc32fast::hash(canon.as_bytes())
+    }
+
+    /// The core's view of this configuration.
+    pub fn node_config(&self, seed: u64) -> NodeConfig {
+        NodeConfig {
+            id: self.id,
+            servers: self
+                .servers
+                .iter()
+                .map(|s| ServerInfo {
+                    id: s.id,
+                    priority: s.priority,
+                    witness: s.witness,
+                })
+                .collect(),
+            fingerprint: self.fingerprint(),
+            heartbeat: self.heartbeat,
+            rtt: self.rtt,
+            missed_heartbeats: self.missed_heartbeats,
+            drift_ppm: self.drift_ppm,
+            seed,
+            sabotage: Sabotage::default(),
+        }
+    }
+
+    /// The name of server `id` (its `name`, or its id).
+    pub fn name_of(&self, id: u16) -> String {
+        self.server(id)
+            .and_then(|s| s.name.clone())
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    /// The configured address of server `id` as a generic socket address.
+    pub fn addr_of(&self, id: u16) -> Option<SocketAddr> {
+        self.server(id).map(|s| SocketAddr::V4(s.addr))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "\
+cluster orders-eu                      # name
+server 1 10.0.1.11:7400 name a1
+server 2 10.0.2.12:7400 name b1 priority 10
+server 3 10.0.3.13:7400 name c1 witness
+id 1
+multicast 239.255.47.1:7400 interface eth0 ttl 1
+heartbeat 1s
+rtt 100ms
+missed-heartbeats 3
+drift 0.01
+socket /run/electd/electd-{id}.sock
+socket-mode 0660
+state /var/lib/electd/{id}.state
+on-leader /usr/local/bin/processor-start --fast
+on-follower /usr/local/bin/processor-stop
+hook-timeout 10s
+";
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("electd.conf"), None)
+    }
+
+    #[test]
+    fn the_spec_example_parses() {
+        let c = parse(GOOD).unwrap();
+        assert_eq!(c.servers.len(), 3);
+        assert_eq!(c.servers[1].priority, 10);
+        assert!(c.servers[2].witness);
+        assert_eq!(c.state, PathBuf::from("/var/lib/electd/1.state"));
+        assert_eq!(c.socket, PathBuf::from("/run/electd/electd-1.sock"));
+        assert_eq!(c.socket_mode, 0o660);
+        assert_eq!(
+            c.on_leader.as_deref(),
+            Some(
+                &[
+                    "/usr/local/bin/processor-start".to_string(),
+                    "--fast".into()
+                ][..]
+            )
+        );
+        assert!(matches!(c.transport, Transport::Multicast { ttl: 1, .. }));
+        let o = Config::parse(GOOD, Path::new("x"), Some(2)).unwrap();
+        assert_eq!(
+            (o.id, o.state.clone()),
+            (2, PathBuf::from("/var/lib/electd/2.state"))
+        );
+        assert_eq!(
+            o.fingerprint(),
+            c.fingerprint(),
+            "the id is not part of the cluster"
+        );
+    }
+
+    #[test]
+    fn fingerprint_covers_name_ids_addresses_and_witness_marks() {
+        let base = parse(GOOD).unwrap().fingerprint();
+        for (from, to) in [
+            ("orders-eu", "orders-us"),
+            ("10.0.2.12:7400", "10.0.2.12:7401"),
+            (
+                "server 3 10.0.3.13:7400 name c1 witness",
+                "server 3 10.0.3.13:7400 name c1",
+            ),
+            ("server 3 ", "server 4 "),
+        ] {
+            assert_ne!(
+                parse(&GOOD.replace(from, to)).unwrap().fingerprint(),
+                base,
+                "{from} -> {to}"
+            );
+        }
+        let renamed = parse(&GOOD.replace("name b1 priority 10", "name bee priority 3")).unwrap();
+        assert_eq!(
+            renamed.fingerprint(),
+            base,
+            "names and priorities may differ per server"
+        );
+    }
+
+    #[test]
+    fn errors_name_file_line_and_problem() {
+        let cases = [
+            (
+                "hearbeat 1s",
+                "electd.conf:17: unknown directive 'hearbeat' (did you mean 'heartbeat'?)",
+            ),
+            (
+                "heartbeat 1",
+                "electd.conf:17: duration '1' needs a unit (ms, s, m or h)",
+            ),
+            (
+                "rtt 5parsecs",
+                "electd.conf:17: unknown unit 'parsecs' in '5parsecs' (use ms, s, m or h)",
+            ),
+            (
+                "server 1 10.0.9.9:1 name z",
+                "electd.conf:17: server id 1 is listed twice",
+            ),
+            (
+                "server 0 10.0.9.9:1",
+                "electd.conf:17: server id '0' is not in 1..=255",
+            ),
+            (
+                "server 9 nowhere",
+                "electd.conf:17: 'nowhere' is not an IPv4 address:port",
+            ),
+            (
+                "multicast 10.0.0.1:7400 interface eth0",
+                "electd.conf:17: 10.0.0.1 is not a multicast address",
+            ),
+            ("drift 0.5", "electd.conf:17: drift 0.5 must be in [0, 0.1)"),
+            (
+                "socket-mode 999",
+                "electd.conf:17: '999' is not an octal mode like 0660",
+            ),
+            ("rtt 2s", "electd.conf: rtt must be shorter than heartbeat"),
+            (
+                "id 9",
+                "electd.conf:17: this server's id 9 is not in the server list",
+            ),
+            (
+                "key-file /etc/electd/key",
+                "electd.conf:17: 'key-file' (authenticated datagrams) is not supported by this build yet; remove it rather than run unauthenticated by surprise",
+            ),
+        ];
+        for (line, want) in cases {
+            let text = format!("{GOOD}{line}\n");
+            assert_eq!(parse(&text).unwrap_err().to_string(), want, "{line}");
+        }
+        assert_eq!(
+            parse("server 1 1.2.3.4:5\nid 1\nunicast\n")
+                .unwrap_err()
+                .to_string(),
+            "electd.conf: missing 'cluster NAME'"
+        );
+        assert!(
+            parse("cluster x\nserver 1 1.2.3.4:5\nid 1\n")
+                .unwrap_err()
+                .msg
+                .starts_with("missing transport")
+        );
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        for bad in ["", "s", "1x", "-1s", "1e9h", "1..2s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

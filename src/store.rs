@@ -1,0 +1,199 @@
+//! The state file (SPEC section 4): term, voted_term, voted_for and the largest hold.
+//!
+//! Text, so an operator can read it, with a CRC-32 line so a torn or edited file is
+//! detected. Written atomically: a temporary file in the same directory, fsync, rename
+//! over the old one, fsync of the directory. A missing file is a first start; an
+//! unreadable or corrupt one is an error that stops the daemon, never a silent reset.
+
+use crate::node::Durable;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Why the state file could not be used.
+#[derive(Debug)]
+pub enum StoreError {
+    /// The file exists but cannot be read or written.
+    Io(PathBuf, io::Error),
+    /// The file's content is not a valid state.
+    Corrupt(PathBuf, String),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Io(p, e) => write!(f, "state file {}: {e}", p.display()),
+            StoreError::Corrupt(p, why) => write!(
+                f,
+                "state file {} is corrupt ({why}); refusing to start, since a reset could make this server vote twice in a term. Inspect it, and delete it only if this server's votes are known to be irrelevant",
+                p.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// The state file of one server.
+#[derive(Debug)]
+pub struct Store {
+    path: PathBuf,
+}
+
+fn body(d: &Durable) -> String {
+    format!(
+        "electd-state 1\nterm {}\nvoted_term {}\nvoted_for {}\nmax_hold_ms {}\n",
+        d.term, d.voted_term, d.voted_for, d.max_hold_ms
+    )
+}
+
+fn parse(text: &str) -> Result<Durable, String> {
+    let (content, crc_line) = match text.rfind("crc ") {
+        Some(i) => text.split_at(i),
+        None => return Err("no crc line".into()),
+    };
+    let crc = u32::from_str_radix(crc_line.trim_start_matches("crc ").trim_end(), 16)
+        .map_err(|_| "bad crc line")?;
+    if crc32fast::hash(content.as_bytes()) != crc {
+        return Err("checksum mismatch".into());
+    }
+    let mut lines = content.lines();
+    if lines.next() != Some("electd-state 1") {
+        return Err("unknown header".into());
+    }
+    let mut field = |name: &str| -> Result<u64, String> {
+        let line = lines.next().ok_or(format!("missing {name}"))?;
+        let v = line
+            .strip_prefix(name)
+            .and_then(|r| r.strip_prefix(' '))
+            .ok_or(format!("expected {name}"))?;
+        v.parse().map_err(|_| format!("bad {name}"))
+    };
+    let d = Durable {
+        term: field("term")?,
+        voted_term: field("voted_term")?,
+        voted_for: u16::try_from(field("voted_for")?).map_err(|_| "bad voted_for")?,
+        max_hold_ms: u32::try_from(field("max_hold_ms")?).map_err(|_| "bad max_hold_ms")?,
+    };
+    if d.voted_term > d.term {
+        return Err("voted_term above term".into());
+    }
+    Ok(d)
+}
+
+impl Store {
+    /// A store at `path` (nothing is touched yet).
+    pub fn new(path: &Path) -> Store {
+        Store {
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads the state; a missing file is a first start (all zero).
+    pub fn load(&self) -> Result<Durable, StoreError> {
+        let text = match fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Durable::default()),
+            Err(e) => return Err(StoreError::Io(self.path.clone(), e)),
+        };
+        let text = String::from_utf8(text)
+            .map_err(|_| StoreError::Corrupt(self.path.clone(), "not text".into()))?;
+        parse(&text).map_err(|why| StoreError::Corrupt(self.path.clone(), why))
+    }
+
+    /// Writes the state durably: temporary file, fsync, rename, fsync of the directory.
+    pub fn save(&self, d: &Durable) -> Result<(), StoreError> {
+        let io = |e| StoreError::Io(self.path.clone(), e);
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let mut tmp_name = self.path.file_name().unwrap_or_default().to_os_string();
+        tmp_name.push(".tmp");
+        let tmp = dir.join(tmp_name);
+        let content = body(d);
+        let text = format!("{content}crc {:08x}\n", crc32fast::hash(content.as_bytes()));
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(io)?;
+        f.write_all(text.as_bytes()).map_err(io)?;
+        f.sync_all().map_err(io)?;
+        drop(f);
+        fs::rename(&tmp, &self.path).map_err(io)?;
+        File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("electd-store-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn round_trip_and_first_start() {
+        let dir = tmpdir("rt");
+        let s = Store::new(&dir.join("1.state"));
+        assert_eq!(
+            s.load().unwrap(),
+            Durable::default(),
+            "missing file is a first start"
+        );
+        let d = Durable {
+            term: 9,
+            voted_term: 8,
+            voted_for: 3,
+            max_hold_ms: 3000,
+        };
+        s.save(&d).unwrap();
+        assert_eq!(s.load().unwrap(), d);
+        s.save(&Durable { term: 10, ..d }).unwrap();
+        assert_eq!(s.load().unwrap().term, 10);
+        assert!(!dir.join("1.state.tmp").exists());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn corruption_is_an_error_naming_the_file() {
+        let dir = tmpdir("bad");
+        let p = dir.join("2.state");
+        let s = Store::new(&p);
+        s.save(&Durable {
+            term: 5,
+            voted_term: 5,
+            voted_for: 1,
+            max_hold_ms: 1,
+        })
+        .unwrap();
+        let good = fs::read_to_string(&p).unwrap();
+        for bad in [
+            good.replace("term 5", "term 6"),
+            good[..good.len() - 5].to_string(),
+            String::new(),
+            "\u{0}\u{1}".into(),
+        ] {
+            fs::write(&p, &bad).unwrap();
+            let e = s.load().unwrap_err().to_string();
+            assert!(
+                e.contains(&p.display().to_string()) && e.contains("corrupt"),
+                "{e}"
+            );
+        }
+        fs::remove_dir_all(dir).unwrap();
+    }
+}
