@@ -14,9 +14,13 @@
 
 pub mod candidate;
 pub mod config;
+pub mod control;
+pub mod daemon;
 pub mod elector;
+pub mod json;
 pub mod node;
 pub mod rng;
 pub mod store;
 pub mod time;
+pub mod transport;
 pub mod wire;

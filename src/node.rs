@@ -720,6 +720,12 @@ impl Node {
             ineligible: self.witness[self.me] || self.resigned_last,
         };
         self.slate.record(self.me, claim);
+        if now < self.quiet_until {
+            // A server that may not vote yet stays out of other slates too: its claim
+            // would make a majority slate that cannot elect anyone, and every such round
+            // raises the others' terms for nothing.
+            return;
+        }
         debug!(
             "round opened: proposing term {} (heard {})",
             claim.term, claim.heard

@@ -185,6 +185,11 @@ fn restarted_server_is_quiet_for_the_largest_hold_it_accepted() {
         let out = drain(&mut n);
         let persisted = out.iter().any(|o| matches!(o, Output::Persist(_)));
         assert_eq!(persisted, votes, "at {at:?}: {out:?}");
+        // While quiet it does not even claim: its claim would only make futile rounds.
+        let claimed = sends(&out)
+            .iter()
+            .any(|(_, b)| matches!(b, Body::Elect { .. }));
+        assert_eq!(claimed, votes, "at {at:?}: {out:?}");
         n.handle_timeout(at + Duration::from_millis(900)); // let the retry round pass
         drain(&mut n);
     }

@@ -1,0 +1,157 @@
+//! electd: flags, logging and the daemon's lifetime; everything else is in the library.
+
+use electd::config::{Config, DEFAULT_PATH};
+use electd::daemon::Daemon;
+use log::LevelFilter;
+use std::io::Write;
+use std::path::PathBuf;
+
+fn usage(opts: &getopts::Options) -> String {
+    opts.usage("Usage: electd [--config PATH] [--id N] [--check-config] [--log-level LEVEL]")
+}
+
+fn init_logging(level: LevelFilter) {
+    let journal = std::env::var_os("JOURNAL_STREAM").is_some();
+    env_logger::Builder::new()
+        .filter_level(LevelFilter::Trace)
+        .format(move |buf, rec| {
+            if journal {
+                // sd-daemon(3) priority prefixes: journald stores the level, not the text.
+                let prio = match rec.level() {
+                    log::Level::Error => 3,
+                    log::Level::Warn => 4,
+                    log::Level::Info => 6,
+                    log::Level::Debug | log::Level::Trace => 7,
+                };
+                writeln!(buf, "<{prio}>{}", rec.args())
+            } else {
+                writeln!(
+                    buf,
+                    "{} {:<5} {}",
+                    buf.timestamp_millis(),
+                    rec.level(),
+                    rec.args()
+                )
+            }
+        })
+        .init();
+    log::set_max_level(level);
+}
+
+fn main() {
+    std::process::exit(run());
+}
+
+fn run() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut opts = getopts::Options::new();
+    opts.optopt(
+        "c",
+        "config",
+        &format!("configuration file (default {DEFAULT_PATH})"),
+        "PATH",
+    );
+    opts.optopt(
+        "",
+        "id",
+        "this server's id, overriding the file's 'id'",
+        "N",
+    );
+    opts.optflag("", "check-config", "validate the configuration and exit");
+    opts.optopt(
+        "",
+        "log-level",
+        "error, warn, info, debug or trace (default: the file's log-level, RUST_LOG, info)",
+        "LEVEL",
+    );
+    opts.optflag("V", "version", "print the version and exit");
+    opts.optflag("h", "help", "print this help and exit");
+    let m = match opts.parse(&args) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("electd: {e}\n{}", usage(&opts));
+            return 2;
+        }
+    };
+    if m.opt_present("help") {
+        print!("{}", usage(&opts));
+        return 0;
+    }
+    if m.opt_present("version") {
+        println!("electd {}", env!("CARGO_PKG_VERSION"));
+        return 0;
+    }
+    if !m.free.is_empty() {
+        eprintln!(
+            "electd: unexpected argument '{}'\n{}",
+            m.free[0],
+            usage(&opts)
+        );
+        return 2;
+    }
+    let id = match m.opt_str("id").map(|v| {
+        v.parse::<u16>()
+            .ok()
+            .filter(|i| (1..=255).contains(i))
+            .ok_or(v)
+    }) {
+        None => None,
+        Some(Ok(id)) => Some(id),
+        Some(Err(v)) => {
+            eprintln!("electd: --id '{v}' is not in 1..=255");
+            return 2;
+        }
+    };
+    let cli_level = match m
+        .opt_str("log-level")
+        .map(|v| v.parse::<LevelFilter>().map_err(|_| v))
+    {
+        None => None,
+        Some(Ok(l)) => Some(l),
+        Some(Err(v)) => {
+            eprintln!("electd: --log-level '{v}' is not one of error, warn, info, debug, trace");
+            return 2;
+        }
+    };
+    let path = PathBuf::from(m.opt_str("config").unwrap_or_else(|| DEFAULT_PATH.into()));
+    let cfg = match Config::load(&path, id) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("electd: {e}");
+            return 1;
+        }
+    };
+    if m.opt_present("check-config") {
+        println!(
+            "{}: OK: cluster '{}', {} servers, this server {} ({}), fingerprint {:08x}",
+            path.display(),
+            cfg.cluster,
+            cfg.servers.len(),
+            cfg.id,
+            cfg.name_of(cfg.id),
+            cfg.fingerprint()
+        );
+        return 0;
+    }
+    let env_level = std::env::var("RUST_LOG").ok().and_then(|v| v.parse().ok());
+    init_logging(
+        cli_level
+            .or(cfg.log_level)
+            .or(env_level)
+            .unwrap_or(LevelFilter::Info),
+    );
+    let mut daemon = match Daemon::start(cfg, id, cli_level) {
+        Ok(d) => d,
+        Err(e) => {
+            log::error!("cannot start: {e}");
+            return 1;
+        }
+    };
+    match daemon.run() {
+        Ok(()) => 0,
+        Err(e) => {
+            log::error!("stopping on error: {e}");
+            1
+        }
+    }
+}

@@ -1,0 +1,715 @@
+//! The daemon: one thread, one mio loop driving the core, the UDP transport, the
+//! control socket and signals (SPEC sections 9 to 12).
+//!
+//! Every wakeup: read a bounded batch from each ready source, feed the core, then drain
+//! the core's outputs (a Persist is written and confirmed before anything after it is
+//! sent), then answer control requests and tell watchers about changes. The poll
+//! timeout is the core's next deadline.
+
+use crate::config::{Config, Transport as Mode};
+use crate::control::{Control, Request, error_line, json_str};
+use crate::node::{Event, Node, Output, Reject, Role};
+use crate::store::Store;
+use crate::time::Time;
+use crate::transport::{RECV_BUF, Transport};
+use crate::wire::{self, Kind};
+use log::{debug, error, info, warn};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const UDP_UNICAST: Token = Token(0);
+const UDP_GROUP: Token = Token(1);
+const SIGNALS: Token = Token(2);
+const CONTROL: Token = Token(3);
+/// Datagrams read from one socket per wakeup before other sources get their turn.
+const UDP_BUDGET: usize = 256;
+/// The longest a wait may last even with no deadline (idle clients are swept).
+const MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// The current CLOCK_MONOTONIC reading, the clock the core and `lease_until_ns` use.
+pub fn monotonic_now() -> Time {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    Time(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+fn random_seed() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most 8 bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 8, 0) };
+    if n == 8 {
+        u64::from_ne_bytes(b)
+    } else {
+        monotonic_now().0 ^ u64::from(std::process::id()).rotate_left(40)
+    }
+}
+
+/// Blocks SIGTERM, SIGINT and SIGHUP and returns a signalfd that reports them.
+fn signal_fd() -> io::Result<i32> {
+    // SAFETY: plain libc calls on a local sigset; the mask applies to this thread,
+    // which is the only one.
+    unsafe {
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut mask);
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut mask, s);
+        }
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fd = libc::signalfd(-1, &mask, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(fd)
+    }
+}
+
+fn read_signals(fd: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    loop {
+        // SAFETY: signalfd_siginfo is plain data; read fills at most one of them.
+        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        let n = unsafe { libc::read(fd, (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
+        if n as usize != size {
+            break;
+        }
+        out.push(info.ssi_signo as i32);
+    }
+    out
+}
+
+/// What applications see; a change is reported to watchers and logged.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct View {
+    role: Role,
+    leader: Option<u16>,
+    term: u64,
+}
+
+/// Counters for `metrics` beyond the core's.
+#[derive(Debug, Default)]
+struct Metrics {
+    received: [u64; 5],
+    sent: [u64; 5],
+    sent_bytes: u64,
+    received_bytes: u64,
+    dropped: BTreeMap<&'static str, u64>,
+    send_errors: u64,
+    state_writes: u64,
+    role_changes: u64,
+}
+
+/// Why the daemon stopped abnormally.
+#[derive(Debug)]
+pub struct Fatal(pub String);
+
+impl std::fmt::Display for Fatal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The running daemon.
+pub struct Daemon {
+    cfg: Config,
+    id_override: Option<u16>,
+    cli_log_level: Option<log::LevelFilter>,
+    poll: Poll,
+    node: Node,
+    transport: Transport,
+    control: Control,
+    store: Store,
+    signals: i32,
+    metrics: Metrics,
+    view: View,
+    fp_warned: HashMap<u16, Instant>,
+    last_debug_drop: Option<Instant>,
+    udp_more: [bool; 2],
+    stopping: Option<Instant>,
+    started: Instant,
+}
+
+impl Daemon {
+    /// Loads the state, binds every socket and builds the core. Nothing runs yet.
+    pub fn start(
+        cfg: Config,
+        id_override: Option<u16>,
+        cli_log_level: Option<log::LevelFilter>,
+    ) -> Result<Daemon, Fatal> {
+        // systemd's StateDirectory and RuntimeDirectory make these in production; for
+        // a local cluster (conf/local-3.conf) the daemon makes them, private.
+        for dir in [cfg.state.parent(), cfg.socket.parent()]
+            .into_iter()
+            .flatten()
+        {
+            if !dir.as_os_str().is_empty() && !dir.exists() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o750)
+                    .create(dir)
+                    .map_err(|e| Fatal(format!("cannot create {}: {e}", dir.display())))?;
+            }
+        }
+        let store = Store::new(&cfg.state);
+        let durable = store.load().map_err(|e| Fatal(e.to_string()))?;
+        let mut transport = Transport::open(&cfg).map_err(|e| Fatal(format!("UDP: {e}")))?;
+        let mut control = Control::bind(&cfg.socket, cfg.socket_mode, CONTROL.0)
+            .map_err(|e| Fatal(format!("control socket: {e}")))?;
+        let signals = signal_fd().map_err(|e| Fatal(format!("signals: {e}")))?;
+        let poll = Poll::new().map_err(|e| Fatal(format!("poll: {e}")))?;
+        let reg = poll.registry();
+        let fail = |e: io::Error| Fatal(format!("poll register: {e}"));
+        reg.register(&mut transport.unicast, UDP_UNICAST, Interest::READABLE)
+            .map_err(fail)?;
+        if let Some(g) = transport.group.as_mut() {
+            reg.register(g, UDP_GROUP, Interest::READABLE)
+                .map_err(fail)?;
+        }
+        reg.register(&mut SourceFd(&signals), SIGNALS, Interest::READABLE)
+            .map_err(fail)?;
+        control.register(reg, CONTROL).map_err(fail)?;
+        let now = monotonic_now();
+        let node = Node::new(cfg.node_config(random_seed()), durable, now)
+            .map_err(|e| Fatal(e.to_string()))?;
+        info!(
+            "electd {} started: server {} ({}) of cluster '{}', {} servers, {}, term {}, state {}",
+            env!("CARGO_PKG_VERSION"),
+            cfg.id,
+            cfg.name_of(cfg.id),
+            cfg.cluster,
+            cfg.servers.len(),
+            match &cfg.transport {
+                Mode::Unicast => "unicast".to_string(),
+                Mode::Multicast {
+                    group, interface, ..
+                } => format!("multicast {group} on {interface}"),
+            },
+            durable.term,
+            cfg.state.display()
+        );
+        let view = View {
+            role: Role::Follower,
+            leader: None,
+            term: durable.term,
+        };
+        Ok(Daemon {
+            cfg,
+            id_override,
+            cli_log_level,
+            poll,
+            node,
+            transport,
+            control,
+            store,
+            signals,
+            metrics: Metrics::default(),
+            view,
+            fp_warned: HashMap::new(),
+            last_debug_drop: None,
+            udp_more: [false; 2],
+            stopping: None,
+            started: Instant::now(),
+        })
+    }
+
+    /// Runs until SIGTERM or SIGINT (after resigning) or a fatal error.
+    pub fn run(&mut self) -> Result<(), Fatal> {
+        let mut events = Events::with_capacity(256);
+        loop {
+            let now = monotonic_now();
+            let busy = self.udp_more.iter().any(|&m| m) || self.control.has_more();
+            let timeout = if busy {
+                Duration::ZERO
+            } else {
+                self.node
+                    .next_deadline()
+                    .saturating_since(now)
+                    .min(MAX_WAIT)
+            };
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(Fatal(format!("poll: {e}")));
+            }
+            let mut requests = Vec::new();
+            for ev in events.iter() {
+                match ev.token() {
+                    UDP_UNICAST => self.read_udp(0)?,
+                    UDP_GROUP => self.read_udp(1)?,
+                    SIGNALS => self.on_signals()?,
+                    CONTROL => self.control.accept(self.poll.registry(), Instant::now()),
+                    t if self.control.owns(t) => {
+                        if ev.is_readable() || ev.is_read_closed() {
+                            requests.extend(self.control.readable(t, Instant::now()));
+                        }
+                    }
+                    t => debug!("event for unknown token {t:?}"),
+                }
+            }
+            for which in 0..2 {
+                if self.udp_more[which]
+                    && !events
+                        .iter()
+                        .any(|e| e.token() == [UDP_UNICAST, UDP_GROUP][which])
+                {
+                    self.read_udp(which)?;
+                }
+            }
+            if self.control.has_more() {
+                requests.extend(self.control.read_more(Instant::now()));
+            }
+            self.node.handle_timeout(monotonic_now());
+            self.flush_node()?;
+            for (slot, req) in requests {
+                self.answer(slot, req)?;
+            }
+            self.control.flush(self.poll.registry(), Instant::now());
+            if let Some(since) = self.stopping {
+                if self.node.resign_complete() || since.elapsed() > self.cfg.heartbeat {
+                    info!("stopped");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn read_udp(&mut self, which: usize) -> Result<(), Fatal> {
+        let mut buf = [0u8; RECV_BUF];
+        self.udp_more[which] = true;
+        for _ in 0..UDP_BUDGET {
+            let sock = if which == 0 {
+                Some(&self.transport.unicast)
+            } else {
+                self.transport.group.as_ref()
+            };
+            let Some(sock) = sock else { break };
+            match sock.recv_from(&mut buf) {
+                Ok((n, src)) => {
+                    self.on_datagram(&buf[..n], src);
+                    self.flush_node()?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.udp_more[which] = false;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // ICMP errors from earlier sends surface here; they are not fatal.
+                    debug!("UDP receive: {e}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn drop_datagram(&mut self, reason: &'static str, detail: std::fmt::Arguments<'_>) {
+        *self.metrics.dropped.entry(reason).or_insert(0) += 1;
+        let now = Instant::now();
+        if self
+            .last_debug_drop
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
+        {
+            self.last_debug_drop = Some(now);
+            debug!("dropped datagram ({reason}): {detail}");
+        }
+    }
+
+    fn on_datagram(&mut self, bytes: &[u8], src: std::net::SocketAddr) {
+        self.metrics.received_bytes += bytes.len() as u64;
+        let msg = match wire::decode(bytes) {
+            Ok(m) => m,
+            Err(e) => return self.drop_datagram(e.reason(), format_args!("{e} from {src}")),
+        };
+        if matches!(self.cfg.transport, Mode::Unicast) {
+            let expected = self.transport.peer_addr(msg.sender);
+            if expected.is_some() && expected != Some(src) {
+                return self.drop_datagram(
+                    "source_mismatch",
+                    format_args!("server {} sent from {src}", msg.sender),
+                );
+            }
+        }
+        match self.node.handle_datagram(monotonic_now(), &msg) {
+            Ok(()) => self.metrics.received[msg.body.kind() as usize] += 1,
+            Err(Reject::OwnEcho) => {
+                *self.metrics.dropped.entry("own_echo").or_insert(0) += 1;
+            }
+            Err(Reject::Fingerprint) => {
+                *self.metrics.dropped.entry("fingerprint").or_insert(0) += 1;
+                let now = Instant::now();
+                let last = self.fp_warned.get(&msg.sender);
+                if last.is_none_or(|t| now.duration_since(*t) >= Duration::from_secs(60))
+                    && self.fp_warned.len() < 256
+                {
+                    self.fp_warned.insert(msg.sender, now);
+                    warn!(
+                        "server {} runs with a different server list (fingerprint {:08x}, ours {:08x})",
+                        msg.sender,
+                        msg.fingerprint,
+                        self.cfg.fingerprint()
+                    );
+                }
+            }
+            Err(r) => {
+                self.drop_datagram(r.reason(), format_args!("sender {} from {src}", msg.sender))
+            }
+        }
+    }
+
+    /// Drains the core: sends, durable writes (confirmed before what follows), events.
+    fn flush_node(&mut self) -> Result<(), Fatal> {
+        while let Some(out) = self.node.poll_output() {
+            match out {
+                Output::Send { dest, msg } => {
+                    let bytes = wire::encode_to_vec(&msg);
+                    let (sent, errors) = self.transport.send(dest, &bytes);
+                    self.metrics.sent[msg.body.kind() as usize] += sent;
+                    self.metrics.sent_bytes += sent * bytes.len() as u64;
+                    for (to, e) in errors {
+                        self.metrics.send_errors += 1;
+                        debug!("send {} to {to}: {e}", msg.body.kind().name());
+                    }
+                }
+                Output::Persist(state) => {
+                    // Nothing that depends on this state may leave before it is on disk;
+                    // if it cannot be written, stopping is the only safe answer.
+                    self.store
+                        .save(&state)
+                        .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
+                    self.metrics.state_writes += 1;
+                    self.node.handle_persisted(monotonic_now(), state);
+                }
+                Output::Event(e) => match e {
+                    Event::DualLeader { term, other } => {
+                        error!("server {other} also led term {term}")
+                    }
+                    Event::Elected { term } => debug!("won the round of term {term}"),
+                    Event::Voted { .. } | Event::SteppedDown { .. } => {}
+                },
+            }
+        }
+        self.report_changes();
+        Ok(())
+    }
+
+    fn report_changes(&mut self) {
+        let st = self.node.status(monotonic_now());
+        let view = View {
+            role: st.role,
+            leader: st.leader,
+            term: st.term,
+        };
+        if view == self.view {
+            return;
+        }
+        if view.role != self.view.role || view.leader != self.view.leader {
+            self.metrics.role_changes += 1;
+            let leader = view.leader.map_or("none".to_string(), |l| {
+                format!("{l} ({})", self.cfg.name_of(l))
+            });
+            info!(
+                "role {}, term {}, leader {leader}",
+                view.role.name(),
+                view.term
+            );
+        }
+        self.view = view;
+        let line = self.status_line();
+        self.control.broadcast(&line);
+    }
+
+    fn status_line(&self) -> String {
+        let now = monotonic_now();
+        let st = self.node.status(now);
+        let mut s = format!(
+            "{{\"id\":{},\"name\":{},\"role\":\"{}\",\"leader\":{},\"term\":{},",
+            self.cfg.id,
+            json_str(&self.cfg.name_of(self.cfg.id)),
+            st.role.name(),
+            st.leader.map_or("null".into(), |l| l.to_string()),
+            st.term
+        );
+        match st.lease_until {
+            Some(u) => write!(
+                s,
+                "\"lease_ms\":{},\"lease_until_ns\":{},",
+                u.saturating_since(now).as_millis(),
+                u.as_nanos()
+            ),
+            None => write!(s, "\"lease_ms\":null,\"lease_until_ns\":null,"),
+        }
+        .expect("write to String");
+        write!(
+            s,
+            "\"elector\":\"{}\",\"voted_term\":{},\"now_ns\":{},\"peers\":[",
+            st.elector.name(),
+            st.voted_term,
+            now.as_nanos()
+        )
+        .expect("write to String");
+        for (i, (id, heard)) in self.node.peers().enumerate() {
+            let ago = heard.map_or("null".into(), |t| {
+                now.saturating_since(t).as_millis().to_string()
+            });
+            write!(
+                s,
+                "{}{{\"id\":{id},\"heard_ms_ago\":{ago}}}",
+                if i > 0 { "," } else { "" }
+            )
+            .expect("write to String");
+        }
+        s.push_str("]}\n");
+        s
+    }
+
+    fn metrics_text(&self) -> String {
+        let now = monotonic_now();
+        let st = self.node.status(now);
+        let c = self.node.counters();
+        let m = &self.metrics;
+        let mut s = String::new();
+        let mut gauge = |name: &str, help: &str, v: String| {
+            let _ = write!(
+                s,
+                "# HELP electd_{name} {help}\n# TYPE electd_{name} gauge\nelectd_{name} {v}\n"
+            );
+        };
+        gauge(
+            "is_leader",
+            "1 while this server holds a valid lease.",
+            u8::from(st.role == Role::Leader).to_string(),
+        );
+        gauge("term", "Highest term seen.", st.term.to_string());
+        gauge(
+            "leader_id",
+            "Known leader id, 0 if none.",
+            st.leader.unwrap_or(0).to_string(),
+        );
+        gauge(
+            "voted_term",
+            "Highest term voted in.",
+            st.voted_term.to_string(),
+        );
+        gauge(
+            "control_clients",
+            "Connected control socket clients.",
+            self.control.clients().to_string(),
+        );
+        gauge(
+            "uptime_seconds",
+            "Seconds since start.",
+            format!("{:.3}", self.started.elapsed().as_secs_f64()),
+        );
+        let mut counter = |name: &str, help: &str, v: u64| {
+            let _ = write!(
+                s,
+                "# HELP electd_{name} {help}\n# TYPE electd_{name} counter\nelectd_{name}_total {v}\n"
+            );
+        };
+        counter(
+            "leader_changes",
+            "Changes of the known leader (as seen here).",
+            c.leader_changes,
+        );
+        counter(
+            "role_changes",
+            "Changes of the reported role or leader.",
+            m.role_changes,
+        );
+        counter(
+            "elections",
+            "Election rounds this server took part in.",
+            c.rounds,
+        );
+        counter("votes", "Votes cast.", c.votes);
+        counter("elected", "Rounds won (including re-elections).", c.elected);
+        counter(
+            "dual_leader",
+            "LEADs from another leader of our own term (must stay 0).",
+            c.dual_leader,
+        );
+        counter(
+            "state_writes",
+            "Durable writes of the state file.",
+            m.state_writes,
+        );
+        counter(
+            "send_errors",
+            "Datagrams the kernel refused to send.",
+            m.send_errors,
+        );
+        counter(
+            "control_requests",
+            "Control socket requests answered.",
+            self.control.counters.requests,
+        );
+        counter(
+            "control_dropped",
+            "Control clients dropped (limits).",
+            self.control.counters.dropped + self.control.counters.refused,
+        );
+        let kinds = [Kind::Lead, Kind::Elect, Kind::Vote, Kind::Ack];
+        s.push_str("# HELP electd_datagrams_received Valid datagrams received, by kind.\n# TYPE electd_datagrams_received counter\n");
+        for k in kinds {
+            let _ = writeln!(
+                s,
+                "electd_datagrams_received_total{{kind=\"{}\"}} {}",
+                k.name(),
+                m.received[k as usize]
+            );
+        }
+        s.push_str("# HELP electd_datagrams_sent Datagrams sent, by kind.\n# TYPE electd_datagrams_sent counter\n");
+        for k in kinds {
+            let _ = writeln!(
+                s,
+                "electd_datagrams_sent_total{{kind=\"{}\"}} {}",
+                k.name(),
+                m.sent[k as usize]
+            );
+        }
+        s.push_str("# HELP electd_datagrams_dropped Datagrams dropped, by reason.\n# TYPE electd_datagrams_dropped counter\n");
+        for (reason, v) in &m.dropped {
+            let _ = writeln!(
+                s,
+                "electd_datagrams_dropped_total{{reason=\"{reason}\"}} {v}"
+            );
+        }
+        s.push_str(
+            "# HELP electd_bytes Datagram bytes sent and received.\n# TYPE electd_bytes counter\n",
+        );
+        let _ = writeln!(
+            s,
+            "electd_bytes_total{{direction=\"sent\"}} {}",
+            m.sent_bytes
+        );
+        let _ = writeln!(
+            s,
+            "electd_bytes_total{{direction=\"received\"}} {}",
+            m.received_bytes
+        );
+        s.push_str("# HELP electd_peer_last_heard_seconds Seconds since each peer was last heard (absent: never).\n# TYPE electd_peer_last_heard_seconds gauge\n");
+        for (id, heard) in self.node.peers() {
+            if let Some(t) = heard {
+                let _ = writeln!(
+                    s,
+                    "electd_peer_last_heard_seconds{{peer=\"{id}\"}} {:.3}",
+                    now.saturating_since(t).as_secs_f64()
+                );
+            }
+        }
+        s.push_str("# EOF\n");
+        s
+    }
+
+    fn answer(&mut self, slot: usize, req: Request) -> Result<(), Fatal> {
+        let line = match req {
+            Request::Status => self.status_line(),
+            Request::Watch => {
+                self.control.watch(slot);
+                self.status_line()
+            }
+            Request::Ping => "{\"ok\":true}\n".into(),
+            Request::Metrics => self.metrics_text(),
+            Request::Elect => {
+                info!("election requested on the control socket");
+                self.node.handle_elect(monotonic_now());
+                self.flush_node()?;
+                "{\"ok\":true}\n".into()
+            }
+            Request::Yield => {
+                if self.node.handle_yield(monotonic_now()) {
+                    info!("leadership yielded on request");
+                    self.flush_node()?;
+                    "{\"ok\":true}\n".into()
+                } else {
+                    error_line("not leader")
+                }
+            }
+            Request::Unknown(w) => error_line(&format!(
+                "unknown command '{w}' (status, watch, elect, yield, metrics, ping)"
+            )),
+        };
+        self.control.reply(slot, &line);
+        Ok(())
+    }
+
+    fn on_signals(&mut self) -> Result<(), Fatal> {
+        for sig in read_signals(self.signals) {
+            match sig {
+                libc::SIGHUP => self.reload(),
+                _ if self.stopping.is_none() => {
+                    info!("signal {sig}: stopping");
+                    self.stopping = Some(Instant::now());
+                    if self.node.handle_yield(monotonic_now()) {
+                        info!("resigned leadership before exit");
+                    }
+                    self.flush_node()?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// SIGHUP: re-reads the file; applies timers and log level; refuses everything else.
+    fn reload(&mut self) {
+        let new = match Config::load(&self.cfg.path, self.id_override) {
+            Ok(c) => c,
+            Err(e) => return error!("reload refused, keeping the running configuration: {e}"),
+        };
+        let fixed = |c: &Config| {
+            (
+                c.fingerprint(),
+                c.id,
+                c.transport.clone(),
+                c.socket.clone(),
+                c.socket_mode,
+                c.state.clone(),
+            )
+        };
+        if new.fingerprint() != self.cfg.fingerprint() {
+            return error!(
+                "reload refused: the cluster name or server list changed; restart every server with the new list"
+            );
+        }
+        if fixed(&new) != fixed(&self.cfg) {
+            return error!(
+                "reload refused: transport, socket or state path changed; these need a restart"
+            );
+        }
+        if let Err(e) =
+            self.node
+                .set_timers(new.heartbeat, new.rtt, new.missed_heartbeats, new.drift_ppm)
+        {
+            return error!("reload refused: {e}");
+        }
+        if self.cli_log_level.is_none() {
+            if let Some(l) = new.log_level {
+                log::set_max_level(l);
+            }
+        }
+        info!(
+            "configuration reloaded: heartbeat {:?}, rtt {:?}, missed-heartbeats {}",
+            new.heartbeat, new.rtt, new.missed_heartbeats
+        );
+        self.cfg = new;
+    }
+
+    /// The control socket path (for logs).
+    pub fn socket_path(&self) -> PathBuf {
+        self.cfg.socket.clone()
+    }
+}
