@@ -695,10 +695,16 @@ impl Node {
                 .is_some_and(|t| now < t + self.leader_hold)
     }
 
+    /// Servers heard within K*HBT + HBT, this one included. The extra heartbeat matters:
+    /// a hold timer fires K*HBT after the last LEAD, a little late on a real scheduler,
+    /// and the other followers were last heard by their ACKs of that same LEAD; with a
+    /// window of exactly K*HBT every survivor counted only itself after a leader crash,
+    /// and the first round elected nobody.
     fn heard_count(&self, now: Time) -> u8 {
+        let window = self.hold + self.cfg.heartbeat;
         let others = (0..self.ids.len())
             .filter(|&i| i != self.me)
-            .filter(|&i| self.heard_at[i].is_some_and(|t| now.saturating_since(t) <= self.hold))
+            .filter(|&i| self.heard_at[i].is_some_and(|t| now.saturating_since(t) <= window))
             .count();
         u8::try_from(others + 1).unwrap_or(u8::MAX)
     }

@@ -50,6 +50,8 @@ pub struct Options {
     pub persist_max: Real,
     /// Start times are spread over [0, start_spread].
     pub start_spread: Real,
+    /// Timers fire up to this late.
+    pub timer_slop: Real,
     pub witnesses: Vec<u16>,
     pub priorities: Vec<(u16, u8)>,
     pub sabotage: Sabotage,
@@ -74,6 +76,7 @@ impl Options {
             dup_pm: 0,
             persist_max: ms(2),
             start_spread: ms(50),
+            timer_slop: ms(1),
             witnesses: vec![],
             priorities: vec![],
             sabotage: Sabotage::default(),
@@ -129,6 +132,7 @@ enum Ev {
     Timer {
         host: usize,
         inc: u64,
+        deadline: Real,
     },
     PersistDone {
         host: usize,
@@ -336,9 +340,13 @@ impl Sim {
                 }
                 self.deliver(to, from, &bytes);
             }
-            Ev::Timer { host, inc } => {
+            Ev::Timer {
+                host,
+                inc,
+                deadline,
+            } => {
                 let h = &mut self.hosts[host];
-                if h.inc != inc || h.paused || h.node.is_none() {
+                if h.inc != inc || h.paused || h.node.is_none() || h.timer_at != Some(deadline) {
                     return;
                 }
                 h.timer_at = None;
@@ -486,7 +494,16 @@ impl Sim {
         let (id, inc) = (h.id, h.inc);
         if h.timer_at != Some(deadline) && !h.paused {
             h.timer_at = Some(deadline);
-            self.push(deadline, Ev::Timer { host, inc });
+            // A real scheduler wakes a little late (epoll counts in milliseconds).
+            let late = self.rng.below(self.opts.timer_slop + 1);
+            self.push(
+                deadline + late,
+                Ev::Timer {
+                    host,
+                    inc,
+                    deadline,
+                },
+            );
         }
         self.check
             .on_status(self.now, id, &status, lease_end, leads);

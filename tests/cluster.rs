@@ -1,0 +1,656 @@
+//! Real electd processes on loopback (issue 3): unicast and multicast on `lo`, 3 and 5
+//! servers, heartbeat 100 ms, rtt 20 ms. Every process is started by the test and ended
+//! by it, by its own handle; all traffic stays on 127.0.0.1 and one multicast group.
+
+use electd::json::{self, Value};
+use electd::wire::{self, Body, Message};
+use std::io::{BufRead, BufReader, Write};
+use std::net::UdpSocket;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Timing assertions are about the protocol, so the clusters run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const HBT_MS: u64 = 100;
+const RTT_MS: u64 = 20;
+
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Mode {
+    Unicast,
+    Multicast,
+}
+
+struct Cluster {
+    dir: PathBuf,
+    conf: PathBuf,
+    n: u16,
+    ports: Vec<u16>,
+    procs: Vec<Option<Child>>,
+}
+
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on a process this test started and has not reaped.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+impl Cluster {
+    fn start(mode: Mode, n: u16) -> Cluster {
+        let dir = std::env::temp_dir().join(format!(
+            "electd-cluster-{}-{:?}-{n}",
+            std::process::id(),
+            mode
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ports: Vec<u16> = (0..n).map(|_| free_udp_port()).collect();
+        let mut text = format!("cluster test-{}-{n}\n", std::process::id());
+        for (i, p) in ports.iter().enumerate() {
+            text += &format!("server {} 127.0.0.1:{p} name s{}\n", i + 1, i + 1);
+        }
+        match mode {
+            Mode::Unicast => text += "unicast\n",
+            Mode::Multicast => {
+                let pid = std::process::id();
+                text += &format!(
+                    "multicast 239.255.{}.{}:{} interface lo ttl 1\n",
+                    (pid >> 8) & 0xff,
+                    (pid & 0xff).max(1),
+                    free_udp_port()
+                );
+            }
+        }
+        text += &format!(
+            "heartbeat {HBT_MS}ms\nrtt {RTT_MS}ms\nmissed-heartbeats 3\nsocket {0}/{{id}}.sock\nstate {0}/{{id}}.state\n",
+            dir.display()
+        );
+        let conf = dir.join("electd.conf");
+        std::fs::write(&conf, text).unwrap();
+        let mut c = Cluster {
+            dir,
+            conf,
+            n,
+            ports,
+            procs: (0..n).map(|_| None).collect(),
+        };
+        for id in 1..=n {
+            c.spawn(id);
+        }
+        c
+    }
+
+    fn spawn(&mut self, id: u16) {
+        let log = std::fs::File::create(self.dir.join(format!("{id}.log"))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_electd"))
+            .args([
+                "--config",
+                self.conf.to_str().unwrap(),
+                "--id",
+                &id.to_string(),
+                "--log-level",
+                "debug",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start electd");
+        self.procs[usize::from(id) - 1] = Some(child);
+        let sock = self.sock(id);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while UnixStream::connect(&sock).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "server {id} never opened its socket:\n{}",
+                self.log(id)
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn sock(&self, id: u16) -> PathBuf {
+        self.dir.join(format!("{id}.sock"))
+    }
+
+    fn log(&self, id: u16) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{id}.log"))).unwrap_or_default()
+    }
+
+    fn request(&self, id: u16, cmd: &str) -> Option<String> {
+        let mut s = UnixStream::connect(self.sock(id)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        s.write_all(format!("{cmd}\n").as_bytes()).ok()?;
+        let mut r = BufReader::new(s);
+        let mut out = String::new();
+        loop {
+            let mut l = String::new();
+            if r.read_line(&mut l).ok()? == 0 {
+                break;
+            }
+            out += &l;
+            if cmd != "metrics" || l.trim_end() == "# EOF" {
+                break;
+            }
+        }
+        Some(out)
+    }
+
+    fn status(&self, id: u16) -> Option<Value> {
+        self.request(id, "status")
+            .and_then(|l| json::parse(l.trim()).ok())
+    }
+
+    fn up(&self) -> Vec<u16> {
+        (1..=self.n)
+            .filter(|&id| self.procs[usize::from(id) - 1].is_some())
+            .collect()
+    }
+
+    /// The (leader, term) every running server agrees on, once they do.
+    fn agreement(&self, within: Duration) -> (u16, u64) {
+        let deadline = Instant::now() + within;
+        loop {
+            let views: Vec<(u16, Option<Value>)> = self
+                .up()
+                .into_iter()
+                .map(|id| (id, self.status(id)))
+                .collect();
+            let leaders: Vec<u16> = views
+                .iter()
+                .filter(|(_, v)| {
+                    v.as_ref()
+                        .and_then(|v| v.get("role"))
+                        .and_then(Value::as_str)
+                        == Some("leader")
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            if let [l] = leaders[..] {
+                let term = views
+                    .iter()
+                    .find(|v| v.0 == l)
+                    .and_then(|v| v.1.as_ref())
+                    .and_then(|v| v.get("term"))
+                    .and_then(Value::as_u64);
+                let all = views.iter().all(|(_, v)| {
+                    v.as_ref()
+                        .and_then(|v| v.get("leader"))
+                        .and_then(Value::as_u64)
+                        == Some(u64::from(l))
+                });
+                if all {
+                    return (l, term.unwrap());
+                }
+            }
+            assert!(leaders.len() <= 1, "two servers report leader: {leaders:?}");
+            if Instant::now() > deadline {
+                panic!("no agreement within {within:?}: {views:?}\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Polls the running servers until one other than `old` reports a lease with a term
+    /// above `term`; returns it and the time since `t0`.
+    fn new_leader_since(
+        &self,
+        old: u16,
+        term: u64,
+        t0: Instant,
+        limit: Duration,
+    ) -> (u16, Duration) {
+        loop {
+            for id in self.up() {
+                if id == old {
+                    continue;
+                }
+                if let Some(v) = self.status(id) {
+                    let t = v.get("term").and_then(Value::as_u64).unwrap_or(0);
+                    if v.get("role").and_then(Value::as_str) == Some("leader") && t > term {
+                        return (id, t0.elapsed());
+                    }
+                }
+            }
+            if t0.elapsed() > limit {
+                panic!("no new leader within {limit:?}\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// SIGKILL, and reap it.
+    fn kill(&mut self, id: u16) {
+        let mut child = self.procs[usize::from(id) - 1].take().expect("running");
+        signal(&child, libc::SIGKILL);
+        child.wait().unwrap();
+    }
+
+    /// SIGTERM; the caller waits for the exit.
+    fn terminate(&mut self, id: u16) -> Child {
+        let child = self.procs[usize::from(id) - 1].take().expect("running");
+        signal(&child, libc::SIGTERM);
+        child
+    }
+
+    fn metric(&self, id: u16, name: &str) -> u64 {
+        let text = self.request(id, "metrics").unwrap_or_default();
+        text.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Datagrams dropped for any reason but a server's own multicast echo.
+    fn dropped_total(&self, id: u16) -> u64 {
+        let text = self.request(id, "metrics").unwrap_or_default();
+        text.lines()
+            .filter(|l| l.starts_with("electd_datagrams_dropped_total{") && !l.contains("own_echo"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    fn logs(&self) -> String {
+        (1..=self.n)
+            .map(|id| format!("--- server {id}\n{}", self.log(id)))
+            .collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in self.procs.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("logs kept in {}", self.dir.display());
+        }
+    }
+}
+
+/// Garbage of every kind at a server's port: counted as dropped, nothing changes.
+fn garbage(c: &Cluster, mode: Mode, target: u16) {
+    let (leader, term) = c.agreement(Duration::from_secs(3));
+    let before = c.dropped_total(target);
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = format!("127.0.0.1:{}", c.ports[usize::from(target) - 1]);
+    let mut rng = electd::rng::SplitMix64::new(7);
+    for i in 0..200u32 {
+        let len = 1 + rng.below(80) as usize;
+        let b: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        tx.send_to(&b, &to).unwrap();
+        if i % 50 == 0 {
+            tx.send_to(&[0u8; 1500], &to).unwrap();
+        }
+    }
+    // Well-formed but foreign: another cluster's fingerprint, an unknown sender.
+    let forged = |sender, fingerprint| {
+        wire::encode_to_vec(&Message {
+            sender,
+            fingerprint,
+            term: u64::MAX / 2,
+            body: Body::Lead {
+                seq: 1,
+                hold_ms: 60_000,
+                resign: false,
+            },
+        })
+    };
+    let other = if target == 1 { 2 } else { 1 };
+    tx.send_to(&forged(other, 0xBAD), &to).unwrap();
+    tx.send_to(&forged(200, 0xBAD), &to).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let after = c.dropped_total(target);
+    assert_eq!(
+        after - before,
+        200 + 4 + 2,
+        "every bad datagram is counted once"
+    );
+    assert!(
+        c.metric(
+            target,
+            "electd_datagrams_dropped_total{reason=\"bad_trailer\"}"
+        ) > 0
+    );
+    assert!(
+        c.metric(
+            target,
+            "electd_datagrams_dropped_total{reason=\"too_short\"}"
+        ) > 0
+    );
+    let too_long = c.metric(
+        target,
+        "electd_datagrams_dropped_total{reason=\"too_long\"}",
+    );
+    assert!(too_long >= 4, "too long counted: {too_long}");
+    // In unicast mode a datagram must come from its sender's configured address, which
+    // is checked first; in multicast mode the fingerprint catches the forgery.
+    let reason = if mode == Mode::Unicast {
+        "source_mismatch"
+    } else {
+        "fingerprint"
+    };
+    assert_eq!(
+        c.metric(
+            target,
+            &format!("electd_datagrams_dropped_total{{reason=\"{reason}\"}}")
+        ),
+        1
+    );
+    assert!(
+        c.metric(
+            target,
+            "electd_datagrams_dropped_total{reason=\"unknown_sender\"}"
+        ) >= 1
+    );
+    assert_eq!(
+        c.agreement(Duration::from_secs(1)),
+        (leader, term),
+        "garbage changed the leader or term"
+    );
+}
+
+fn scenario(mode: Mode, n: u16) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = Cluster::start(mode, n);
+    let (leader, term) = c.agreement(Duration::from_secs(5));
+    assert!(term >= 1);
+
+    garbage(&c, mode, if leader == 1 { 2 } else { 1 });
+
+    // A killed follower restarts and rejoins; the leader keeps its seat and term.
+    let f = if leader == n { n - 1 } else { n };
+    c.kill(f);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        c.agreement(Duration::from_secs(1)),
+        (leader, term),
+        "a follower's crash moved the seat"
+    );
+    c.spawn(f);
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        c.agreement(Duration::from_secs(2)),
+        (leader, term),
+        "a restarted follower moved the seat"
+    );
+
+    // SIGKILL of the leader: a new leader with a higher term within 3*HBT + RTT + 100 ms.
+    let (l, t) = c.agreement(Duration::from_secs(1));
+    std::thread::sleep(Duration::from_millis(
+        u64::from(std::process::id()) % HBT_MS,
+    ));
+    let t0 = Instant::now();
+    c.kill(l);
+    let bound = Duration::from_millis(3 * HBT_MS + RTT_MS + 100);
+    let (new, took) = c.new_leader_since(l, t, t0, Duration::from_secs(3));
+    eprintln!(
+        "{mode:?} n={n}: SIGKILL failover {} -> {new} in {took:?}",
+        l
+    );
+    assert!(
+        took <= bound,
+        "crash failover took {took:?} > {bound:?}\n{}",
+        c.logs()
+    );
+    c.spawn(l);
+    let (l2, t2) = c.agreement(Duration::from_secs(2));
+    assert_eq!(l2, new, "the restarted old leader took the seat back");
+
+    // SIGTERM of the leader: it resigns; a new leader within RTT + 100 ms. The server
+    // restarted above must first have run K*HBT (its quiet period, SPEC section 5):
+    // with 3 servers it is one of the two voters left.
+    std::thread::sleep(Duration::from_millis(3 * HBT_MS + 50));
+    let t0 = Instant::now();
+    let child = c.terminate(l2);
+    let (new2, took) = c.new_leader_since(l2, t2, t0, Duration::from_secs(2));
+    eprintln!("{mode:?} n={n}: SIGTERM handoff {l2} -> {new2} in {took:?}");
+    assert!(
+        took <= Duration::from_millis(RTT_MS + 100),
+        "graceful handoff took {took:?}\n{}",
+        c.logs()
+    );
+    let status = wait_exit(child, Duration::from_secs(2));
+    assert_eq!(status, Some(0), "SIGTERM exits 0 after resigning");
+    assert!(c.log(l2).contains("resigning leadership"));
+}
+
+fn wait_exit(mut child: Child, within: Duration) -> Option<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn unicast_3() {
+    scenario(Mode::Unicast, 3);
+}
+
+#[test]
+fn unicast_5() {
+    scenario(Mode::Unicast, 5);
+}
+
+#[test]
+fn multicast_on_lo_3() {
+    scenario(Mode::Multicast, 3);
+}
+
+#[test]
+fn multicast_on_lo_5() {
+    scenario(Mode::Multicast, 5);
+}
+
+/// A bad configuration is refused with its file and line, by --check-config and by a
+/// plain start alike, and nothing is left running.
+#[test]
+fn bad_config_is_refused_with_its_line() {
+    let dir = std::env::temp_dir().join(format!("electd-badconf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("bad.conf");
+    std::fs::write(
+        &conf,
+        "cluster x\nserver 1 127.0.0.1:7999\nid 1\nunicast\nhearbeat 1s\n",
+    )
+    .unwrap();
+    for extra in [&["--check-config"][..], &[]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+            .arg("--config")
+            .arg(&conf)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "{}:5: unknown directive 'hearbeat' (did you mean 'heartbeat'?)",
+                conf.display()
+            )),
+            "{err}"
+        );
+    }
+    std::fs::write(
+        &conf,
+        "cluster x\nserver 1 127.0.0.1:7999\nid 1\nunicast\nheartbeat 1s\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+        .arg("--config")
+        .arg(&conf)
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+        .args(["--id", "0", "--check-config"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A corrupt state file stops the daemon with a message naming the file.
+#[test]
+fn corrupt_state_file_stops_the_daemon() {
+    let dir = std::env::temp_dir().join(format!("electd-corrupt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("c.conf");
+    let port = free_udp_port();
+    std::fs::write(
+        &conf,
+        format!("cluster x\nserver 1 127.0.0.1:{port}\nid 1\nunicast\nstate {0}/1.state\nsocket {0}/1.sock\n", dir.display()),
+    )
+    .unwrap();
+    std::fs::write(dir.join("1.state"), "electd-state 1\nterm 7\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+        .arg("--config")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("state file {}/1.state is corrupt", dir.display())),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("1.state")).unwrap(),
+        "electd-state 1\nterm 7\n",
+        "left untouched"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// electctl's exit codes: is-leader 0 on the leader, 1 on a follower, 2 without a daemon;
+/// and the control socket's limits answer clearly.
+#[test]
+fn electctl_and_socket_limits() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::start(Mode::Unicast, 3);
+    let (l, _) = c.agreement(Duration::from_secs(5));
+    let ctl = |id: u16, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_electctl"))
+            .arg("--socket")
+            .arg(c.sock(id))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let f = if l == 1 { 2 } else { 1 };
+    assert_eq!(ctl(l, &["is-leader"]).status.code(), Some(0));
+    assert_eq!(ctl(f, &["is-leader"]).status.code(), Some(1));
+    let missing = Command::new(env!("CARGO_BIN_EXE_electctl"))
+        .args(["--socket", "/nonexistent/x.sock", "is-leader"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot connect"));
+    let leader = ctl(f, &["leader"]);
+    assert_eq!(
+        String::from_utf8_lossy(&leader.stdout).trim(),
+        l.to_string()
+    );
+    let table = String::from_utf8_lossy(&ctl(l, &["status"]).stdout).to_string();
+    assert!(table.contains("role      leader"), "{table}");
+    assert_eq!(
+        ctl(f, &["yield"]).status.code(),
+        Some(1),
+        "a follower cannot yield"
+    );
+    let metrics = String::from_utf8_lossy(&ctl(l, &["metrics"]).stdout).to_string();
+    assert!(
+        metrics.contains("electd_is_leader 1") && metrics.trim_end().ends_with("# EOF"),
+        "{metrics}"
+    );
+    assert_eq!(ctl(l, &["frobnicate"]).status.code(), Some(2));
+
+    // Unknown command and an over-long request: clear errors, and the daemon answers on.
+    let answer = c.request(l, "frobnicate").unwrap();
+    assert!(
+        answer.contains("\"error\":\"unknown command 'frobnicate'"),
+        "{answer}"
+    );
+    let long = "x".repeat(2000);
+    let answer = c.request(l, &long).unwrap_or_default();
+    assert!(answer.contains("longer than 1024 bytes"), "{answer}");
+    assert!(c.status(l).is_some());
+    // elect on a healthy cluster re-elects the same leader.
+    let (_, t) = c.agreement(Duration::from_secs(1));
+    assert_eq!(ctl(f, &["elect"]).status.code(), Some(0));
+    std::thread::sleep(Duration::from_millis(300));
+    let (l2, t2) = c.agreement(Duration::from_secs(2));
+    assert_eq!(l2, l, "an elect round keeps a live leader");
+    assert!(t2 > t, "the round ran: term {t} -> {t2}");
+}
+
+#[test]
+fn watch_reports_changes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = Cluster::start(Mode::Unicast, 3);
+    let (l, _) = c.agreement(Duration::from_secs(5));
+    let f = if l == 1 { 2 } else { 1 };
+    let mut s = UnixStream::connect(c.sock(f)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    s.write_all(b"watch\n").unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert_eq!(
+        json::parse(line.trim())
+            .unwrap()
+            .get("leader")
+            .and_then(Value::as_u64),
+        Some(u64::from(l))
+    );
+    c.kill(l);
+    let mut leaders = Vec::new();
+    for _ in 0..10 {
+        line.clear();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        let v = json::parse(line.trim()).unwrap();
+        leaders.push(v.get("leader").and_then(Value::as_u64));
+        if leaders.last().unwrap().is_some_and(|x| x != u64::from(l)) {
+            break;
+        }
+    }
+    assert_eq!(
+        leaders.first(),
+        Some(&None),
+        "the watcher hears the leader go: {leaders:?}"
+    );
+    assert!(
+        leaders.last().unwrap().is_some_and(|x| x != u64::from(l)),
+        "then the new one: {leaders:?}"
+    );
+}
