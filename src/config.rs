@@ -13,8 +13,7 @@ use std::time::Duration;
 pub const DEFAULT_PATH: &str = "/etc/electd/electd.conf";
 /// The default control socket.
 pub const DEFAULT_SOCKET: &str = "/run/electd/electd.sock";
-/// Hooks (`on-leader`, `on-follower`) are parsed but refused until the daemon runs them.
-const HOOKS_SUPPORTED: bool = false;
+
 /// The longest configuration file read (a server list of 255 fits many times over).
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
@@ -346,11 +345,6 @@ fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result<(), String
                 raw.on_leader = Some(argv);
             } else {
                 raw.on_follower = Some(argv);
-            }
-            if !HOOKS_SUPPORTED {
-                return Err(format!(
-                    "'{directive}': hooks are not supported by this build yet; remove the line rather than expect it to run"
-                ));
             }
         }
         "log-level" => {

@@ -8,7 +8,9 @@
 
 use crate::config::{Config, Transport as Mode};
 use crate::control::{Control, Request, error_line, json_str};
+use crate::hooks::Hooks;
 use crate::node::{Event, Node, Output, Reject, Role};
+use crate::notify::Notifier;
 use crate::store::Store;
 use crate::time::Time;
 use crate::transport::{RECV_BUF, Transport};
@@ -54,14 +56,14 @@ fn random_seed() -> u64 {
     }
 }
 
-/// Blocks SIGTERM, SIGINT and SIGHUP and returns a signalfd that reports them.
+/// Blocks SIGTERM, SIGINT, SIGHUP and SIGCHLD and returns a signalfd that reports them.
 fn signal_fd() -> io::Result<i32> {
     // SAFETY: plain libc calls on a local sigset; the mask applies to this thread,
     // which is the only one.
     unsafe {
         let mut mask: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut mask);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD] {
             libc::sigaddset(&mut mask, s);
         }
         if libc::pthread_sigmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut()) != 0 {
@@ -139,6 +141,9 @@ pub struct Daemon {
     udp_more: [bool; 2],
     stopping: Option<Instant>,
     started: Instant,
+    notifier: Notifier,
+    next_watchdog: Option<Instant>,
+    hooks: Hooks,
 }
 
 impl Daemon {
@@ -204,6 +209,13 @@ impl Daemon {
             leader: None,
             term: durable.term,
         };
+        let notifier = Notifier::from_env().map_err(|e| Fatal(format!("NOTIFY_SOCKET: {e}")))?;
+        let hooks = Hooks::new(
+            cfg.id,
+            cfg.on_leader.clone(),
+            cfg.on_follower.clone(),
+            cfg.hook_timeout,
+        );
         Ok(Daemon {
             cfg,
             id_override,
@@ -221,23 +233,36 @@ impl Daemon {
             udp_more: [false; 2],
             stopping: None,
             started: Instant::now(),
+            next_watchdog: notifier.watchdog_interval().map(|i| Instant::now() + i),
+            notifier,
+            hooks,
         })
     }
 
     /// Runs until SIGTERM or SIGINT (after resigning) or a fatal error.
     pub fn run(&mut self) -> Result<(), Fatal> {
         let mut events = Events::with_capacity(256);
+        // Sockets are bound and the state is loaded: systemd may start what depends on us.
+        self.notifier.send("READY=1");
+        self.notifier.send(&self.status_text());
         loop {
             let now = monotonic_now();
             let busy = self.udp_more.iter().any(|&m| m) || self.control.has_more();
-            let timeout = if busy {
-                Duration::ZERO
-            } else {
-                self.node
-                    .next_deadline()
-                    .saturating_since(now)
-                    .min(MAX_WAIT)
-            };
+            let mut timeout = self
+                .node
+                .next_deadline()
+                .saturating_since(now)
+                .min(MAX_WAIT);
+            let instant = Instant::now();
+            for d in [self.hooks.deadline(), self.next_watchdog]
+                .into_iter()
+                .flatten()
+            {
+                timeout = timeout.min(d.saturating_duration_since(instant));
+            }
+            if busy {
+                timeout = Duration::ZERO;
+            }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -277,6 +302,15 @@ impl Daemon {
                 self.answer(slot, req)?;
             }
             self.control.flush(self.poll.registry(), Instant::now());
+            self.hooks.poll(Instant::now());
+            if let Some(next) = self.next_watchdog {
+                // Sent from the loop itself: a wedged loop stops petting, and systemd acts.
+                if Instant::now() >= next {
+                    self.notifier.send("WATCHDOG=1");
+                    let interval = self.notifier.watchdog_interval().unwrap_or(MAX_WAIT);
+                    self.next_watchdog = Some(Instant::now() + interval);
+                }
+            }
             if let Some(since) = self.stopping {
                 if self.node.resign_complete() || since.elapsed() > self.cfg.heartbeat {
                     info!("stopped");
@@ -415,6 +449,9 @@ impl Daemon {
         if view == self.view {
             return;
         }
+        if view.role != self.view.role {
+            self.hooks.transition(view.role, view.leader, view.term);
+        }
         if view.role != self.view.role || view.leader != self.view.leader {
             self.metrics.role_changes += 1;
             let leader = view.leader.map_or("none".to_string(), |l| {
@@ -429,6 +466,21 @@ impl Daemon {
         self.view = view;
         let line = self.status_line();
         self.control.broadcast(&line);
+        self.notifier.send(&self.status_text());
+    }
+
+    /// The STATUS= line for systemd: role, leader and term.
+    fn status_text(&self) -> String {
+        let v = self.view;
+        match (v.role, v.leader) {
+            (Role::Leader, _) => format!("STATUS=leader, term {}", v.term),
+            (Role::Follower, Some(l)) => format!(
+                "STATUS=follower, leader {l} ({}), term {}",
+                self.cfg.name_of(l),
+                v.term
+            ),
+            (Role::Follower, None) => format!("STATUS=follower, no leader, term {}", v.term),
+        }
     }
 
     fn status_line(&self) -> String {
@@ -551,6 +603,12 @@ impl Daemon {
             "Datagrams the kernel refused to send.",
             m.send_errors,
         );
+        counter("hook_runs", "Hooks started.", self.hooks.runs);
+        counter(
+            "hook_failures",
+            "Hooks that failed, timed out or could not start.",
+            self.hooks.failures,
+        );
         counter(
             "control_requests",
             "Control socket requests answered.",
@@ -650,8 +708,10 @@ impl Daemon {
         for sig in read_signals(self.signals) {
             match sig {
                 libc::SIGHUP => self.reload(),
+                libc::SIGCHLD => self.hooks.poll(Instant::now()),
                 _ if self.stopping.is_none() => {
                     info!("signal {sig}: stopping");
+                    self.notifier.send("STOPPING=1");
                     self.stopping = Some(Instant::now());
                     if self.node.handle_yield(monotonic_now()) {
                         info!("resigned leadership before exit");
@@ -696,6 +756,11 @@ impl Daemon {
         {
             return error!("reload refused: {e}");
         }
+        self.hooks.reconfigure(
+            new.on_leader.clone(),
+            new.on_follower.clone(),
+            new.hook_timeout,
+        );
         if self.cli_log_level.is_none() {
             if let Some(l) = new.log_level {
                 log::set_max_level(l);

@@ -4,8 +4,9 @@
 //! negative answer (`is-leader`: not leader; `yield`: not leader), 2 an error (no
 //! daemon, refused connection, bad usage, unreadable answer).
 
-use electd::config::{Config, DEFAULT_PATH, DEFAULT_SOCKET};
+use electd::config::{Config, DEFAULT_PATH, DEFAULT_SOCKET, parse_duration};
 use electd::json::{self, Value};
+use electd::supervise::{self, RunOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,11 @@ Commands:
   watch             one JSON line now and one per change of role, leader or term
   elect             start an election round now
   yield             make this server resign if it leads
-  metrics           Prometheus text
+    metrics           Prometheus text
+  run [--grace D] [--poll D] -- CMD [ARGS]
+                    run CMD only while this server holds the lease: SIGTERM, then
+                    SIGKILL after the grace, before the lease can end; restarted with
+                    backoff if it exits while leader; ELECTD_TERM holds the term
 ";
 
 fn default_socket() -> PathBuf {
@@ -208,11 +213,56 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
                 }
             }
         }
+        ("run", _) => run_command(socket, rest),
         _ => Err(format!(
             "unknown command or arguments: {cmd} {}\n{USAGE}",
             rest.join(" ")
         )),
     }
+}
+
+fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
+    let mut opts = getopts::Options::new();
+    opts.parsing_style(getopts::ParsingStyle::StopAtFirstFree);
+    opts.optopt(
+        "",
+        "grace",
+        "time between SIGTERM and SIGKILL (default 100ms)",
+        "DURATION",
+    );
+    opts.optopt(
+        "",
+        "poll",
+        "how often to ask the daemon (default 20ms)",
+        "DURATION",
+    );
+    let m = opts.parse(rest).map_err(|e| format!("run: {e}\n{USAGE}"))?;
+    let duration = |name: &str, default: u64| -> Result<Duration, String> {
+        match m.opt_str(name) {
+            None => Ok(Duration::from_millis(default)),
+            Some(v) => parse_duration(&v).map_err(|e| format!("run --{name}: {e}")),
+        }
+    };
+    let grace = duration("grace", 100)?;
+    let poll = duration("poll", 20)?;
+    if poll.is_zero() || poll > Duration::from_secs(10) {
+        return Err("run --poll must be between 1ms and 10s".into());
+    }
+    let argv: Vec<String> = m
+        .free
+        .iter()
+        .skip_while(|a| a.as_str() == "--")
+        .cloned()
+        .collect();
+    if argv.is_empty() {
+        return Err(format!("run: no command given\n{USAGE}"));
+    }
+    Ok(supervise::run(&RunOptions {
+        socket: socket.to_path_buf(),
+        grace,
+        poll,
+        argv,
+    }))
 }
 
 fn main() {

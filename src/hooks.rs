@@ -1,0 +1,202 @@
+//! `on-leader` and `on-follower` hooks (SPEC section 12).
+//!
+//! Hooks run one at a time, in the order of the transitions, each in its own process
+//! group with ELECTD_ROLE, ELECTD_LEADER, ELECTD_TERM and ELECTD_ID set. The event loop
+//! never waits for one: it starts a hook, is told of its exit by SIGCHLD (through the
+//! daemon's signalfd), and kills the group of a hook that outlives `hook-timeout`.
+
+use crate::node::Role;
+use log::{error, info, warn};
+use std::collections::VecDeque;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Transitions waiting for their hook, at most; the oldest is dropped beyond it.
+pub const MAX_QUEUED: usize = 32;
+
+#[derive(Clone, Debug)]
+struct Job {
+    name: &'static str,
+    argv: Vec<String>,
+    role: Role,
+    leader: Option<u16>,
+    term: u64,
+}
+
+#[derive(Debug)]
+struct Running {
+    job: Job,
+    child: Child,
+    started: Instant,
+    killed: bool,
+}
+
+/// The hook runner.
+#[derive(Debug)]
+pub struct Hooks {
+    id: u16,
+    on_leader: Option<Vec<String>>,
+    on_follower: Option<Vec<String>>,
+    timeout: Duration,
+    queue: VecDeque<Job>,
+    running: Option<Running>,
+    /// Hooks that exited non-zero, were killed or could not start.
+    pub failures: u64,
+    /// Hooks run.
+    pub runs: u64,
+}
+
+impl Hooks {
+    /// A runner for server `id`.
+    pub fn new(
+        id: u16,
+        on_leader: Option<Vec<String>>,
+        on_follower: Option<Vec<String>>,
+        timeout: Duration,
+    ) -> Hooks {
+        Hooks {
+            id,
+            on_leader,
+            on_follower,
+            timeout,
+            queue: VecDeque::new(),
+            running: None,
+            failures: 0,
+            runs: 0,
+        }
+    }
+
+    /// Replaces the commands and timeout (SIGHUP); a running hook finishes undisturbed.
+    pub fn reconfigure(
+        &mut self,
+        on_leader: Option<Vec<String>>,
+        on_follower: Option<Vec<String>>,
+        timeout: Duration,
+    ) {
+        self.on_leader = on_leader;
+        self.on_follower = on_follower;
+        self.timeout = timeout;
+    }
+
+    /// Queues the hook for a change of role, and starts it if none runs.
+    pub fn transition(&mut self, role: Role, leader: Option<u16>, term: u64) {
+        let (name, argv) = match role {
+            Role::Leader => ("on-leader", self.on_leader.clone()),
+            Role::Follower => ("on-follower", self.on_follower.clone()),
+        };
+        let Some(argv) = argv else { return };
+        if self.queue.len() >= MAX_QUEUED {
+            if let Some(old) = self.queue.pop_front() {
+                warn!(
+                    "hook queue full: dropped the {} hook of term {}",
+                    old.name, old.term
+                );
+            }
+        }
+        self.queue.push_back(Job {
+            name,
+            argv,
+            role,
+            leader,
+            term,
+        });
+        self.start_next();
+    }
+
+    fn start_next(&mut self) {
+        while self.running.is_none() {
+            let Some(job) = self.queue.pop_front() else {
+                return;
+            };
+            let mut cmd = Command::new(&job.argv[0]);
+            cmd.args(&job.argv[1..])
+                .env("ELECTD_ROLE", job.role.name())
+                .env(
+                    "ELECTD_LEADER",
+                    job.leader.map_or(String::new(), |l| l.to_string()),
+                )
+                .env("ELECTD_TERM", job.term.to_string())
+                .env("ELECTD_ID", self.id.to_string())
+                .stdin(Stdio::null())
+                .process_group(0);
+            self.runs += 1;
+            match cmd.spawn() {
+                Ok(child) => {
+                    info!(
+                        "hook {} started (pid {}, term {})",
+                        job.name,
+                        child.id(),
+                        job.term
+                    );
+                    self.running = Some(Running {
+                        job,
+                        child,
+                        started: Instant::now(),
+                        killed: false,
+                    });
+                }
+                Err(e) => {
+                    self.failures += 1;
+                    error!("hook {} ({}) could not start: {e}", job.name, job.argv[0]);
+                }
+            }
+        }
+    }
+
+    /// Reaps a finished hook (call on SIGCHLD and on the deadline); kills one past its
+    /// timeout; starts the next.
+    pub fn poll(&mut self, now: Instant) {
+        if let Some(r) = self.running.as_mut() {
+            if !r.killed && now.duration_since(r.started) >= self.timeout {
+                r.killed = true;
+                // SAFETY: kill(2) on the process group this hook leads, which we started
+                // and have not reaped, so its id cannot have been reused.
+                unsafe { libc::kill(-(r.child.id() as i32), libc::SIGKILL) };
+            }
+            match r.child.try_wait() {
+                Ok(Some(status)) => {
+                    let took = now.duration_since(r.started);
+                    if r.killed {
+                        self.failures += 1;
+                        error!(
+                            "hook {} killed after {took:?}: it outlived hook-timeout {:?}",
+                            r.job.name, self.timeout
+                        );
+                    } else if status.success() {
+                        info!("hook {} finished in {took:?}", r.job.name);
+                    } else {
+                        self.failures += 1;
+                        match (status.code(), status.signal()) {
+                            (Some(c), _) => {
+                                error!("hook {} failed with exit status {c}", r.job.name)
+                            }
+                            (None, Some(s)) => error!("hook {} died of signal {s}", r.job.name),
+                            _ => error!("hook {} failed: {status}", r.job.name),
+                        }
+                    }
+                    self.running = None;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    error!("hook {}: wait failed: {e}", r.job.name);
+                    self.running = None;
+                }
+            }
+        }
+        self.start_next();
+    }
+
+    /// When the running hook's timeout expires, if one runs.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.running
+            .as_ref()
+            .filter(|r| !r.killed)
+            .map(|r| r.started + self.timeout)
+    }
+
+    /// True while a hook runs or waits.
+    pub fn busy(&self) -> bool {
+        self.running.is_some() || !self.queue.is_empty()
+    }
+}
