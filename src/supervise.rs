@@ -141,7 +141,8 @@ pub fn run(opts: &RunOptions) -> i32 {
         let left = lease.map_or(0, |l| l.until_ns.saturating_sub(now));
         let wait = match &running {
             Some(_) if left > stop_ns => Duration::from_nanos(left - stop_ns),
-            Some(_) => Duration::from_nanos(left.saturating_sub(margin_ns)),
+            // Inside the stop window: act first, do not wait on a possibly frozen daemon.
+            Some(_) => Duration::from_millis(1),
             None => opts.poll,
         };
         match daemon.lease(wait) {

@@ -1,0 +1,316 @@
+//! Real electd clusters on loopback for the integration tests: every process is started
+//! by the test and ended by it through its own handle; all traffic stays on 127.0.0.1
+//! and one multicast group.
+#![allow(dead_code)]
+
+use electd::json::{self, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::net::UdpSocket;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Timing assertions are about the protocol, so the clusters run one at a time.
+pub static SERIAL: Mutex<()> = Mutex::new(());
+
+pub const HBT_MS: u64 = 100;
+pub const RTT_MS: u64 = 20;
+
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Mode {
+    Unicast,
+    Multicast,
+}
+
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub conf: PathBuf,
+    pub n: u16,
+    pub ports: Vec<u16>,
+    procs: Vec<Option<Child>>,
+    env: Vec<(String, String)>,
+}
+
+pub fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on a process this test started and has not reaped.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+impl Cluster {
+    pub fn start(mode: Mode, n: u16) -> Cluster {
+        Cluster::start_with(mode, n, "", &[])
+    }
+
+    /// A cluster whose config gets `extra` lines and whose daemons get `env`.
+    pub fn start_with(mode: Mode, n: u16, extra: &str, env: &[(&str, &str)]) -> Cluster {
+        let dir = std::env::temp_dir().join(format!(
+            "electd-cluster-{}-{:?}-{n}",
+            std::process::id(),
+            mode
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ports: Vec<u16> = (0..n).map(|_| free_udp_port()).collect();
+        let mut text = format!("cluster test-{}-{n}\n", std::process::id());
+        for (i, p) in ports.iter().enumerate() {
+            text += &format!("server {} 127.0.0.1:{p} name s{}\n", i + 1, i + 1);
+        }
+        match mode {
+            Mode::Unicast => text += "unicast\n",
+            Mode::Multicast => {
+                let pid = std::process::id();
+                text += &format!(
+                    "multicast 239.255.{}.{}:{} interface lo ttl 1\n",
+                    (pid >> 8) & 0xff,
+                    (pid & 0xff).max(1),
+                    free_udp_port()
+                );
+            }
+        }
+        text += &format!(
+            "heartbeat {HBT_MS}ms\nrtt {RTT_MS}ms\nmissed-heartbeats 3\nsocket {0}/{{id}}.sock\nstate {0}/{{id}}.state\n",
+            dir.display()
+        );
+        text += extra;
+        let conf = dir.join("electd.conf");
+        std::fs::write(&conf, text).unwrap();
+        let mut c = Cluster {
+            dir,
+            conf,
+            n,
+            ports,
+            procs: (0..n).map(|_| None).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        for id in 1..=n {
+            c.spawn(id);
+        }
+        c
+    }
+
+    pub fn spawn(&mut self, id: u16) {
+        let log = std::fs::File::create(self.dir.join(format!("{id}.log"))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_electd"))
+            .args([
+                "--config",
+                self.conf.to_str().unwrap(),
+                "--id",
+                &id.to_string(),
+                "--log-level",
+                "debug",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .spawn()
+            .expect("start electd");
+        self.procs[usize::from(id) - 1] = Some(child);
+        let sock = self.sock(id);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while UnixStream::connect(&sock).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "server {id} never opened its socket:\n{}",
+                self.log(id)
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn sock(&self, id: u16) -> PathBuf {
+        self.dir.join(format!("{id}.sock"))
+    }
+
+    pub fn log(&self, id: u16) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{id}.log"))).unwrap_or_default()
+    }
+
+    pub fn request(&self, id: u16, cmd: &str) -> Option<String> {
+        let mut s = UnixStream::connect(self.sock(id)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        s.write_all(format!("{cmd}\n").as_bytes()).ok()?;
+        let mut r = BufReader::new(s);
+        let mut out = String::new();
+        loop {
+            let mut l = String::new();
+            if r.read_line(&mut l).ok()? == 0 {
+                break;
+            }
+            out += &l;
+            if cmd != "metrics" || l.trim_end() == "# EOF" {
+                break;
+            }
+        }
+        Some(out)
+    }
+
+    pub fn status(&self, id: u16) -> Option<Value> {
+        self.request(id, "status")
+            .and_then(|l| json::parse(l.trim()).ok())
+    }
+
+    pub fn up(&self) -> Vec<u16> {
+        (1..=self.n)
+            .filter(|&id| self.procs[usize::from(id) - 1].is_some())
+            .collect()
+    }
+
+    /// The (leader, term) every running server agrees on, once they do.
+    pub fn agreement(&self, within: Duration) -> (u16, u64) {
+        let deadline = Instant::now() + within;
+        loop {
+            let views: Vec<(u16, Option<Value>)> = self
+                .up()
+                .into_iter()
+                .map(|id| (id, self.status(id)))
+                .collect();
+            let leaders: Vec<u16> = views
+                .iter()
+                .filter(|(_, v)| {
+                    v.as_ref()
+                        .and_then(|v| v.get("role"))
+                        .and_then(Value::as_str)
+                        == Some("leader")
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            if let [l] = leaders[..] {
+                let term = views
+                    .iter()
+                    .find(|v| v.0 == l)
+                    .and_then(|v| v.1.as_ref())
+                    .and_then(|v| v.get("term"))
+                    .and_then(Value::as_u64);
+                let all = views.iter().all(|(_, v)| {
+                    v.as_ref()
+                        .and_then(|v| v.get("leader"))
+                        .and_then(Value::as_u64)
+                        == Some(u64::from(l))
+                });
+                if all {
+                    return (l, term.unwrap());
+                }
+            }
+            assert!(leaders.len() <= 1, "two servers report leader: {leaders:?}");
+            if Instant::now() > deadline {
+                panic!("no agreement within {within:?}: {views:?}\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Polls the running servers until one other than `old` reports a lease with a term
+    /// above `term`; returns it and the time since `t0`.
+    pub fn new_leader_since(
+        &self,
+        old: u16,
+        term: u64,
+        t0: Instant,
+        limit: Duration,
+    ) -> (u16, Duration) {
+        loop {
+            for id in self.up() {
+                if id == old {
+                    continue;
+                }
+                if let Some(v) = self.status(id) {
+                    let t = v.get("term").and_then(Value::as_u64).unwrap_or(0);
+                    if v.get("role").and_then(Value::as_str) == Some("leader") && t > term {
+                        return (id, t0.elapsed());
+                    }
+                }
+            }
+            if t0.elapsed() > limit {
+                panic!("no new leader within {limit:?}\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// The running process of server `id`.
+    pub fn child(&self, id: u16) -> &Child {
+        self.procs[usize::from(id) - 1].as_ref().expect("running")
+    }
+
+    /// SIGKILL, and reap it.
+    pub fn kill(&mut self, id: u16) {
+        let mut child = self.procs[usize::from(id) - 1].take().expect("running");
+        signal(&child, libc::SIGKILL);
+        child.wait().unwrap();
+    }
+
+    /// SIGTERM; the caller waits for the exit.
+    pub fn terminate(&mut self, id: u16) -> Child {
+        let child = self.procs[usize::from(id) - 1].take().expect("running");
+        signal(&child, libc::SIGTERM);
+        child
+    }
+
+    pub fn metric(&self, id: u16, name: &str) -> u64 {
+        let text = self.request(id, "metrics").unwrap_or_default();
+        text.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Datagrams dropped for any reason but a server's own multicast echo.
+    pub fn dropped_total(&self, id: u16) -> u64 {
+        let text = self.request(id, "metrics").unwrap_or_default();
+        text.lines()
+            .filter(|l| l.starts_with("electd_datagrams_dropped_total{") && !l.contains("own_echo"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    pub fn logs(&self) -> String {
+        (1..=self.n)
+            .map(|id| format!("--- server {id}\n{}", self.log(id)))
+            .collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in self.procs.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("logs kept in {}", self.dir.display());
+        }
+    }
+}
+
+/// Waits for `child` to exit, at most `within`; kills it past that.
+pub fn wait_exit(mut child: Child, within: Duration) -> Option<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

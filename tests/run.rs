@@ -1,0 +1,165 @@
+//! `electctl run` (issue 4): three servers, each with its command wrapped in
+//! `electctl run`; the leader is killed and frozen again and again; the commands stamp
+//! their start, liveness and stop on CLOCK_MONOTONIC into one shared file, and no two
+//! may ever have run at the same moment.
+
+mod common;
+
+use common::{Cluster, Mode, SERIAL};
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const LOG_VAR: &str = "ELECTD_TEST_CMD_LOG";
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_term(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn stamp(log: &str, what: &str) {
+    let now = electd::daemon::monotonic_now().as_nanos();
+    let line = format!(
+        "{what} {} {now} {}\n",
+        std::process::id(),
+        std::env::var("ELECTD_TERM").unwrap_or_default()
+    );
+    // One short O_APPEND write per line: lines from several processes never interleave.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+        .unwrap();
+    f.write_all(line.as_bytes()).unwrap();
+}
+
+/// Not a test: the wrapped command, when this binary is re-executed with LOG_VAR set.
+#[test]
+fn cmd_helper() {
+    let Ok(log) = std::env::var(LOG_VAR) else {
+        return;
+    };
+    // SAFETY: the handler only stores to an atomic.
+    unsafe { libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t) };
+    stamp(&log, "start");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !STOP.load(Ordering::SeqCst) && Instant::now() < deadline {
+        stamp(&log, "alive");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stamp(&log, "stop");
+    std::process::exit(0);
+}
+
+/// One run of the command: pid, start, end (its stop, or its last sign of life).
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    pid: u32,
+    start: u64,
+    end: u64,
+    stopped: bool,
+}
+
+fn spans(log: &str) -> Vec<Span> {
+    let mut by_pid: std::collections::BTreeMap<u32, Span> = Default::default();
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let (pid, t): (u32, u64) = (f[1].parse().unwrap(), f[2].parse().unwrap());
+        let s = by_pid.entry(pid).or_insert(Span {
+            pid,
+            start: t,
+            end: t,
+            stopped: false,
+        });
+        s.end = s.end.max(t);
+        s.stopped |= f[0] == "stop";
+    }
+    by_pid.into_values().collect()
+}
+
+fn supervise(c: &Cluster, id: u16, log: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_electctl"))
+        .arg("--socket")
+        .arg(c.sock(id))
+        .args(["run", "--grace", "50ms", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["cmd_helper", "--exact", "--nocapture", "--test-threads=1"])
+        .env(LOG_VAR, log)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(c.dir.join(format!("run-{id}.log"))).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+fn running_pids(log: &str) -> Vec<u32> {
+    spans(log)
+        .into_iter()
+        .filter(|s| !s.stopped)
+        .map(|s| s.pid)
+        .collect()
+}
+
+#[test]
+fn wrapped_command_never_runs_on_two_servers() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = Cluster::start(Mode::Unicast, 3);
+    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let mut sups: Vec<Child> = (1..=3).map(|id| supervise(&c, id, &log)).collect();
+    let seed = u64::from(std::process::id());
+    let mut rng = electd::rng::SplitMix64::new(seed);
+    eprintln!("seed {seed}");
+    let mut faults = 0;
+    for round in 0..8 {
+        let (leader, _) = c.agreement(Duration::from_secs(5));
+        // Wait until the leader's command runs.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while running_pids(&log).is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: no command started on leader {leader}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(rng.below(200)));
+        if rng.below(2) == 0 {
+            c.kill(leader);
+            std::thread::sleep(Duration::from_millis(400 + rng.below(400)));
+            c.spawn(leader);
+        } else {
+            // Frozen past its lease: the others elect; it must step down when it thaws.
+            common::signal(c.child(leader), libc::SIGSTOP);
+            std::thread::sleep(Duration::from_millis(500 + rng.below(500)));
+            common::signal(c.child(leader), libc::SIGCONT);
+        }
+        faults += 1;
+        // Let a restarted server pass its quiet period before the next fault.
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    for s in &sups {
+        common::signal(s, libc::SIGTERM);
+    }
+    for s in sups.iter_mut() {
+        let _ = s.wait();
+    }
+    let spans = spans(&log);
+    eprintln!("{faults} faults, {} command runs", spans.len());
+    assert!(
+        spans.len() > faults / 2,
+        "the command moved between servers: {spans:?}"
+    );
+    for (i, a) in spans.iter().enumerate() {
+        for b in &spans[i + 1..] {
+            let overlap = a.start < b.end && b.start < a.end;
+            assert!(
+                !overlap,
+                "two commands ran at once (seed {seed}): {a:?} and {b:?}"
+            );
+        }
+    }
+    assert!(
+        spans.iter().all(|s| s.stopped),
+        "every command was stopped by SIGTERM within the grace: {spans:?}"
+    );
+}
