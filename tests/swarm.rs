@@ -314,7 +314,8 @@ fn negative_control() {
         let hit = results.iter().find(|r| found(&r.1));
         let (seed, o) =
             hit.unwrap_or_else(|| panic!("{name}: no violation in {} seeds", results.len()));
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "negative control '{name}': caught at seed {seed}: {}",
             o.violations[0]
         );
