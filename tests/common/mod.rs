@@ -31,6 +31,7 @@ pub struct Cluster {
     pub ports: Vec<u16>,
     procs: Vec<Option<Child>>,
     env: Vec<(String, String)>,
+    netns: Option<String>,
 }
 
 pub fn free_udp_port() -> u16 {
@@ -53,8 +54,10 @@ impl Cluster {
 
     /// A cluster whose config gets `extra` lines and whose daemons get `env`.
     pub fn start_with(mode: Mode, n: u16, extra: &str, env: &[(&str, &str)]) -> Cluster {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!(
-            "electd-cluster-{}-{:?}-{n}",
+            "electd-cluster-{}-{k}-{:?}-{n}",
             std::process::id(),
             mode
         ));
@@ -94,7 +97,31 @@ impl Cluster {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            netns: None,
         };
+        for id in 1..=n {
+            c.spawn(id);
+        }
+        c
+    }
+
+    /// A unicast cluster whose daemons run inside network namespace `ns`.
+    pub fn start_in(ns: &Netns, n: u16) -> Cluster {
+        let mut c = Cluster::start_with(Mode::Unicast, 0, "", &[]);
+        c.n = n;
+        c.netns = Some(ns.name.clone());
+        // Ports inside a fresh namespace are all free: use fixed ones.
+        c.ports = (1..=n).map(|i| 7500 + i).collect();
+        let mut text = format!("cluster ns-{}-{n}\n", std::process::id());
+        for (i, p) in c.ports.iter().enumerate() {
+            text += &format!("server {} 127.0.0.1:{p} name s{}\n", i + 1, i + 1);
+        }
+        text += &format!(
+            "unicast\nheartbeat {HBT_MS}ms\nrtt {RTT_MS}ms\nmissed-heartbeats 3\nsocket {0}/{{id}}.sock\nstate {0}/{{id}}.state\n",
+            c.dir.display()
+        );
+        std::fs::write(&c.conf, text).unwrap();
+        c.procs = (0..n).map(|_| None).collect();
         for id in 1..=n {
             c.spawn(id);
         }
@@ -103,7 +130,15 @@ impl Cluster {
 
     pub fn spawn(&mut self, id: u16) {
         let log = std::fs::File::create(self.dir.join(format!("{id}.log"))).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_electd"))
+        let mut cmd = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_electd")]);
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_electd")),
+        };
+        let child = cmd
             .args([
                 "--config",
                 self.conf.to_str().unwrap(),
@@ -312,5 +347,76 @@ pub fn wait_exit(mut child: Child, within: Duration) -> Option<i32> {
             return None;
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A network namespace of our own (unique per run, deleted on drop) with loopback up and
+/// an nftables table for partitions. None when this is not root or tools are missing.
+pub struct Netns {
+    pub name: String,
+}
+
+fn sh(args: &[&str]) -> bool {
+    Command::new(args[0])
+        .args(&args[1..])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+impl Netns {
+    pub fn create(tag: &str) -> Option<Netns> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || !sh(&["nft", "--version"]) {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI runs as root with nftables installed"
+            );
+            eprintln!("SKIPPED: network namespaces need root and nftables");
+            return None;
+        }
+        let name = format!("electd-{tag}-{}", std::process::id());
+        let _ = sh(&["ip", "netns", "del", &name]);
+        assert!(sh(&["ip", "netns", "add", &name]), "ip netns add {name}");
+        let ns = Netns { name };
+        assert!(sh(&["ip", "-n", &ns.name, "link", "set", "lo", "up"]));
+        let rules = "add table inet electd\nadd chain inet electd input { type filter hook input priority 0; }\n";
+        assert!(ns.nft(rules), "nft table");
+        Some(ns)
+    }
+
+    fn nft(&self, script: &str) -> bool {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.name, "nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        child.wait().is_ok_and(|s| s.success())
+    }
+
+    /// Drops every datagram to or from `port` (a server's own port): it is cut off.
+    pub fn isolate_port(&self, port: u16) {
+        let r = format!(
+            "add rule inet electd input udp dport {port} drop\nadd rule inet electd input udp sport {port} drop\n"
+        );
+        assert!(self.nft(&r), "nft rule");
+    }
+
+    /// Removes every partition rule.
+    pub fn heal(&self) {
+        assert!(self.nft("flush chain inet electd input\n"), "nft flush");
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = sh(&["ip", "netns", "del", &self.name]);
     }
 }
