@@ -43,6 +43,8 @@ pub struct Sabotage {
     pub ignore_live_leader: bool,
     /// Ignore the heard-count eligibility rule.
     pub ignore_heard: bool,
+    /// Always wait the whole VOTING window (no early decision), for comparison.
+    pub full_window: bool,
 }
 
 /// The core's configuration: the cluster and the timers.
@@ -345,6 +347,9 @@ pub struct Node {
 
     tally: Tally,
     leadership: Option<Leadership>,
+    /// The highest term this server has led. Volatile: a restart forgets it, which is
+    /// safe, because only a resignation releases followers before their hold ends.
+    last_led: u64,
     resign_again: Option<ResignAgain>,
 
     quiet_until: Time,
@@ -409,6 +414,7 @@ impl Node {
             resigned_last: false,
             tally: Tally::new(n),
             leadership: None,
+            last_led: 0,
             resign_again: None,
             quiet_until: now + quiet,
             last_now: now,
@@ -488,6 +494,7 @@ impl Node {
         let Some(l) = self.leadership.take() else {
             return false;
         };
+        self.tally.clear();
         // Stop reporting leader first: the lease ends before any follower is released.
         self.counters.leader_changes += 1;
         self.push_event(Event::SteppedDown { term: l.term });
@@ -514,7 +521,14 @@ impl Node {
 
     /// Confirms that `state` is durable; releases the datagrams that waited for it.
     pub fn handle_persisted(&mut self, now: Time, state: Durable) {
-        self.durable = state;
+        // Confirmations come in order; an older one must never lower what is durable.
+        let d = self.durable;
+        if state.term >= d.term
+            && state.voted_term >= d.voted_term
+            && state.max_hold_ms >= d.max_hold_ms
+        {
+            self.durable = state;
+        }
         if self.requested == Some(state) {
             self.requested = None;
         }
@@ -747,6 +761,7 @@ impl Node {
             },
         );
         self.send(Dest::All, msg);
+        self.decide_if_complete(now);
     }
 
     fn retry_wait(&mut self) -> Duration {
@@ -822,9 +837,58 @@ impl Node {
         if self.leader_live(now) && self.is_straggler(&claim) {
             return;
         }
+        // A claim for a term we have reached opens no round: it comes from a round that
+        // just closed, or from a server behind us, which our next LEAD or our own retry
+        // timer (always armed without a leader) will bring along. Without this, the
+        // tail of one round's claims opened the next round at every server.
+        if self.elector == ElectorState::Watching && claim.term <= self.term {
+            return;
+        }
         self.slate.record(s, claim);
         if self.elector == ElectorState::Watching {
             self.enter_voting(now);
+        }
+        self.decide_if_complete(now);
+    }
+
+    /// True once every server we can expect a claim from has made one: each server heard
+    /// within K*HBT + HBT, except a leader whose hold has run out. Waiting the rest of
+    /// the window could not change the slate, so the round may be decided now. Any slate
+    /// is safe to decide on; this only saves up to RTT on every election, and makes a
+    /// resignation's handoff nearly immediate (every server claims at once).
+    fn slate_complete(&self, now: Time) -> bool {
+        if self.slate.len() < self.quorum {
+            return false;
+        }
+        // Only a converged round: every claim proposes the same term. A server catching
+        // up on a backlog of old claims waits the window out, instead of deciding one
+        // round per stale claim (and raising its term each time).
+        let e = self.slate.round_term();
+        if (0..self.ids.len()).any(|i| self.slate.get(i).is_some_and(|c| Some(c.term) != e)) {
+            return false;
+        }
+        // A live leader that claims INELIGIBLE has resigned: its RESIGN, sent first, is
+        // still in flight. Deciding now would abstain for it and split the round.
+        if let Some(l) = self.leader.filter(|_| self.leader_live(now)) {
+            if self.slate.get(l).is_some_and(|c| c.ineligible) {
+                return false;
+            }
+        }
+        let window = self.hold + self.cfg.heartbeat;
+        let dead_leader = self.leader.filter(|_| !self.leader_live(now));
+        (0..self.ids.len()).all(|i| {
+            self.slate.get(i).is_some()
+                || Some(i) == dead_leader
+                || self.heard_at[i].is_none_or(|t| now.saturating_since(t) > window)
+        })
+    }
+
+    fn decide_if_complete(&mut self, now: Time) {
+        if self.elector == ElectorState::Voting
+            && !self.cfg.sabotage.full_window
+            && self.slate_complete(now)
+        {
+            self.finish_round(now);
         }
     }
 
@@ -910,6 +974,8 @@ impl Node {
             if self.elector == ElectorState::Watching {
                 self.enter_voting(now);
             }
+            // A round held open for this resignation may now be complete.
+            self.decide_if_complete(now);
             return;
         }
         self.watch_leader(now, s, term, seq, Duration::from_millis(u64::from(hold_ms)));
@@ -929,7 +995,11 @@ impl Node {
             return;
         }
         match &mut self.leadership {
+            // Never lead a term already led and left: late or duplicated VOTEs must not
+            // undo a resignation, whose RESIGN has already released the followers.
+            None if term <= self.last_led => {}
             None => {
+                self.last_led = term;
                 self.term = term;
                 self.persist();
                 self.leadership = Some(Leadership::new(term, self.ids.len(), now));
@@ -939,6 +1009,7 @@ impl Node {
                 self.send_lead(now);
             }
             Some(l) if term > l.term => {
+                self.last_led = term;
                 // Re-elected: acknowledgements of the old term still count, because
                 // those voters will not vote for anyone else while they hear us.
                 l.term = term;

@@ -69,7 +69,10 @@ fn sends(out: &[Output]) -> Vec<(Dest, Body)> {
 
 #[test]
 fn vote_leaves_only_after_its_state_is_durable() {
-    let mut n = Node::new(cfg(3, 3), Durable::default(), ms(0)).unwrap();
+    // The whole VOTING window, so the round ends on the timer below.
+    let mut c = cfg(3, 3);
+    c.sabotage.full_window = true;
+    let mut n = Node::new(c, Durable::default(), ms(0)).unwrap();
     let t = ms(1000); // past the quiet period (K*HBT = 300 ms)
     n.handle_datagram(t, &elect(1, 1, 3)).unwrap();
     let out = drain(&mut n);
@@ -266,4 +269,63 @@ fn invalid_configurations_are_refused() {
             "{c:?}"
         );
     }
+}
+
+/// A round is decided as soon as every server heard recently has claimed the same term,
+/// without waiting out the window; one that has not claimed yet keeps it open.
+#[test]
+fn complete_round_is_decided_early() {
+    let mut n = Node::new(cfg(3, 3), Durable::default(), ms(0)).unwrap();
+    let t = ms(1000);
+    // Server 2 was heard (an ACK), so its claim is awaited.
+    n.handle_datagram(t, &msg(2, 0, Body::Ack { seq: 1 }))
+        .unwrap();
+    n.handle_datagram(t, &elect(1, 1, 3)).unwrap();
+    let out = drain(&mut n);
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::Persist(_))),
+        "2 has not claimed: {out:?}"
+    );
+    n.handle_datagram(t + Duration::from_millis(1), &elect(2, 1, 3))
+        .unwrap();
+    let out = drain(&mut n);
+    assert_eq!(
+        out,
+        vec![Output::Persist(Durable {
+            term: 1,
+            voted_term: 1,
+            voted_for: 1,
+            max_hold_ms: 0
+        })]
+    );
+    assert_eq!(
+        n.status(t).elector,
+        electd::elector::ElectorState::Watching,
+        "decided 19 ms early"
+    );
+}
+
+/// A server that resigned never leads that term again, whatever late VOTEs arrive.
+#[test]
+fn late_votes_never_undo_a_resignation() {
+    let mut n = Node::new(cfg(1, 3), Durable::default(), ms(0)).unwrap();
+    let t = ms(1000);
+    n.handle_datagram(t, &elect(2, 1, 3)).unwrap();
+    n.handle_datagram(t, &elect(3, 1, 3)).unwrap();
+    for o in drain(&mut n) {
+        if let Output::Persist(d) = o {
+            n.handle_persisted(t, d);
+        }
+    }
+    drain(&mut n);
+    n.handle_datagram(t, &msg(2, 1, Body::Vote { candidate: 1 }))
+        .unwrap();
+    assert_eq!(n.leads(), Some(1), "elected with its own vote and 2's");
+    assert!(n.handle_yield(t));
+    drain(&mut n);
+    n.handle_datagram(t, &msg(3, 1, Body::Vote { candidate: 1 }))
+        .unwrap();
+    n.handle_datagram(t, &msg(2, 1, Body::Vote { candidate: 1 }))
+        .unwrap();
+    assert_eq!(n.leads(), None, "a resigned term stays resigned");
 }

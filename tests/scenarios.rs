@@ -317,6 +317,9 @@ fn partial_connectivity_needs_the_heard_count_rule() {
         for broken in [false, true] {
             let mut o = Options::new(seed, 4);
             o.sabotage.ignore_heard = broken;
+            // The whole VOTING window in both variants, so only the rule differs (an
+            // early decision can break the tie by accident of timing, not by design).
+            o.sabotage.full_window = true;
             let mut s = Sim::new(o);
             s.cut(1, 3);
             s.cut(1, 4);

@@ -127,6 +127,15 @@ fn run_seed(seed: u64, sabotage: &Sabotage) -> Outcome {
             }
         }
     }
+    if !s.check.violations.is_empty() {
+        // Stop at the first violation, so a trace ends where it went wrong.
+        if s.opts.trace {
+            s.dump_trace();
+        }
+        out.events = s.events;
+        out.violations = s.check.violations.clone();
+        return out;
+    }
     // The faults stop: every link heals, every process runs.
     s.heal();
     s.opts.loss_pm = 0;

@@ -179,6 +179,8 @@ pub struct Host {
     pub disk: Durable,
     /// A write in flight: the state and whether it will land if the process dies now.
     writing: Option<Durable>,
+    /// When the last queued write completes (writes are sequential).
+    write_done_at: Real,
     paused: bool,
     backlog: Vec<Ev>,
     timer_at: Option<Real>,
@@ -247,6 +249,7 @@ impl Sim {
                 clock,
                 disk: Durable::default(),
                 writing: None,
+                write_done_at: 0,
                 paused: false,
                 backlog: Vec::new(),
                 timer_at: None,
@@ -299,6 +302,10 @@ impl Sim {
     /// Processes every event up to real time `t`, then sets the clock to `t`.
     pub fn run_until(&mut self, t: Real) {
         while self.queue.peek().is_some_and(|e| e.at <= t) {
+            if !self.check.violations.is_empty() {
+                // Freeze the run at the first violation: the trace ends where it broke.
+                return;
+            }
             let e = self.queue.pop().expect("peeked");
             self.now = e.at;
             self.events += 1;
@@ -362,7 +369,9 @@ impl Sim {
                     return;
                 }
                 h.disk = state;
-                h.writing = None;
+                if h.writing == Some(state) {
+                    h.writing = None;
+                }
                 if h.paused {
                     h.backlog.push(Ev::PersistDone { host, inc, state });
                     return;
@@ -470,11 +479,14 @@ impl Sim {
                     }
                 }
                 Output::Persist(state) => {
+                    // Writes complete in order, as the daemon's synchronous fsyncs do.
                     let d = self.rng.below(self.opts.persist_max + 1);
                     let h = &mut self.hosts[host];
                     h.writing = Some(state);
+                    let at = (self.now + d).max(h.write_done_at + 1);
+                    h.write_done_at = at;
                     let inc = h.inc;
-                    self.push(self.now + d, Ev::PersistDone { host, inc, state });
+                    self.push(at, Ev::PersistDone { host, inc, state });
                 }
                 Output::Event(e) => {
                     if self.opts.trace {
@@ -731,7 +743,12 @@ impl Sim {
 
     /// Prints the last events of the trace (when `trace` is on).
     pub fn dump_trace(&self) {
-        let from = self.trace.len().saturating_sub(400);
+        let from = self.trace.len().saturating_sub(
+            std::env::var("SIM_TRACE_LINES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(400),
+        );
         for line in &self.trace[from..] {
             eprintln!("{line}");
         }
