@@ -34,6 +34,7 @@ const DIRECTIVES: &[&str] = &[
     "on-follower",
     "hook-timeout",
     "key-file",
+    "key-file-next",
     "log-level",
 ];
 
@@ -103,6 +104,10 @@ pub struct Config {
     pub hook_timeout: Duration,
     /// Log level, if the file sets one.
     pub log_level: Option<log::LevelFilter>,
+    /// The shared secret that signs and verifies datagrams ({id} expanded).
+    pub key_file: Option<PathBuf>,
+    /// A second secret also accepted when receiving (for rotation).
+    pub key_file_next: Option<PathBuf>,
 }
 
 /// A configuration error: file, line (when it is about one line) and problem.
@@ -202,6 +207,8 @@ struct Raw {
     on_follower: Option<Vec<String>>,
     hook_timeout: Option<Duration>,
     log_level: Option<log::LevelFilter>,
+    key_file: Option<String>,
+    key_file_next: Option<String>,
 }
 
 fn one<'a>(args: &[&'a str], what: &str) -> Result<&'a str, String> {
@@ -353,9 +360,8 @@ fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result<(), String
                 format!("unknown log level '{v}' (error, warn, info, debug, trace)")
             })?);
         }
-        "key-file" => {
-            return Err("'key-file' (authenticated datagrams) is not supported by this build yet; remove it rather than run unauthenticated by surprise".into());
-        }
+        "key-file" => raw.key_file = Some(one(args, "path")?.to_string()),
+        "key-file-next" => raw.key_file_next = Some(one(args, "path")?.to_string()),
         other => return Err(format!("unknown directive '{other}'{}", suggest(other))),
     }
     Ok(())
@@ -469,7 +475,12 @@ impl Config {
             on_follower: raw.on_follower,
             hook_timeout: raw.hook_timeout.unwrap_or(Duration::from_secs(10)),
             log_level: raw.log_level,
+            key_file: raw.key_file.as_deref().map(|p| expand(p, id)),
+            key_file_next: raw.key_file_next.as_deref().map(|p| expand(p, id)),
         };
+        if cfg.key_file.is_none() && cfg.key_file_next.is_some() {
+            return Err(at(None, "key-file-next needs key-file".into()));
+        }
         cfg.node_config(0)
             .validate()
             .map_err(|e| at(None, e.to_string()))?;
@@ -655,10 +666,6 @@ hook-timeout 10s
             (
                 "id 9",
                 "electd.conf:15: this server's id 9 is not in the server list",
-            ),
-            (
-                "key-file /etc/electd/key",
-                "electd.conf:15: 'key-file' (authenticated datagrams) is not supported by this build yet; remove it rather than run unauthenticated by surprise",
             ),
         ];
         for (line, want) in cases {

@@ -5,7 +5,8 @@
 //! queues answers, and the daemon decides what to answer. Limits: requests up to 1 KiB,
 //! at most 64 clients, at most `MAX_OUTBUF` bytes queued per client (a `watch` client
 //! that stops reading is dropped, never waited for), idle clients closed after
-//! `IDLE_TIMEOUT`, and a read budget per wakeup so one client cannot starve the loop.
+//! `IDLE_TIMEOUT` (or at once, longest idle first, when a 65th client arrives), and a
+//! read budget per wakeup so one client cannot starve the loop.
 
 use mio::net::{UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
@@ -157,7 +158,8 @@ impl Control {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, _)) => {
-                    let Some(slot) = self.clients.iter().position(Option::is_none) else {
+                    let free = self.clients.iter().position(Option::is_none);
+                    let Some(slot) = free.or_else(|| self.evict_idle(registry)) else {
                         self.counters.refused += 1;
                         let _ = stream.write(error_line("too many clients").as_bytes());
                         continue;
@@ -187,6 +189,25 @@ impl Control {
                 }
             }
         }
+    }
+
+    /// When every slot is taken, frees the one of the client idle longest that is not
+    /// watching and has nothing in flight: clients that connect and send nothing cannot
+    /// lock everyone else out. Only 64 watchers fill the socket for good.
+    fn evict_idle(&mut self, registry: &Registry) -> Option<usize> {
+        let slot = (0..MAX_CLIENTS)
+            .filter(|&i| {
+                self.clients[i]
+                    .as_ref()
+                    .is_some_and(|c| !c.watching && !c.closing && c.outbuf.is_empty() && !c.more)
+            })
+            .min_by_key(|&i| self.clients[i].as_ref().map(|c| c.last_active))?;
+        let mut c = self.clients[slot]
+            .take()
+            .expect("chosen among the occupied");
+        let _ = registry.deregister(&mut c.stream);
+        self.counters.dropped += 1;
+        Some(slot)
     }
 
     /// Reads from client `token` and returns its complete requests.

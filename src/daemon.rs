@@ -6,12 +6,14 @@
 //! sent), then answer control requests and tell watchers about changes. The poll
 //! timeout is the core's next deadline.
 
+use crate::auth::{self, Keys, ReplayWindow};
 use crate::config::{Config, Transport as Mode};
 use crate::control::{Control, Request, error_line, json_str};
 use crate::hooks::Hooks;
+use crate::node::Durable;
 use crate::node::{Event, Node, Output, Reject, Role};
 use crate::notify::Notifier;
-use crate::store::Store;
+use crate::store::{Extra, Store};
 use crate::time::Time;
 use crate::transport::{RECV_BUF, Transport};
 use crate::wire::{self, Kind};
@@ -144,6 +146,11 @@ pub struct Daemon {
     notifier: Notifier,
     next_watchdog: Option<Instant>,
     hooks: Hooks,
+    keys: Option<Keys>,
+    replay: ReplayWindow,
+    durable: Durable,
+    extra: Extra,
+    send_seq: u32,
 }
 
 impl Daemon {
@@ -168,7 +175,21 @@ impl Daemon {
             }
         }
         let store = Store::new(&cfg.state);
-        let durable = store.load().map_err(|e| Fatal(e.to_string()))?;
+        let (durable, mut extra) = store.load().map_err(|e| Fatal(e.to_string()))?;
+        let keys = auth::load_keys(cfg.key_file.as_deref(), cfg.key_file_next.as_deref())
+            .map_err(Fatal)?;
+        // A new boot number, on disk before anything is sent: counters never repeat.
+        extra.boot = extra
+            .boot
+            .checked_add(1)
+            .ok_or_else(|| Fatal("boot counter exhausted".into()))?;
+        store
+            .save(&durable, &extra)
+            .map_err(|e| Fatal(e.to_string()))?;
+        let mut replay = ReplayWindow::default();
+        for (&id, &boot) in &extra.peer_boots {
+            replay.floor(id, boot);
+        }
         let mut transport = Transport::open(&cfg).map_err(|e| Fatal(format!("UDP: {e}")))?;
         let mut control = Control::bind(&cfg.socket, cfg.socket_mode, CONTROL.0)
             .map_err(|e| Fatal(format!("control socket: {e}")))?;
@@ -236,6 +257,11 @@ impl Daemon {
             next_watchdog: notifier.watchdog_interval().map(|i| Instant::now() + i),
             notifier,
             hooks,
+            keys,
+            replay,
+            durable,
+            extra,
+            send_seq: 0,
         })
     }
 
@@ -363,7 +389,11 @@ impl Daemon {
 
     fn on_datagram(&mut self, bytes: &[u8], src: std::net::SocketAddr) {
         self.metrics.received_bytes += bytes.len() as u64;
-        let msg = match wire::decode(bytes) {
+        let decoded = match &self.keys {
+            Some(k) => wire::decode_keyed(bytes, &k.verifiers()).map(|(m, c)| (m, Some(c))),
+            None => wire::decode(bytes).map(|m| (m, None)),
+        };
+        let (msg, counter) = match decoded {
             Ok(m) => m,
             Err(e) => return self.drop_datagram(e.reason(), format_args!("{e} from {src}")),
         };
@@ -375,6 +405,15 @@ impl Daemon {
                     format_args!("server {} sent from {src}", msg.sender),
                 );
             }
+        }
+        if let Some(counter) = counter.filter(|_| msg.sender != self.cfg.id) {
+            if !self.replay.accept(msg.sender, counter) {
+                return self.drop_datagram(
+                    "replay",
+                    format_args!("server {} counter {counter:#x} not new", msg.sender),
+                );
+            }
+            self.note_peer_boot(msg.sender, (counter >> 32) as u32);
         }
         match self.node.handle_datagram(monotonic_now(), &msg) {
             Ok(()) => self.metrics.received[msg.body.kind() as usize] += 1,
@@ -403,12 +442,50 @@ impl Daemon {
         }
     }
 
+    /// Remembers a peer's newest boot on disk, so its earlier boots stay refused across
+    /// our restarts. Rare: once per restart of a peer.
+    fn note_peer_boot(&mut self, peer: u16, boot: u32) {
+        if self.extra.peer_boots.get(&peer).is_none_or(|&b| boot > b)
+            && self.extra.peer_boots.len() < 256
+        {
+            self.extra.peer_boots.insert(peer, boot);
+            if let Err(e) = self.store.save(&self.durable, &self.extra) {
+                warn!("cannot record server {peer}'s boot {boot}: {e}");
+            }
+        }
+    }
+
+    /// The next counter of a keyed datagram: boot number, then a sequence within it.
+    fn next_counter(&mut self) -> Result<u64, Fatal> {
+        self.send_seq = self.send_seq.wrapping_add(1);
+        if self.send_seq == 0 {
+            // 2^32 datagrams in one boot: take a new boot number, on disk first.
+            self.extra.boot = self
+                .extra
+                .boot
+                .checked_add(1)
+                .ok_or_else(|| Fatal("boot counter exhausted".into()))?;
+            self.store
+                .save(&self.durable, &self.extra)
+                .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
+            self.send_seq = 1;
+        }
+        Ok(u64::from(self.extra.boot) << 32 | u64::from(self.send_seq))
+    }
+
     /// Drains the core: sends, durable writes (confirmed before what follows), events.
     fn flush_node(&mut self) -> Result<(), Fatal> {
         while let Some(out) = self.node.poll_output() {
             match out {
                 Output::Send { dest, msg } => {
-                    let bytes = wire::encode_to_vec(&msg);
+                    let bytes = match self.keys.clone() {
+                        Some(k) => {
+                            let mut b = Vec::with_capacity(wire::KEYED_MAX_LEN);
+                            wire::encode_keyed(&msg, self.next_counter()?, &k.current, &mut b);
+                            b
+                        }
+                        None => wire::encode_to_vec(&msg),
+                    };
                     let (sent, errors) = self.transport.send(dest, &bytes);
                     self.metrics.sent[msg.body.kind() as usize] += sent;
                     self.metrics.sent_bytes += sent * bytes.len() as u64;
@@ -421,8 +498,9 @@ impl Daemon {
                     // Nothing that depends on this state may leave before it is on disk;
                     // if it cannot be written, stopping is the only safe answer.
                     self.store
-                        .save(&state)
+                        .save(&state, &self.extra)
                         .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
+                    self.durable = state;
                     self.metrics.state_writes += 1;
                     self.node.handle_persisted(monotonic_now(), state);
                 }
@@ -750,12 +828,27 @@ impl Daemon {
                 "reload refused: transport, socket or state path changed; these need a restart"
             );
         }
+        let keys = match auth::load_keys(new.key_file.as_deref(), new.key_file_next.as_deref()) {
+            Ok(k) => k,
+            Err(e) => return error!("reload refused: {e}"),
+        };
+        if keys.is_some() != self.keys.is_some() {
+            return error!(
+                "reload refused: turning authentication on or off needs a restart of every server"
+            );
+        }
         if let Err(e) =
             self.node
                 .set_timers(new.heartbeat, new.rtt, new.missed_heartbeats, new.drift_ppm)
         {
             return error!("reload refused: {e}");
         }
+        if keys.is_some()
+            && (new.key_file != self.cfg.key_file || new.key_file_next != self.cfg.key_file_next)
+        {
+            info!("keys reloaded");
+        }
+        self.keys = keys;
         self.hooks.reconfigure(
             new.on_leader.clone(),
             new.on_follower.clone(),

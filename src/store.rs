@@ -41,14 +41,35 @@ pub struct Store {
     path: PathBuf,
 }
 
-fn body(d: &Durable) -> String {
+/// What the daemon keeps beside the core's state: its boot number (the high half of
+/// every keyed datagram's counter) and, per peer, the newest boot it has seen (so
+/// datagrams of a peer's earlier boots are refused even after this server restarts).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Extra {
+    /// This server's boot number, raised at every start before anything is sent.
+    pub boot: u32,
+    /// Per peer id, the newest boot number seen in an authenticated datagram.
+    pub peer_boots: std::collections::BTreeMap<u16, u32>,
+}
+
+fn body(d: &Durable, x: &Extra) -> String {
+    let peers: Vec<String> = x
+        .peer_boots
+        .iter()
+        .map(|(id, b)| format!(" {id}:{b}"))
+        .collect();
     format!(
-        "electd-state 1\nterm {}\nvoted_term {}\nvoted_for {}\nmax_hold_ms {}\n",
-        d.term, d.voted_term, d.voted_for, d.max_hold_ms
+        "electd-state 1\nterm {}\nvoted_term {}\nvoted_for {}\nmax_hold_ms {}\nboot {}\npeer_boots{}\n",
+        d.term,
+        d.voted_term,
+        d.voted_for,
+        d.max_hold_ms,
+        x.boot,
+        peers.concat()
     )
 }
 
-fn parse(text: &str) -> Result<Durable, String> {
+fn parse(text: &str) -> Result<(Durable, Extra), String> {
     let (content, crc_line) = match text.rfind("crc ") {
         Some(i) => text.split_at(i),
         None => return Err("no crc line".into()),
@@ -79,7 +100,23 @@ fn parse(text: &str) -> Result<Durable, String> {
     if d.voted_term > d.term {
         return Err("voted_term above term".into());
     }
-    Ok(d)
+    let mut x = Extra::default();
+    for line in lines {
+        if let Some(v) = line.strip_prefix("boot ") {
+            x.boot = v.parse().map_err(|_| "bad boot")?;
+        } else if let Some(v) = line.strip_prefix("peer_boots") {
+            for pair in v.split_whitespace() {
+                let (id, b) = pair.split_once(':').ok_or("bad peer_boots")?;
+                x.peer_boots.insert(
+                    id.parse().map_err(|_| "bad peer id")?,
+                    b.parse().map_err(|_| "bad peer boot")?,
+                );
+            }
+        } else {
+            return Err(format!("unexpected line '{line}'"));
+        }
+    }
+    Ok((d, x))
 }
 
 impl Store {
@@ -96,10 +133,10 @@ impl Store {
     }
 
     /// Reads the state; a missing file is a first start (all zero).
-    pub fn load(&self) -> Result<Durable, StoreError> {
+    pub fn load(&self) -> Result<(Durable, Extra), StoreError> {
         let text = match fs::read(&self.path) {
             Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Durable::default()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
             Err(e) => return Err(StoreError::Io(self.path.clone(), e)),
         };
         let text = String::from_utf8(text)
@@ -108,7 +145,7 @@ impl Store {
     }
 
     /// Writes the state durably: temporary file, fsync, rename, fsync of the directory.
-    pub fn save(&self, d: &Durable) -> Result<(), StoreError> {
+    pub fn save(&self, d: &Durable, x: &Extra) -> Result<(), StoreError> {
         let io = |e| StoreError::Io(self.path.clone(), e);
         let dir = match self.path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
@@ -117,7 +154,7 @@ impl Store {
         let mut tmp_name = self.path.file_name().unwrap_or_default().to_os_string();
         tmp_name.push(".tmp");
         let tmp = dir.join(tmp_name);
-        let content = body(d);
+        let content = body(d, x);
         let text = format!("{content}crc {:08x}\n", crc32fast::hash(content.as_bytes()));
         let mut f = OpenOptions::new()
             .write(true)
@@ -151,7 +188,7 @@ mod tests {
         let s = Store::new(&dir.join("1.state"));
         assert_eq!(
             s.load().unwrap(),
-            Durable::default(),
+            Default::default(),
             "missing file is a first start"
         );
         let d = Durable {
@@ -160,10 +197,25 @@ mod tests {
             voted_for: 3,
             max_hold_ms: 3000,
         };
-        s.save(&d).unwrap();
-        assert_eq!(s.load().unwrap(), d);
-        s.save(&Durable { term: 10, ..d }).unwrap();
-        assert_eq!(s.load().unwrap().term, 10);
+        let mut x = Extra {
+            boot: 4,
+            ..Extra::default()
+        };
+        x.peer_boots.insert(2, 7);
+        x.peer_boots.insert(3, 1);
+        s.save(&d, &x).unwrap();
+        assert_eq!(s.load().unwrap(), (d, x.clone()));
+        s.save(&Durable { term: 10, ..d }, &Extra::default())
+            .unwrap();
+        assert_eq!(s.load().unwrap().0.term, 10);
+        // A file written before boot numbers existed still loads.
+        let old = "electd-state 1\nterm 3\nvoted_term 3\nvoted_for 1\nmax_hold_ms 300\n";
+        fs::write(
+            s.path(),
+            format!("{old}crc {:08x}\n", crc32fast::hash(old.as_bytes())),
+        )
+        .unwrap();
+        assert_eq!(s.load().unwrap().0.term, 3);
         assert!(!dir.join("1.state.tmp").exists());
         fs::remove_dir_all(dir).unwrap();
     }
@@ -173,12 +225,15 @@ mod tests {
         let dir = tmpdir("bad");
         let p = dir.join("2.state");
         let s = Store::new(&p);
-        s.save(&Durable {
-            term: 5,
-            voted_term: 5,
-            voted_for: 1,
-            max_hold_ms: 1,
-        })
+        s.save(
+            &Durable {
+                term: 5,
+                voted_term: 5,
+                voted_for: 1,
+                max_hold_ms: 1,
+            },
+            &Extra::default(),
+        )
         .unwrap();
         let good = fs::read_to_string(&p).unwrap();
         for bad in [

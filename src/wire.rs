@@ -1,10 +1,14 @@
-//! The wire format, version 1 (SPEC section 3): header, body, CRC-32 trailer.
+//! The wire format (SPEC section 3): header, body, trailer. Version 1 ends with a
+//! CRC-32; version 2, used when a key is configured (section 10), adds the sender's
+//! counter after the term and ends with a truncated HMAC-SHA256 tag instead.
 //!
 //! Decoding checks the trailer first, then every field, and returns a typed error for
 //! anything malformed. Nothing here can panic on bytes from the network: every read is
 //! bounds-checked by the length test that precedes it.
 
 use byteorder::{BigEndian, ByteOrder};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use std::fmt;
 
 /// The two magic bytes that open every datagram.
@@ -162,6 +166,8 @@ pub enum DecodeError {
     BadFlags(u8),
     /// A server id outside 1..=255 in the sender or candidate field.
     BadId(u16),
+    /// The HMAC tag matches no configured key (forged, or another key).
+    BadTag,
 }
 
 impl DecodeError {
@@ -177,6 +183,7 @@ impl DecodeError {
             DecodeError::BadLength { .. } => "bad_length",
             DecodeError::BadFlags(_) => "bad_flags",
             DecodeError::BadId(_) => "bad_id",
+            DecodeError::BadTag => "bad_tag",
         }
     }
 }
@@ -195,6 +202,7 @@ impl fmt::Display for DecodeError {
             }
             DecodeError::BadFlags(b) => write!(f, "undefined flag or reserved bits {b:#04x}"),
             DecodeError::BadId(id) => write!(f, "server id {id} outside 1..=255"),
+            DecodeError::BadTag => write!(f, "authentication tag matches no key"),
         }
     }
 }
@@ -260,7 +268,8 @@ pub fn encode_to_vec(msg: &Message) -> Vec<u8> {
     v
 }
 
-/// Decodes one datagram, checking its length and trailer before any field.
+/// Decodes one unkeyed datagram (version 1), checking its length and trailer before
+/// any field.
 pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
     let len = bytes.len();
     if len < MIN_LEN {
@@ -273,14 +282,25 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
     if crc32fast::hash(signed) != BigEndian::read_u32(trailer) {
         return Err(DecodeError::BadTrailer);
     }
+    parse(signed, VERSION, len)
+}
+
+/// Parses the fields of a datagram whose trailer has been checked. `signed` is
+/// everything before the trailer; the keyed format has an 8-byte counter after the term.
+fn parse(signed: &[u8], version: u8, len: usize) -> Result<Message, DecodeError> {
     if signed[0..2] != MAGIC {
         return Err(DecodeError::BadMagic);
     }
-    if signed[2] != VERSION {
+    if signed[2] != version {
         return Err(DecodeError::BadVersion(signed[2]));
     }
+    let header = if version == VERSION_KEYED {
+        KEYED_HEADER_LEN
+    } else {
+        HEADER_LEN
+    };
     let kind = Kind::from_u8(signed[3]).ok_or(DecodeError::BadKind(signed[3]))?;
-    if signed.len() != HEADER_LEN + kind.body_len() {
+    if signed.len() != header + kind.body_len() {
         return Err(DecodeError::BadLength { kind, len });
     }
     let flags = signed[4];
@@ -298,7 +318,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
     }
     let fingerprint = BigEndian::read_u32(&signed[8..12]);
     let term = BigEndian::read_u64(&signed[12..20]);
-    let b = &signed[HEADER_LEN..];
+    let b = &signed[header..];
     let body = match kind {
         Kind::Lead => Body::Lead {
             seq: BigEndian::read_u64(&b[0..8]),
@@ -329,6 +349,79 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
         term,
         body,
     })
+}
+
+// ----- the keyed format (SPEC section 10) ---------------------------------------------
+
+/// The keyed wire version: a counter after the term, an HMAC tag instead of the CRC.
+pub const VERSION_KEYED: u8 = 2;
+/// Keyed header: the version-1 header plus the sender's 8-byte counter.
+pub const KEYED_HEADER_LEN: usize = HEADER_LEN + 8;
+/// The truncated HMAC-SHA256 tag.
+pub const TAG_LEN: usize = 16;
+/// The longest keyed datagram.
+pub const KEYED_MAX_LEN: usize = KEYED_HEADER_LEN + ELECT_BODY + TAG_LEN;
+/// The shortest keyed datagram.
+pub const KEYED_MIN_LEN: usize = KEYED_HEADER_LEN + VOTE_BODY + TAG_LEN;
+
+/// A shared secret, ready to compute tags.
+#[derive(Clone)]
+pub struct Key(Hmac<Sha256>);
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Key(..)")
+    }
+}
+
+impl Key {
+    /// A key from secret bytes (callers enforce a minimum length).
+    pub fn new(secret: &[u8]) -> Key {
+        Key(Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length"))
+    }
+}
+
+/// Appends the keyed encoding of `msg` with `counter`, tagged with `key`.
+pub fn encode_keyed(msg: &Message, counter: u64, key: &Key, out: &mut Vec<u8>) -> usize {
+    let mut plain = Vec::with_capacity(MAX_LEN);
+    encode(msg, &mut plain);
+    let body = &plain[HEADER_LEN..plain.len() - TRAILER_LEN];
+    let start = out.len();
+    out.extend_from_slice(&plain[..HEADER_LEN]);
+    out[start + 2] = VERSION_KEYED;
+    out.extend_from_slice(&counter.to_be_bytes());
+    out.extend_from_slice(body);
+    let mut mac = key.0.clone();
+    mac.update(&out[start..]);
+    let tag = mac.finalize().into_bytes();
+    out.extend_from_slice(&tag[..TAG_LEN]);
+    out.len() - start
+}
+
+/// Decodes a keyed datagram: length, then the tag under any of `keys` (compared in
+/// constant time), then the fields. Returns the message and the sender's counter.
+pub fn decode_keyed(bytes: &[u8], keys: &[&Key]) -> Result<(Message, u64), DecodeError> {
+    let len = bytes.len();
+    if len < KEYED_MIN_LEN {
+        return Err(DecodeError::TooShort(len));
+    }
+    if len > KEYED_MAX_LEN {
+        return Err(DecodeError::TooLong(len));
+    }
+    let (signed, tag) = bytes.split_at(len - TAG_LEN);
+    let valid = keys.iter().any(|k| {
+        let mut mac = k.0.clone();
+        mac.update(signed);
+        mac.verify_truncated_left(tag).is_ok()
+    });
+    if !valid {
+        return Err(DecodeError::BadTag);
+    }
+    let msg = parse(signed, VERSION_KEYED, len)?;
+    Ok((
+        msg,
+        BigEndian::read_u64(&signed[HEADER_LEN..KEYED_HEADER_LEN]),
+    ))
 }
 
 #[cfg(test)]
@@ -463,6 +556,31 @@ mod tests {
     }
 
     #[test]
+    fn keyed_round_trip_every_flip_and_wrong_key_rejected() {
+        let k = Key::new(&[7u8; 32]);
+        let other = Key::new(&[8u8; 32]);
+        for (i, msg) in samples().into_iter().enumerate() {
+            let mut b = Vec::new();
+            encode_keyed(&msg, 1 << 32 | i as u64, &k, &mut b);
+            assert_eq!(decode_keyed(&b, &[&k]), Ok((msg, 1 << 32 | i as u64)));
+            assert_eq!(
+                decode_keyed(&b, &[&other, &k]),
+                Ok((msg, 1 << 32 | i as u64)),
+                "next key"
+            );
+            assert_eq!(decode_keyed(&b, &[&other]), Err(DecodeError::BadTag));
+            assert!(decode(&b).is_err(), "a keyed datagram is no unkeyed one");
+            for bit in 0..b.len() * 8 {
+                let mut f = b.clone();
+                f[bit / 8] ^= 1 << (bit % 8);
+                assert!(decode_keyed(&f, &[&k]).is_err(), "flip {bit} accepted");
+            }
+            // An unkeyed datagram is refused by a keyed receiver.
+            assert!(decode_keyed(&encode_to_vec(&msg), &[&k]).is_err());
+        }
+    }
+
+    #[test]
     fn random_bytes_never_panic() {
         let mut rng = SplitMix64::new(0x5EED);
         let mut accepted = 0;
@@ -479,6 +597,7 @@ mod tests {
             if decode(&b).is_ok() {
                 accepted += 1;
             }
+            let _ = decode_keyed(&b, &[&Key::new(b"k")]);
         }
         // With magic and trailer fixed, some random bodies are valid messages.
         assert!(accepted < 100_000);

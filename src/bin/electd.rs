@@ -121,6 +121,10 @@ fn run() -> i32 {
             return 1;
         }
     };
+    if let Err(e) = electd::auth::load_keys(cfg.key_file.as_deref(), cfg.key_file_next.as_deref()) {
+        eprintln!("electd: {}: {e}", path.display());
+        return 1;
+    }
     if m.opt_present("check-config") {
         println!(
             "{}: OK: cluster '{}', {} servers, this server {} ({}), fingerprint {:08x}",

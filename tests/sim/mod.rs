@@ -202,6 +202,8 @@ pub struct Sim {
     pub check: Checker,
     pub events: u64,
     pub sent: u64,
+    /// ELECT and VOTE datagrams sent (per recipient), for the scale figures.
+    pub election_sent: u64,
     pub delivered: u64,
     pub dropped: u64,
     trace: Vec<String>,
@@ -268,6 +270,7 @@ impl Sim {
             cut: vec![vec![false; n]; n],
             events: 0,
             sent: 0,
+            election_sent: 0,
             delivered: 0,
             dropped: 0,
             trace: Vec::new(),
@@ -464,6 +467,13 @@ impl Sim {
                         ));
                     }
                     let bytes = Rc::new(wire::encode_to_vec(&msg));
+                    if matches!(msg.body, wire::Body::Elect { .. } | wire::Body::Vote { .. }) {
+                        self.election_sent += if dest == Dest::All {
+                            self.opts.n as u64 - 1
+                        } else {
+                            1
+                        };
+                    }
                     match dest {
                         Dest::All => {
                             for to in 0..self.opts.n {

@@ -1,0 +1,435 @@
+//! electd's benchmark (issue 5): real daemons on this machine, and the simulator for
+//! scale. `cargo bench --bench electd` prints a markdown report and writes it to
+//! BENCHMARKS.md. BENCH_TRIALS=n sets the trials per row (default 30); BENCH_IDLE_S the
+//! idle measurement (default 60 s).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "../tests/sim/mod.rs"]
+mod sim;
+
+use common::{Cluster, Mode};
+use electd::daemon::monotonic_now;
+use electd::json::{self, Value};
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn trials() -> usize {
+    std::env::var("BENCH_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30)
+}
+
+/// Min, median, p99, max of a sample in milliseconds.
+fn stats(mut v: Vec<f64>) -> [f64; 4] {
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    [v[0], q(0.5), q(0.99), v[v.len() - 1]]
+}
+
+/// Watch lines of every server, stamped on arrival: (server, CLOCK_MONOTONIC ns, line).
+struct Watch {
+    rx: mpsc::Receiver<(u16, u64, Value)>,
+    tx: mpsc::Sender<(u16, u64, Value)>,
+}
+
+impl Watch {
+    fn new() -> Watch {
+        let (tx, rx) = mpsc::channel();
+        Watch { rx, tx }
+    }
+
+    fn follow(&self, c: &Cluster, id: u16) {
+        let tx = self.tx.clone();
+        let path = c.sock(id);
+        std::thread::spawn(move || {
+            let Ok(mut s) = UnixStream::connect(&path) else {
+                return;
+            };
+            if s.write_all(b"watch\n").is_err() {
+                return;
+            }
+            let mut r = BufReader::new(s);
+            let mut line = String::new();
+            while r.read_line(&mut line).is_ok_and(|n| n > 0) {
+                let at = monotonic_now().as_nanos();
+                if let Ok(v) = json::parse(line.trim()) {
+                    if tx.send((id, at, v)).is_err() {
+                        return;
+                    }
+                }
+                line.clear();
+            }
+        });
+    }
+
+    fn drain(&self) {
+        while self.rx.try_recv().is_ok() {}
+    }
+
+    /// The first line, after now, in which a server other than `old` reports a lease
+    /// with a term above `term`; its arrival time.
+    fn new_leader(&self, old: u16, term: u64, limit: Duration) -> Option<u64> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            let (id, at, v) = self.rx.recv_timeout(left).ok()?;
+            let leads = v.get("role").and_then(Value::as_str) == Some("leader");
+            if id != old && leads && v.get("term").and_then(Value::as_u64).unwrap_or(0) > term {
+                return Some(at);
+            }
+        }
+    }
+}
+
+fn conf_extra(hbt_ms: u64, rtt_ms: u64) -> String {
+    format!("heartbeat {hbt_ms}ms\nrtt {rtt_ms}ms\n")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    Kill,
+    Term,
+    Yield,
+}
+
+/// Runs `trials` handovers of one kind on a fresh cluster; returns the times in ms.
+fn handovers(n: u16, hbt_ms: u64, rtt_ms: u64, fault: Fault, trials: usize) -> Vec<f64> {
+    let mut c = Cluster::start_with(Mode::Unicast, n, &conf_extra(hbt_ms, rtt_ms), &[]);
+    let w = Watch::new();
+    for id in 1..=n {
+        w.follow(&c, id);
+    }
+    let mut rng = electd::rng::SplitMix64::new(u64::from(std::process::id()) ^ hbt_ms);
+    let mut out = Vec::new();
+    let hold = Duration::from_millis(3 * hbt_ms);
+    for _ in 0..trials {
+        let (old, term) = c.agreement(Duration::from_secs(20));
+        // A random phase of the leader's heartbeat.
+        std::thread::sleep(Duration::from_millis(rng.below(hbt_ms)));
+        w.drain();
+        let t0 = monotonic_now().as_nanos();
+        let stopped = match fault {
+            Fault::Kill => {
+                c.kill(old);
+                None
+            }
+            Fault::Term => Some(c.terminate(old)),
+            Fault::Yield => {
+                c.request(old, "yield");
+                None
+            }
+        };
+        let limit = Duration::from_millis(10 * hbt_ms + 2000);
+        if let Some(t1) = w.new_leader(old, term, limit) {
+            out.push((t1 - t0) as f64 / 1e6);
+        } else {
+            eprintln!("bench: no new leader after {fault:?} of {old} within {limit:?}");
+        }
+        if let Some(child) = stopped {
+            common::wait_exit(child, Duration::from_secs(5));
+        }
+        if fault != Fault::Yield {
+            c.spawn(old);
+            w.follow(&c, old);
+        }
+        // Every server must have run K*HBT (its quiet period) before the next trial.
+        std::thread::sleep(hold + Duration::from_millis(2 * hbt_ms));
+    }
+    out
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or("unknown".into(), |s| s.trim().to_string());
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .map_or(String::new(), |l| {
+            l.split_whitespace().nth(1).map_or(String::new(), |kb| {
+                format!("{} GiB", kb.parse::<u64>().unwrap_or(0) / 1024 / 1024)
+            })
+        });
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cores} cores ({cpu}), {mem}, Linux {}", kernel.trim())
+}
+
+fn proc_stat(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = 100.0; // USER_HZ on Linux
+    let cpu = (f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0))
+        / ticks;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let hwm = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (cpu, hwm)
+}
+
+fn sent(c: &Cluster, id: u16) -> (u64, u64) {
+    let text = c.request(id, "metrics").unwrap_or_default();
+    let mut dgrams = 0;
+    let mut bytes = 0;
+    for l in text.lines() {
+        let v: u64 = l
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if l.starts_with("electd_datagrams_sent_total{") {
+            dgrams += v;
+        } else if l.starts_with("electd_bytes_total{direction=\"sent\"}") {
+            bytes = v;
+        }
+    }
+    (dgrams, bytes)
+}
+
+fn idle(report: &mut String) {
+    let secs: u64 = std::env::var("BENCH_IDLE_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let c = Cluster::start_with(Mode::Unicast, 5, &conf_extra(100, 20), &[]);
+    c.agreement(Duration::from_secs(10));
+    std::thread::sleep(Duration::from_secs(1));
+    let before: Vec<_> = (1..=5)
+        .map(|id| (proc_stat(c.child(id).id()), sent(&c, id)))
+        .collect();
+    std::thread::sleep(Duration::from_secs(secs));
+    let _ = writeln!(
+        report,
+        "\n### Idle cost: 5 servers, heartbeat 100 ms, {secs} s\n"
+    );
+    let _ = writeln!(
+        report,
+        "| server | role | CPU % of a core | peak RSS (MiB) | datagrams sent/s | bytes sent/s |"
+    );
+    let _ = writeln!(report, "| --- | --- | --- | --- | --- | --- |");
+    let (l, _) = c.agreement(Duration::from_secs(1));
+    for id in 1..=5u16 {
+        let ((cpu0, _), (d0, b0)) = before[usize::from(id) - 1];
+        let (cpu1, hwm) = proc_stat(c.child(id).id());
+        let (d1, b1) = sent(&c, id);
+        let _ = writeln!(
+            report,
+            "| {id} | {} | {:.3} | {:.1} | {:.1} | {:.0} |",
+            if id == l { "leader" } else { "follower" },
+            (cpu1 - cpu0) / secs as f64 * 100.0,
+            hwm as f64 / 1024.0,
+            (d1 - d0) as f64 / secs as f64,
+            (b1 - b0) as f64 / secs as f64
+        );
+    }
+}
+
+/// Status round trips on one connection, and the leader's heartbeat regularity while
+/// another process floods the control socket with 10,000 requests a second.
+fn control(report: &mut String) {
+    let pid = std::process::id();
+    let group = format!("239.255.{}.{}", (pid >> 8) & 0xff, (pid & 0xff).max(1));
+    let c = Cluster::start_with(Mode::Multicast, 3, "", &[]);
+    let (l, _) = c.agreement(Duration::from_secs(10));
+    let text = std::fs::read_to_string(&c.conf).unwrap();
+    let gport: u16 = text
+        .lines()
+        .find(|x| x.starts_with("multicast"))
+        .and_then(|x| x.split(' ').nth(1))
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    assert!(text.contains(&group));
+    // Round trips.
+    let mut s = BufReader::new(UnixStream::connect(c.sock(l)).unwrap());
+    let mut rtts = Vec::new();
+    let mut line = String::new();
+    for _ in 0..10_000 {
+        let t = Instant::now();
+        s.get_mut().write_all(b"status\n").unwrap();
+        line.clear();
+        s.read_line(&mut line).unwrap();
+        rtts.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let [_, p50, p99, max] = stats(rtts);
+    // Heartbeats seen on the group, under load.
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+    sock.set_reuse_address(true).unwrap();
+    sock.set_reuse_port(true).unwrap();
+    let gaddr: std::net::SocketAddrV4 = format!("{group}:{gport}").parse().unwrap();
+    sock.bind(&std::net::SocketAddr::V4(gaddr).into()).unwrap();
+    sock.join_multicast_v4(gaddr.ip(), &std::net::Ipv4Addr::LOCALHOST)
+        .unwrap();
+    let udp: std::net::UdpSocket = sock.into();
+    udp.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load_path = c.sock(l);
+    let stop2 = stop.clone();
+    let load = std::thread::spawn(move || {
+        let mut s = BufReader::new(UnixStream::connect(load_path).unwrap());
+        let mut line = String::new();
+        let start = Instant::now();
+        let mut sent = 0u64;
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            // Paced at 10,000 a second.
+            let due = start + Duration::from_micros(100 * sent);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            s.get_mut().write_all(b"status\n").unwrap();
+            line.clear();
+            s.read_line(&mut line).unwrap();
+            sent += 1;
+        }
+        sent as f64 / start.elapsed().as_secs_f64()
+    });
+    let mut buf = [0u8; 128];
+    let mut last = None;
+    let mut gaps = Vec::new();
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        let Ok(n) = udp.recv(&mut buf) else { continue };
+        let now = monotonic_now().as_nanos();
+        if let Ok(m) = electd::wire::decode(&buf[..n]) {
+            if m.sender == l && matches!(m.body, electd::wire::Body::Lead { .. }) {
+                if let Some(prev) = last {
+                    gaps.push(((now - prev) as f64 / 1e6 - 100.0).abs());
+                }
+                last = Some(now);
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rate = load.join().unwrap();
+    let [_, j50, j99, jmax] = stats(gaps.clone());
+    let _ = writeln!(
+        report,
+        "\n### Control socket (3 servers, multicast on lo, heartbeat 100 ms)\n"
+    );
+    let _ = writeln!(report, "| measure | p50 | p99 | max | target |");
+    let _ = writeln!(report, "| --- | --- | --- | --- | --- |");
+    let _ = writeln!(
+        report,
+        "| `status` round trip, 10,000 requests (ms) | {p50:.3} | {p99:.3} | {max:.3} | p99 < 1 |"
+    );
+    let _ = writeln!(
+        report,
+        "| heartbeat interval - 100 ms, under {rate:.0} requests/s, {} intervals (ms) | {j50:.3} | {j99:.3} | {jmax:.3} | p99 <= 1 |",
+        gaps.len()
+    );
+}
+
+/// From the simulator: a leader crash at N servers (delays 1..5 ms): time from crash to
+/// the new lease, and the datagrams sent meanwhile, heartbeats and ACKs included.
+fn scale(report: &mut String) {
+    let _ = writeln!(
+        report,
+        "\n### Scale (simulator: heartbeat 100 ms, rtt 20 ms, one-way delay 1-5 ms, 20 seeds each)\n"
+    );
+    let _ = writeln!(
+        report,
+        "| N | cold start to first lease, median (ms) | crash to new lease, median (ms) | datagrams from crash to new lease, median | of which ELECT+VOTE |"
+    );
+    let _ = writeln!(report, "| --- | --- | --- | --- | --- |");
+    for n in [3usize, 5, 9, 33, 255] {
+        let seeds = if n == 255 { 5 } else { 20 };
+        let (mut cold, mut fail, mut dg, mut ev) = (vec![], vec![], vec![], vec![]);
+        for seed in 0..seeds {
+            let mut s = sim::Sim::new(sim::Options::new(seed, n));
+            let Some((l, at)) = s.run_until_leader(sim::ms(5000)) else {
+                continue;
+            };
+            cold.push(at as f64 / 1e6);
+            s.run_for(sim::ms(1000));
+            let (sent0, votes0) = (s.sent, s.election_sent);
+            s.crash(l);
+            let t0 = s.now;
+            if let Some((_, t1)) = s.run_until_new_leader(l, sim::ms(5000)) {
+                fail.push((t1 - t0) as f64 / 1e6);
+                dg.push((s.sent - sent0) as f64);
+                ev.push((s.election_sent - votes0) as f64);
+            }
+        }
+        let med = |v: Vec<f64>| stats(v)[1];
+        let _ = writeln!(
+            report,
+            "| {n} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            med(cold),
+            med(fail),
+            med(dg),
+            med(ev)
+        );
+    }
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let mut report = String::new();
+    let _ = writeln!(
+        report,
+        "# electd benchmarks\n\nMachine: {}. Command: `cargo bench --bench electd`.\n",
+        machine()
+    );
+    let n = trials();
+    let _ = writeln!(
+        report,
+        "### Failover, real daemons on loopback (unicast), {n} trials per row\n"
+    );
+    let _ = writeln!(
+        report,
+        "Time from the fault to the first `watch` line in which another server reports a lease with a higher term. Crash: SIGKILL of the leader at a random phase of its heartbeat. The SPEC section 7 bound for a crash is K*HBT + RTT + about five one-way delays; for a handoff RTT + the same delays.\n"
+    );
+    let _ = writeln!(
+        report,
+        "| fault | N | heartbeat / rtt | min | median | p99 | max (ms) | bound (ms) |"
+    );
+    let _ = writeln!(report, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (fault, name) in [
+        (Fault::Kill, "SIGKILL"),
+        (Fault::Term, "SIGTERM"),
+        (Fault::Yield, "yield"),
+    ] {
+        for (hbt, rtt) in [(100u64, 20u64), (1000, 100)] {
+            for nodes in [3u16, 5] {
+                let t = handovers(nodes, hbt, rtt, fault, n);
+                if t.is_empty() {
+                    continue;
+                }
+                let [mn, md, p99, mx] = stats(t);
+                let bound = if fault == Fault::Kill {
+                    3 * hbt + rtt
+                } else {
+                    rtt
+                };
+                let _ = writeln!(
+                    report,
+                    "| {name} | {nodes} | {hbt} ms / {rtt} ms | {mn:.1} | {md:.1} | {p99:.1} | {mx:.1} | {bound} + delays |"
+                );
+                eprint!("{report}\r");
+            }
+        }
+    }
+    control(&mut report);
+    idle(&mut report);
+    scale(&mut report);
+    println!("{report}");
+    std::fs::write("BENCHMARKS.md", &report).expect("write BENCHMARKS.md");
+}

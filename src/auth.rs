@@ -1,0 +1,150 @@
+//! Authenticated datagrams (SPEC section 10): key files and replay protection.
+//!
+//! A key file holds a shared secret of at least 32 bytes (trailing white space is
+//! ignored, so `openssl rand -hex 32 > key` works) and must not be readable by others.
+//! `key-file-next` is accepted when receiving while `key-file` signs what is sent, so a
+//! key is rotated without downtime. Every keyed datagram carries a counter whose high
+//! 32 bits are the sender's boot number (on disk, raised at every start before anything
+//! is sent) and whose low 32 bits count its datagrams; a receiver drops any counter not
+//! above the last it accepted from that sender.
+
+use crate::wire::Key;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// The shortest secret accepted.
+pub const MIN_KEY_BYTES: usize = 32;
+
+/// The keys in use: one to sign and verify, one more to verify during a rotation.
+#[derive(Clone, Debug)]
+pub struct Keys {
+    /// Signs every datagram sent; verifies received ones.
+    pub current: Key,
+    /// Also verifies received datagrams.
+    pub next: Option<Key>,
+}
+
+impl Keys {
+    /// The keys a received datagram may be tagged with.
+    pub fn verifiers(&self) -> Vec<&Key> {
+        std::iter::once(&self.current)
+            .chain(self.next.as_ref())
+            .collect()
+    }
+}
+
+/// Reads one key file, refusing one that is short or readable by others.
+pub fn load_key(path: &Path) -> Result<Key, String> {
+    let name = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("key file {name}: {e}"))?;
+    if meta.permissions().mode() & 0o004 != 0 {
+        return Err(format!(
+            "key file {name} is readable by others; run: chmod o-rwx {name}"
+        ));
+    }
+    if meta.len() > 4096 {
+        return Err(format!("key file {name} is larger than 4096 bytes"));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("key file {name}: {e}"))?;
+    let end = bytes
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(0, |i| i + 1);
+    if end < MIN_KEY_BYTES {
+        return Err(format!(
+            "key file {name} holds {end} bytes; at least {MIN_KEY_BYTES} are needed"
+        ));
+    }
+    Ok(Key::new(&bytes[..end]))
+}
+
+/// Loads `key-file` and `key-file-next`, if configured.
+pub fn load_keys(current: Option<&Path>, next: Option<&Path>) -> Result<Option<Keys>, String> {
+    match (current, next) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err("key-file-next needs key-file".into()),
+        (Some(c), n) => Ok(Some(Keys {
+            current: load_key(c)?,
+            next: n.map(load_key).transpose()?,
+        })),
+    }
+}
+
+/// Per sender, the highest counter accepted.
+#[derive(Clone, Debug)]
+pub struct ReplayWindow {
+    last: Vec<u64>,
+}
+
+impl Default for ReplayWindow {
+    fn default() -> ReplayWindow {
+        ReplayWindow { last: vec![0; 256] }
+    }
+}
+
+impl ReplayWindow {
+    /// Accepts `counter` from `sender` if it is above the last accepted one.
+    pub fn accept(&mut self, sender: u16, counter: u64) -> bool {
+        let Some(last) = self.last.get_mut(usize::from(sender)) else {
+            return false;
+        };
+        if counter <= *last {
+            return false;
+        }
+        *last = counter;
+        true
+    }
+
+    /// Refuses anything from boots of `sender` before `boot` (known from the state file).
+    pub fn floor(&mut self, sender: u16, boot: u32) {
+        if let Some(last) = self.last.get_mut(usize::from(sender)) {
+            *last = (*last).max((u64::from(boot) << 32).saturating_sub(1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_window_accepts_only_newer_counters() {
+        let mut w = ReplayWindow::default();
+        assert!(w.accept(3, 5 << 32 | 1));
+        assert!(!w.accept(3, 5 << 32 | 1), "the same counter twice");
+        assert!(w.accept(3, 5 << 32 | 9));
+        assert!(!w.accept(3, 5 << 32 | 2), "older");
+        assert!(w.accept(3, 6 << 32 | 1), "a new boot");
+        assert!(w.accept(4, 1), "senders are independent");
+        w.floor(7, 9);
+        assert!(!w.accept(7, 8 << 32 | 100), "a boot before the floor");
+        assert!(w.accept(7, 9 << 32));
+    }
+
+    #[test]
+    fn key_files_are_checked() {
+        let dir = std::env::temp_dir().join(format!("electd-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("k");
+        let set = |body: &[u8], mode: u32| {
+            std::fs::write(&p, body).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        set(&[b'a'; 64], 0o640);
+        assert!(load_key(&p).is_ok());
+        set(&[b'a'; 64], 0o644);
+        assert!(load_key(&p).unwrap_err().contains("readable by others"));
+        set(b"short\n", 0o600);
+        assert!(load_key(&p).unwrap_err().contains("at least 32"));
+        set(&[b'a'; 32], 0o600);
+        assert!(load_keys(None, Some(&p)).is_err());
+        assert!(
+            load_keys(Some(&p), Some(&p))
+                .unwrap()
+                .unwrap()
+                .next
+                .is_some()
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,170 @@
+//! Fuzz harnesses shared by the cargo-fuzz targets (`fuzz/`) and by `cargo test`
+//! (`tests/fuzz_regressions.rs`), which replays every saved input.
+#![allow(dead_code)]
+
+use electd::node::{Dest, Durable, Event, Node, NodeConfig, Output, Sabotage, ServerInfo};
+use electd::time::Time;
+use electd::wire::{self, Key};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The decoder: never panics, and whatever it accepts re-encodes to the same bytes.
+pub fn decode(data: &[u8]) {
+    if let Ok(m) = wire::decode(data) {
+        assert_eq!(
+            wire::encode_to_vec(&m),
+            data,
+            "accepted bytes must be canonical"
+        );
+    }
+    let key = Key::new(b"fuzzing key, thirty-two bytes ok");
+    if let Ok((m, counter)) = wire::decode_keyed(data, &[&key]) {
+        let mut b = Vec::new();
+        wire::encode_keyed(&m, counter, &key, &mut b);
+        assert_eq!(b, data);
+    }
+}
+
+const N: usize = 3;
+const FP: u32 = 0xF022;
+
+struct Host {
+    node: Option<Node>,
+    disk: Durable,
+}
+
+fn config(id: u16) -> NodeConfig {
+    NodeConfig {
+        id,
+        servers: (1..=N as u16)
+            .map(|id| ServerInfo {
+                id,
+                priority: 0,
+                witness: false,
+            })
+            .collect(),
+        fingerprint: FP,
+        heartbeat: Duration::from_millis(100),
+        rtt: Duration::from_millis(20),
+        missed_heartbeats: 3,
+        drift_ppm: 0,
+        seed: u64::from(id),
+        sabotage: Sabotage::default(),
+    }
+}
+
+/// Three nodes on one clock; the input schedules deliveries, losses, duplicates, time,
+/// crashes and commands, and injects garbage. S1, S2 and S4 are checked at every step.
+/// Returns (steps, elections, steps with a lease) so callers can see it did something.
+pub fn cluster(data: &[u8]) -> (u32, u32, u32) {
+    let (mut steps, mut leases) = (0, 0);
+    let mut now = Time(1_000_000_000);
+    let mut hosts: Vec<Host> = (1..=N as u16)
+        .map(|id| Host {
+            node: Some(Node::new(config(id), Durable::default(), now).unwrap()),
+            disk: Durable::default(),
+        })
+        .collect();
+    let mut net: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut elected: BTreeMap<u64, u16> = BTreeMap::new();
+    let mut votes: BTreeMap<(usize, u64), u16> = BTreeMap::new();
+    let mut bytes = data.iter().copied();
+    for _ in 0..2000 {
+        let (Some(op), Some(arg)) = (bytes.next(), bytes.next()) else {
+            break;
+        };
+        let k = usize::from(arg) % N;
+        match op % 16 {
+            0..=7 if !net.is_empty() => {
+                let (to, b) = net.remove(usize::from(arg) % net.len());
+                if let (Ok(m), Some(n)) = (wire::decode(&b), hosts[to].node.as_mut()) {
+                    let _ = n.handle_datagram(now, &m);
+                }
+            }
+            8 if !net.is_empty() => {
+                net.remove(usize::from(arg) % net.len());
+            }
+            9 if !net.is_empty() && net.len() < 512 => {
+                let d = net[usize::from(arg) % net.len()].clone();
+                net.push(d);
+            }
+            0..=12 => {
+                now = now + Duration::from_millis(u64::from(arg % 64));
+                for n in hosts.iter_mut().filter_map(|h| h.node.as_mut()) {
+                    n.handle_timeout(now);
+                }
+            }
+            13 if arg < 48 => {
+                // Crash and restart with what is on disk.
+                hosts[k].node = Some(Node::new(config(k as u16 + 1), hosts[k].disk, now).unwrap());
+            }
+            14 if arg < 24 => {
+                if let Some(n) = hosts[k].node.as_mut() {
+                    if arg & 1 == 0 {
+                        n.handle_elect(now);
+                    } else {
+                        n.handle_yield(now);
+                    }
+                }
+            }
+            15 => {
+                // Garbage from outside: must be refused or harmless, never a panic.
+                let len = usize::from(arg) % 48;
+                let junk: Vec<u8> = bytes.by_ref().take(len).collect();
+                if let (Ok(mut m), Some(n)) = (wire::decode(&junk), hosts[k].node.as_mut()) {
+                    m.fingerprint = !FP; // not of this cluster: forged votes are section 10's matter
+                    assert!(n.handle_datagram(now, &m).is_err());
+                }
+            }
+            _ => {}
+        }
+        // Drain every node: writes land at once (in order), sends go to the network.
+        for i in 0..N {
+            loop {
+                let Some(n) = hosts[i].node.as_mut() else {
+                    break;
+                };
+                let Some(out) = n.poll_output() else { break };
+                match out {
+                    Output::Send { dest, msg } => {
+                        let b = wire::encode_to_vec(&msg);
+                        match dest {
+                            Dest::All => (0..N)
+                                .filter(|&j| j != i)
+                                .for_each(|j| net.push((j, b.clone()))),
+                            Dest::One(id) => net.push((usize::from(id) - 1, b)),
+                        }
+                    }
+                    Output::Persist(d) => {
+                        hosts[i].disk = d;
+                        hosts[i].node.as_mut().unwrap().handle_persisted(now, d);
+                    }
+                    Output::Event(Event::Elected { term }) => {
+                        let id = i as u16 + 1;
+                        assert!(
+                            *elected.entry(term).or_insert(id) == id,
+                            "S1: two leaders in term {term}"
+                        );
+                    }
+                    Output::Event(Event::Voted { term, candidate }) => {
+                        assert!(
+                            *votes.entry((i, term)).or_insert(candidate) == candidate,
+                            "S4: two votes in term {term}"
+                        );
+                    }
+                    Output::Event(Event::DualLeader { .. }) => panic!("S1: dual leader"),
+                    Output::Event(_) => {}
+                }
+            }
+        }
+        net.truncate(4096);
+        let leaders = hosts
+            .iter()
+            .filter(|h| h.node.as_ref().is_some_and(|n| n.is_leader(now)))
+            .count();
+        assert!(leaders <= 1, "S2: {leaders} leases at once");
+        steps += 1;
+        leases += leaders as u32;
+    }
+    (steps, elected.len() as u32, leases)
+}
