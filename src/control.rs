@@ -20,7 +20,7 @@ pub const MAX_REQUEST: usize = 1024;
 /// The most clients served at once.
 pub const MAX_CLIENTS: usize = 64;
 /// The most answer bytes queued for one client before it is dropped.
-pub const MAX_OUTBUF: usize = 256 * 1024;
+pub const MAX_OUTBUF: usize = 64 * 1024;
 /// A client that is not watching and sends nothing for this long is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes read from one client per wakeup before others get their turn.

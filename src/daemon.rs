@@ -639,6 +639,11 @@ impl Daemon {
             self.control.clients().to_string(),
         );
         gauge(
+            "control_watchers",
+            "Control socket clients watching.",
+            self.control.watchers().to_string(),
+        );
+        gauge(
             "uptime_seconds",
             "Seconds since start.",
             format!("{:.3}", self.started.elapsed().as_secs_f64()),

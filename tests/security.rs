@@ -352,25 +352,25 @@ fn control_socket_survives_abuse() {
         let mut line = String::new();
         let f = if l == 1 { 2 } else { 1 };
         let mut fctl = BufReader::new(UnixStream::connect(c.sock(f)).unwrap());
-        for i in 0..6000 {
+        for i in 0..15_000 {
             fctl.get_mut().write_all(b"elect\n").unwrap();
             line.clear();
             fctl.read_line(&mut line).unwrap();
             std::thread::sleep(Duration::from_millis(1));
-            if i % 200 == 0 {
+            if i % 100 == 99 {
                 ctl.get_mut().write_all(b"metrics\n").unwrap();
-                let mut dropped_watcher = false;
+                let mut watchers = None;
                 loop {
                     line.clear();
                     ctl.read_line(&mut line).unwrap();
-                    if line.starts_with("electd_control_dropped_total") {
-                        dropped_watcher = line.trim().rsplit(' ').next() != Some("0") && i > 0;
+                    if let Some(v) = line.strip_prefix("electd_control_watchers ") {
+                        watchers = v.trim().parse::<u64>().ok();
                     }
                     if line.trim_end() == "# EOF" {
                         break;
                     }
                 }
-                if dropped_watcher {
+                if watchers == Some(0) {
                     break;
                 }
             }
