@@ -100,6 +100,9 @@ struct View {
     role: Role,
     leader: Option<u16>,
     term: u64,
+    /// The end of this server's lease: watchers see each renewal, so a process on this
+    /// host knows exactly until when this server may act as leader.
+    lease_until: Option<Time>,
 }
 
 /// Counters for `metrics` beyond the core's.
@@ -229,6 +232,7 @@ impl Daemon {
             role: Role::Follower,
             leader: None,
             term: durable.term,
+            lease_until: None,
         };
         let notifier = Notifier::from_env().map_err(|e| Fatal(format!("NOTIFY_SOCKET: {e}")))?;
         let hooks = Hooks::new(
@@ -523,10 +527,13 @@ impl Daemon {
             role: st.role,
             leader: st.leader,
             term: st.term,
+            lease_until: st.lease_until,
         };
         if view == self.view {
             return;
         }
+        let changed = (view.role, view.leader, view.term)
+            != (self.view.role, self.view.leader, self.view.term);
         if view.role != self.view.role {
             self.hooks.transition(view.role, view.leader, view.term);
         }
@@ -544,7 +551,9 @@ impl Daemon {
         self.view = view;
         let line = self.status_line();
         self.control.broadcast(&line);
-        self.notifier.send(&self.status_text());
+        if changed {
+            self.notifier.send(&self.status_text());
+        }
     }
 
     /// The STATUS= line for systemd: role, leader and term.

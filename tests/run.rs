@@ -5,92 +5,14 @@
 
 mod common;
 
-use common::{Cluster, Mode, Netns, SERIAL};
-use std::io::Write;
+use common::{Cluster, Mode, Netns, SERIAL, spans, supervise};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-const LOG_VAR: &str = "ELECTD_TEST_CMD_LOG";
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_term(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn stamp(log: &str, what: &str) {
-    let now = electd::daemon::monotonic_now().as_nanos();
-    let line = format!(
-        "{what} {} {now} {}\n",
-        std::process::id(),
-        std::env::var("ELECTD_TERM").unwrap_or_default()
-    );
-    // One short O_APPEND write per line: lines from several processes never interleave.
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(log)
-        .unwrap();
-    f.write_all(line.as_bytes()).unwrap();
-}
-
-/// Not a test: the wrapped command, when this binary is re-executed with LOG_VAR set.
+/// Not a test: the wrapped command, when this binary is re-executed by `electctl run`.
 #[test]
 fn cmd_helper() {
-    let Ok(log) = std::env::var(LOG_VAR) else {
-        return;
-    };
-    // SAFETY: the handler only stores to an atomic.
-    unsafe { libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t) };
-    stamp(&log, "start");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !STOP.load(Ordering::SeqCst) && Instant::now() < deadline {
-        stamp(&log, "alive");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    stamp(&log, "stop");
-    std::process::exit(0);
-}
-
-/// One run of the command: pid, start, end (its stop, or its last sign of life).
-#[derive(Debug, Clone, Copy)]
-struct Span {
-    pid: u32,
-    start: u64,
-    end: u64,
-    stopped: bool,
-}
-
-fn spans(log: &str) -> Vec<Span> {
-    let mut by_pid: std::collections::BTreeMap<u32, Span> = Default::default();
-    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        let (pid, t): (u32, u64) = (f[1].parse().unwrap(), f[2].parse().unwrap());
-        let s = by_pid.entry(pid).or_insert(Span {
-            pid,
-            start: t,
-            end: t,
-            stopped: false,
-        });
-        s.end = s.end.max(t);
-        s.stopped |= f[0] == "stop";
-    }
-    by_pid.into_values().collect()
-}
-
-fn supervise(c: &Cluster, id: u16, log: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_electctl"))
-        .arg("--socket")
-        .arg(c.sock(id))
-        .args(["run", "--grace", "50ms", "--"])
-        .arg(std::env::current_exe().unwrap())
-        .args(["cmd_helper", "--exact", "--nocapture", "--test-threads=1"])
-        .env(LOG_VAR, log)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(c.dir.join(format!("run-{id}.log"))).unwrap())
-        .spawn()
-        .unwrap()
+    common::cmd_helper();
 }
 
 fn running_pids(log: &str) -> Vec<u32> {

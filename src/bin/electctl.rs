@@ -18,7 +18,7 @@ Commands:
   status [--json]   this server's view: role, leader, term, lease, peers
   leader            the leader's id, or 'none'
   is-leader         exit 0 while this server holds a valid lease, 1 otherwise, 2 on error
-  watch             one JSON line now and one per change of role, leader or term
+  watch             one JSON line now and one per change of role, leader, term or lease
   elect             start an election round now
   yield             make this server resign if it leads
     metrics           Prometheus text

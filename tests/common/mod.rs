@@ -32,6 +32,8 @@ pub struct Cluster {
     procs: Vec<Option<Child>>,
     env: Vec<(String, String)>,
     netns: Option<String>,
+    /// One namespace per server (chaos tests), overriding `netns`.
+    hosts_ns: Vec<String>,
 }
 
 pub fn free_udp_port() -> u16 {
@@ -98,6 +100,7 @@ impl Cluster {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             netns: None,
+            hosts_ns: Vec::new(),
         };
         for id in 1..=n {
             c.spawn(id);
@@ -128,9 +131,31 @@ impl Cluster {
         c
     }
 
+    /// A cluster of `n` servers with the config `text(dir)`, server `i` started in
+    /// namespace `hosts_ns[i-1]`.
+    pub fn launch(
+        n: u16,
+        hosts_ns: Vec<String>,
+        text: impl FnOnce(&std::path::Path) -> String,
+    ) -> Cluster {
+        let mut c = Cluster::start_with(Mode::Unicast, 0, "", &[]);
+        c.n = n;
+        c.hosts_ns = hosts_ns;
+        std::fs::write(&c.conf, text(&c.dir)).unwrap();
+        c.procs = (0..n).map(|_| None).collect();
+        for id in 1..=n {
+            c.spawn(id);
+        }
+        c
+    }
+
     pub fn spawn(&mut self, id: u16) {
         let log = std::fs::File::create(self.dir.join(format!("{id}.log"))).unwrap();
-        let mut cmd = match &self.netns {
+        let ns = self
+            .hosts_ns
+            .get(usize::from(id) - 1)
+            .or(self.netns.as_ref());
+        let mut cmd = match ns {
             Some(ns) => {
                 let mut c = Command::new("ip");
                 c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_electd")]);
@@ -419,4 +444,99 @@ impl Drop for Netns {
     fn drop(&mut self) {
         let _ = sh(&["ip", "netns", "del", &self.name]);
     }
+}
+
+/// The environment variable that turns a test binary into the wrapped command of
+/// `electctl run` tests: it stamps start, liveness and stop on CLOCK_MONOTONIC.
+pub const CMD_LOG_VAR: &str = "ELECTD_TEST_CMD_LOG";
+
+static CMD_STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn cmd_on_term(_: libc::c_int) {
+    CMD_STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn cmd_stamp(log: &str, what: &str) {
+    let now = electd::daemon::monotonic_now().as_nanos();
+    let line = format!(
+        "{what} {} {now} {}\n",
+        std::process::id(),
+        std::env::var("ELECTD_TERM").unwrap_or_default()
+    );
+    // One short O_APPEND write per line: lines from several processes never interleave.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+        .unwrap();
+    f.write_all(line.as_bytes()).unwrap();
+}
+
+/// Acts as the wrapped command if CMD_LOG_VAR is set (call it from a `#[test]`).
+pub fn cmd_helper() {
+    let Ok(log) = std::env::var(CMD_LOG_VAR) else {
+        return;
+    };
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGTERM,
+            cmd_on_term as *const () as libc::sighandler_t,
+        )
+    };
+    cmd_stamp(&log, "start");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !CMD_STOP.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < deadline {
+        cmd_stamp(&log, "alive");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cmd_stamp(&log, "stop");
+    std::process::exit(0);
+}
+
+/// One run of the wrapped command: pid, start, end (its stop or last sign of life).
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    pub pid: u32,
+    pub start: u64,
+    pub end: u64,
+    pub stopped: bool,
+}
+
+/// The runs recorded in a command log.
+pub fn spans(log: &str) -> Vec<Span> {
+    let mut by_pid: std::collections::BTreeMap<u32, Span> = Default::default();
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let (Some(pid), Some(t)) = (
+            f.get(1).and_then(|v| v.parse().ok()),
+            f.get(2).and_then(|v| v.parse().ok()),
+        ) else {
+            continue;
+        };
+        let s = by_pid.entry(pid).or_insert(Span {
+            pid,
+            start: t,
+            end: t,
+            stopped: false,
+        });
+        s.end = s.end.max(t);
+        s.stopped |= f[0] == "stop";
+    }
+    by_pid.into_values().collect()
+}
+
+/// `electctl run` of this test binary's `cmd_helper` against server `id`'s socket.
+pub fn supervise(c: &Cluster, id: u16, log: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_electctl"))
+        .arg("--socket")
+        .arg(c.sock(id))
+        .args(["run", "--grace", "50ms", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["cmd_helper", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CMD_LOG_VAR, log)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(c.dir.join(format!("run-{id}.log"))).unwrap())
+        .spawn()
+        .unwrap()
 }
