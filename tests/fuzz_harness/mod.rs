@@ -119,12 +119,8 @@ pub fn cluster(data: &[u8]) -> (u32, u32, u32) {
             _ => {}
         }
         // Drain every node: writes land at once (in order), sends go to the network.
-        for i in 0..N {
-            loop {
-                let Some(n) = hosts[i].node.as_mut() else {
-                    break;
-                };
-                let Some(out) = n.poll_output() else { break };
+        for (i, host) in hosts.iter_mut().enumerate() {
+            while let Some(out) = host.node.as_mut().and_then(Node::poll_output) {
                 match out {
                     Output::Send { dest, msg } => {
                         let b = wire::encode_to_vec(&msg);
@@ -136,8 +132,11 @@ pub fn cluster(data: &[u8]) -> (u32, u32, u32) {
                         }
                     }
                     Output::Persist(d) => {
-                        hosts[i].disk = d;
-                        hosts[i].node.as_mut().unwrap().handle_persisted(now, d);
+                        host.disk = d;
+                        host.node
+                            .as_mut()
+                            .expect("it just spoke")
+                            .handle_persisted(now, d);
                     }
                     Output::Event(Event::Elected { term }) => {
                         let id = i as u16 + 1;
