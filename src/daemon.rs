@@ -712,30 +712,37 @@ impl Daemon {
             self.control.counters.dropped + self.control.counters.refused,
         );
         let kinds = [Kind::Lead, Kind::Elect, Kind::Vote, Kind::Ack];
-        s.push_str("# HELP electd_datagrams_received Valid datagrams received, by kind.\n# TYPE electd_datagrams_received counter\n");
-        for k in kinds {
+        let by_kind = |counts: &[u64; 5]| {
+            kinds
+                .iter()
+                .map(|&k| ("kind", k.name(), counts[k as usize]))
+                .collect::<Vec<_>>()
+        };
+        let dropped: Vec<_> = m.dropped.iter().map(|(r, v)| ("reason", *r, *v)).collect();
+        for (name, help, rows) in [
+            (
+                "datagrams_received",
+                "Valid datagrams received, by kind.",
+                by_kind(&m.received),
+            ),
+            (
+                "datagrams_sent",
+                "Datagrams sent, by kind.",
+                by_kind(&m.sent),
+            ),
+            (
+                "datagrams_dropped",
+                "Datagrams dropped, by reason.",
+                dropped,
+            ),
+        ] {
             let _ = writeln!(
                 s,
-                "electd_datagrams_received_total{{kind=\"{}\"}} {}",
-                k.name(),
-                m.received[k as usize]
+                "# HELP electd_{name} {help}\n# TYPE electd_{name} counter"
             );
-        }
-        s.push_str("# HELP electd_datagrams_sent Datagrams sent, by kind.\n# TYPE electd_datagrams_sent counter\n");
-        for k in kinds {
-            let _ = writeln!(
-                s,
-                "electd_datagrams_sent_total{{kind=\"{}\"}} {}",
-                k.name(),
-                m.sent[k as usize]
-            );
-        }
-        s.push_str("# HELP electd_datagrams_dropped Datagrams dropped, by reason.\n# TYPE electd_datagrams_dropped counter\n");
-        for (reason, v) in &m.dropped {
-            let _ = writeln!(
-                s,
-                "electd_datagrams_dropped_total{{reason=\"{reason}\"}} {v}"
-            );
+            for (label, value, v) in rows {
+                let _ = writeln!(s, "electd_{name}_total{{{label}=\"{value}\"}} {v}");
+            }
         }
         s.push_str(
             "# HELP electd_bytes Datagram bytes sent and received.\n# TYPE electd_bytes counter\n",

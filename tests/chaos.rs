@@ -14,26 +14,17 @@
 
 mod common;
 
-use common::{Cluster, SERIAL, Span, spans, supervise};
+use common::{Cluster, SERIAL, Span, sh, spans, supervise};
 use electd::json::{self, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const N: u16 = 5;
 const HBT_MS: u64 = 100;
 const RTT_MS: u64 = 20;
-
-fn sh(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 fn sh_ok(args: &[&str]) {
     assert!(sh(args), "failed: {}", args.join(" "));
@@ -125,18 +116,7 @@ impl Net {
     }
 
     fn nft(&self, script: &str) {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.br, "nft", "-f", "-"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(script.as_bytes())
-            .unwrap();
-        assert!(child.wait().unwrap().success(), "nft: {script}");
+        assert!(common::nft_in(&self.br, script), "nft: {script}");
     }
 
     fn heal(&self) {

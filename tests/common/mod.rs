@@ -381,13 +381,30 @@ pub struct Netns {
     pub name: String,
 }
 
-fn sh(args: &[&str]) -> bool {
+/// Runs a command quietly; true if it succeeded.
+pub fn sh(args: &[&str]) -> bool {
     Command::new(args[0])
         .args(&args[1..])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// Feeds an nftables script to `nft -f -` inside namespace `ns`; true if it applied.
+pub fn nft_in(ns: &str, script: &str) -> bool {
+    let Ok(mut child) = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+    else {
+        return false;
+    };
+    let wrote = child
+        .stdin
+        .take()
+        .is_some_and(|mut i| i.write_all(script.as_bytes()).is_ok());
+    child.wait().is_ok_and(|s| s.success()) && wrote
 }
 
 impl Netns {
@@ -412,18 +429,7 @@ impl Netns {
     }
 
     fn nft(&self, script: &str) -> bool {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.name, "nft", "-f", "-"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(script.as_bytes())
-            .unwrap();
-        child.wait().is_ok_and(|s| s.success())
+        nft_in(&self.name, script)
     }
 
     /// Drops every datagram to or from `port` (a server's own port): it is cut off.
