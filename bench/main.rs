@@ -1,7 +1,7 @@
 //! electd's benchmark (issue 5): real daemons on this machine, and the simulator for
 //! scale. `cargo bench --bench electd` prints a markdown report and writes it to
-//! BENCHMARKS.md. BENCH_TRIALS=n sets the trials per row (default 30); BENCH_IDLE_S the
-//! idle measurement (default 60 s).
+//! BENCHMARKS.md (BENCH_OUT=path writes elsewhere). BENCH_TRIALS=n sets the trials per
+//! row (default 30); BENCH_IDLE_S the idle measurement (default 60 s).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -431,5 +431,6 @@ fn main() {
     idle(&mut report);
     scale(&mut report);
     println!("{report}");
-    std::fs::write("BENCHMARKS.md", &report).expect("write BENCHMARKS.md");
+    let out = std::env::var("BENCH_OUT").unwrap_or_else(|_| "BENCHMARKS.md".into());
+    std::fs::write(&out, &report).expect("write the report");
 }
