@@ -5,7 +5,7 @@
 
 use crate::node::{NodeConfig, Sabotage, ServerInfo};
 use std::fmt;
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -545,11 +545,6 @@ impl Config {
         self.server(id)
             .and_then(|s| s.name.clone())
             .unwrap_or_else(|| id.to_string())
-    }
-
-    /// The configured address of server `id` as a generic socket address.
-    pub fn addr_of(&self, id: u16) -> Option<SocketAddr> {
-        self.server(id).map(|s| SocketAddr::V4(s.addr))
     }
 }
 

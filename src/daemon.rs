@@ -10,8 +10,8 @@ use crate::auth::{self, Keys, ReplayWindow};
 use crate::config::{Config, Transport as Mode};
 use crate::control::{Control, Request, error_line, json_str};
 use crate::hooks::Hooks;
-use crate::node::Durable;
-use crate::node::{Event, Node, Output, Reject, Role};
+
+use crate::node::{Durable, Event, Node, Output, Reject, Role};
 use crate::notify::Notifier;
 use crate::store::{Extra, Store};
 use crate::time::Time;
@@ -24,7 +24,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const UDP_UNICAST: Token = Token(0);
@@ -620,96 +619,117 @@ impl Daemon {
         let c = self.node.counters();
         let m = &self.metrics;
         let mut s = String::new();
-        let mut gauge = |name: &str, help: &str, v: String| {
-            let _ = write!(
+        // One sample per family; counters take the _total suffix (OpenMetrics).
+        let mut family = |kind: &str, name: &str, help: &str, v: String| {
+            let total = if kind == "counter" { "_total" } else { "" };
+            let _ = writeln!(
                 s,
-                "# HELP electd_{name} {help}\n# TYPE electd_{name} gauge\nelectd_{name} {v}\n"
+                "# HELP electd_{name} {help}\n# TYPE electd_{name} {kind}\nelectd_{name}{total} {v}"
             );
         };
-        gauge(
+        family(
+            "gauge",
             "is_leader",
             "1 while this server holds a valid lease.",
             u8::from(st.role == Role::Leader).to_string(),
         );
-        gauge("term", "Highest term seen.", st.term.to_string());
-        gauge(
+        family("gauge", "term", "Highest term seen.", st.term.to_string());
+        family(
+            "gauge",
             "leader_id",
             "Known leader id, 0 if none.",
             st.leader.unwrap_or(0).to_string(),
         );
-        gauge(
+        family(
+            "gauge",
             "voted_term",
             "Highest term voted in.",
             st.voted_term.to_string(),
         );
-        gauge(
+        family(
+            "gauge",
             "control_clients",
             "Connected control socket clients.",
             self.control.clients().to_string(),
         );
-        gauge(
+        family(
+            "gauge",
             "control_watchers",
             "Control socket clients watching.",
             self.control.watchers().to_string(),
         );
-        gauge(
+        family(
+            "gauge",
             "uptime_seconds",
             "Seconds since start.",
             format!("{:.3}", self.started.elapsed().as_secs_f64()),
         );
-        let mut counter = |name: &str, help: &str, v: u64| {
-            let _ = write!(
-                s,
-                "# HELP electd_{name} {help}\n# TYPE electd_{name} counter\nelectd_{name}_total {v}\n"
-            );
-        };
-        counter(
+        family(
+            "counter",
             "leader_changes",
             "Changes of the known leader (as seen here).",
-            c.leader_changes,
+            c.leader_changes.to_string(),
         );
-        counter(
+        family(
+            "counter",
             "role_changes",
             "Changes of the reported role or leader.",
-            m.role_changes,
+            m.role_changes.to_string(),
         );
-        counter(
+        family(
+            "counter",
             "elections",
             "Election rounds this server took part in.",
-            c.rounds,
+            c.rounds.to_string(),
         );
-        counter("votes", "Votes cast.", c.votes);
-        counter("elected", "Rounds won (including re-elections).", c.elected);
-        counter(
+        family("counter", "votes", "Votes cast.", c.votes.to_string());
+        family(
+            "counter",
+            "elected",
+            "Rounds won (including re-elections).",
+            c.elected.to_string(),
+        );
+        family(
+            "counter",
             "dual_leader",
             "LEADs from another leader of our own term (must stay 0).",
-            c.dual_leader,
+            c.dual_leader.to_string(),
         );
-        counter(
+        family(
+            "counter",
             "state_writes",
             "Durable writes of the state file.",
-            m.state_writes,
+            m.state_writes.to_string(),
         );
-        counter(
+        family(
+            "counter",
             "send_errors",
             "Datagrams the kernel refused to send.",
-            m.send_errors,
+            m.send_errors.to_string(),
         );
-        counter("hook_runs", "Hooks started.", self.hooks.runs);
-        counter(
+        family(
+            "counter",
+            "hook_runs",
+            "Hooks started.",
+            self.hooks.runs.to_string(),
+        );
+        family(
+            "counter",
             "hook_failures",
             "Hooks that failed, timed out or could not start.",
-            self.hooks.failures,
+            self.hooks.failures.to_string(),
         );
-        counter(
+        family(
+            "counter",
             "control_requests",
             "Control socket requests answered.",
-            self.control.counters.requests,
+            self.control.counters.requests.to_string(),
         );
-        counter(
+        family(
+            "counter",
             "control_dropped",
             "Control clients dropped (limits).",
-            self.control.counters.dropped + self.control.counters.refused,
+            (self.control.counters.dropped + self.control.counters.refused).to_string(),
         );
         let kinds = [Kind::Lead, Kind::Elect, Kind::Vote, Kind::Ack];
         let by_kind = |counts: &[u64; 5]| {
@@ -885,10 +905,5 @@ impl Daemon {
             new.heartbeat, new.rtt, new.missed_heartbeats
         );
         self.cfg = new;
-    }
-
-    /// The control socket path (for logs).
-    pub fn socket_path(&self) -> PathBuf {
-        self.cfg.socket.clone()
     }
 }

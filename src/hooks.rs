@@ -194,9 +194,4 @@ impl Hooks {
             .filter(|r| !r.killed)
             .map(|r| r.started + self.timeout)
     }
-
-    /// True while a hook runs or waits.
-    pub fn busy(&self) -> bool {
-        self.running.is_some() || !self.queue.is_empty()
-    }
 }

@@ -286,7 +286,7 @@ pub struct Counters {
     pub rounds: u64,
     /// Votes cast.
     pub votes: u64,
-    /// Rounds ended without a vote, by reason.
+    /// Rounds that ended without a vote (for any reason).
     pub abstentions: u64,
     /// Times this server became leader.
     pub elected: u64,
@@ -650,11 +650,6 @@ impl Node {
     /// The counters for metrics.
     pub fn counters(&self) -> &Counters {
         &self.counters
-    }
-
-    /// The configuration this node runs with.
-    pub fn config(&self) -> &NodeConfig {
-        &self.cfg
     }
 
     // ----- timers -------------------------------------------------------------------

@@ -40,14 +40,6 @@ impl Notifier {
         Ok(Notifier { sock, watchdog })
     }
 
-    /// A notifier that sends nothing.
-    pub fn none() -> Notifier {
-        Notifier {
-            sock: None,
-            watchdog: None,
-        }
-    }
-
     /// How often to send WATCHDOG=1: half the watchdog period, if one is set.
     pub fn watchdog_interval(&self) -> Option<Duration> {
         self.sock.as_ref().and(self.watchdog).map(|w| w / 2)

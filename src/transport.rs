@@ -12,7 +12,7 @@ use mio::net::UdpSocket;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::ffi::CString;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr};
 
 /// The receive buffer: anything longer than a valid datagram is refused anyway.
 pub const RECV_BUF: usize = 2048;
@@ -148,13 +148,5 @@ impl Transport {
     /// The configured address of server `id`.
     pub fn peer_addr(&self, id: u16) -> Option<SocketAddr> {
         self.peers.iter().find(|p| p.0 == id).map(|p| p.1)
-    }
-}
-
-/// The address a datagram from `addr` claims, for logs.
-pub fn v4(addr: SocketAddr) -> Option<SocketAddrV4> {
-    match addr {
-        SocketAddr::V4(a) => Some(a),
-        SocketAddr::V6(_) => None,
     }
 }

@@ -217,20 +217,7 @@ fn unsafe_key_files_are_refused() {
     ] {
         std::fs::write(&key, vec![b'k'; body]).unwrap();
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
-        for extra in [&["--check-config"][..], &[]] {
-            let out = std::process::Command::new(env!("CARGO_BIN_EXE_electd"))
-                .arg("--config")
-                .arg(&conf)
-                .args(extra)
-                .output()
-                .unwrap();
-            assert_eq!(out.status.code(), Some(1));
-            assert!(
-                String::from_utf8_lossy(&out.stderr).contains(want),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+        common::assert_refused(&conf, want);
     }
     std::fs::remove_dir_all(dir).unwrap();
 }

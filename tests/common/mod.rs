@@ -546,3 +546,19 @@ pub fn supervise(c: &Cluster, id: u16, log: &str) -> Child {
         .spawn()
         .unwrap()
 }
+
+/// Asserts that electd refuses `conf`, with `--check-config` and at start alike: exit
+/// status 1 and a message containing `want`.
+pub fn assert_refused(conf: &std::path::Path, want: &str) {
+    for extra in [&["--check-config"][..], &[]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+            .arg("--config")
+            .arg(conf)
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(err.contains(want), "{extra:?}: wanted '{want}' in: {err}");
+    }
+}
