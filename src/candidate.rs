@@ -55,6 +55,8 @@ pub struct Leadership {
     acked: Vec<Option<Time>>,
     lease_until: Option<Time>,
     scratch: Vec<Time>,
+    /// The longest lease length any LEAD of this leadership was sent with.
+    longest: Duration,
 }
 
 impl Leadership {
@@ -69,6 +71,7 @@ impl Leadership {
             acked: vec![None; n],
             lease_until: None,
             scratch: Vec::with_capacity(n),
+            longest: Duration::ZERO,
         }
     }
 
@@ -80,6 +83,7 @@ impl Leadership {
             self.sent.pop_front();
         }
         let end = now + lease_len;
+        self.longest = self.longest.max(lease_len);
         self.sent.push_back((self.term, self.seq, end));
         self.acked[me] = Some(end);
     }
@@ -105,6 +109,12 @@ impl Leadership {
         let k = self.scratch.len() - quorum;
         let (_, qth, _) = self.scratch.select_nth_unstable(k);
         self.lease_until = Some(*qth);
+    }
+
+    /// The longest lease length any LEAD of this leadership was sent with: no lease
+    /// ends later than now plus this (an invariant the core checks).
+    pub fn longest_lease(&self) -> Duration {
+        self.longest
     }
 
     /// The end of the lease, if acknowledgements from a majority ever gave one.

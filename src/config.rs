@@ -14,6 +14,9 @@ pub const DEFAULT_PATH: &str = "/etc/electd/electd.conf";
 /// The default control socket.
 pub const DEFAULT_SOCKET: &str = "/run/electd/electd.sock";
 
+/// The default `max-hold`: the longest hold a LEAD may carry (SPEC section 8).
+pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(60);
+
 /// The longest configuration file read (a server list of 255 fits many times over).
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
@@ -27,6 +30,7 @@ const DIRECTIVES: &[&str] = &[
     "rtt",
     "missed-heartbeats",
     "drift",
+    "max-hold",
     "socket",
     "socket-mode",
     "state",
@@ -90,6 +94,8 @@ pub struct Config {
     pub missed_heartbeats: u32,
     /// rho, in millionths.
     pub drift_ppm: u32,
+    /// The longest hold a LEAD may carry; longer ones are refused (SPEC section 8).
+    pub max_hold: Duration,
     /// The control socket path ({id} expanded).
     pub socket: PathBuf,
     /// The control socket's file mode.
@@ -200,6 +206,7 @@ struct Raw {
     rtt: Option<Duration>,
     k: Option<u32>,
     drift_ppm: Option<u32>,
+    max_hold: Option<Duration>,
     socket: Option<String>,
     socket_mode: Option<u32>,
     state: Option<String>,
@@ -320,6 +327,7 @@ fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result<(), String
         }
         "heartbeat" => raw.heartbeat = Some(parse_duration(one(args, "duration")?)?),
         "rtt" => raw.rtt = Some(parse_duration(one(args, "duration")?)?),
+        "max-hold" => raw.max_hold = Some(parse_duration(one(args, "duration")?)?),
         "hook-timeout" => raw.hook_timeout = Some(parse_duration(one(args, "duration")?)?),
         "missed-heartbeats" => {
             let v = one(args, "count")?;
@@ -465,6 +473,7 @@ impl Config {
             rtt: raw.rtt.unwrap_or(Duration::from_millis(100)),
             missed_heartbeats: raw.k.unwrap_or(3),
             drift_ppm: raw.drift_ppm.unwrap_or(10_000),
+            max_hold: raw.max_hold.unwrap_or(DEFAULT_MAX_HOLD),
             socket: expand(raw.socket.as_deref().unwrap_or(DEFAULT_SOCKET), id),
             socket_mode: raw.socket_mode.unwrap_or(0o660),
             state: expand(
@@ -535,7 +544,9 @@ impl Config {
             rtt: self.rtt,
             missed_heartbeats: self.missed_heartbeats,
             drift_ppm: self.drift_ppm,
+            max_hold: self.max_hold,
             seed,
+            strict: false,
             sabotage: Sabotage::default(),
         }
     }

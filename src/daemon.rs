@@ -176,7 +176,8 @@ impl Daemon {
                     .map_err(|e| Fatal(format!("cannot create {}: {e}", dir.display())))?;
             }
         }
-        let store = Store::new(&cfg.state);
+        let mut store = Store::new(&cfg.state);
+        store.lock().map_err(|e| Fatal(e.to_string()))?;
         let (durable, mut extra) = store.load().map_err(|e| Fatal(e.to_string()))?;
         let keys = auth::load_keys(cfg.key_file.as_deref(), cfg.key_file_next.as_deref())
             .map_err(Fatal)?;
@@ -512,7 +513,11 @@ impl Daemon {
                         error!("server {other} also led term {term}")
                     }
                     Event::Elected { term } => debug!("won the round of term {term}"),
-                    Event::Voted { .. } | Event::SteppedDown { .. } => {}
+                    Event::Resigning { .. } => {
+                        // No supervisor registration yet: nothing local to wait for.
+                        self.node.handle_released(monotonic_now());
+                    }
+                    Event::Voted { .. } | Event::SteppedDown { .. } | Event::Resigned { .. } => {}
                 },
             }
         }
@@ -878,10 +883,13 @@ impl Daemon {
                 "reload refused: turning authentication on or off needs a restart of every server"
             );
         }
-        if let Err(e) =
-            self.node
-                .set_timers(new.heartbeat, new.rtt, new.missed_heartbeats, new.drift_ppm)
-        {
+        if let Err(e) = self.node.set_timers(
+            new.heartbeat,
+            new.rtt,
+            new.missed_heartbeats,
+            new.drift_ppm,
+            new.max_hold,
+        ) {
             return error!("reload refused: {e}");
         }
         if keys.is_some()

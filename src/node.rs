@@ -45,6 +45,24 @@ pub struct Sabotage {
     pub ignore_heard: bool,
     /// Always wait the whole VOTING window (no early decision), for comparison.
     pub full_window: bool,
+    /// Issue 10, fix 1 reverted: the highest term led is not persisted, and any RESIGN
+    /// at or above this server's term releases it, whoever's leadership it ends.
+    pub volatile_led: bool,
+    /// Issue 10, fix 2 reverted: the hold carried in a LEAD is rounded down to whole
+    /// milliseconds.
+    pub hold_rounded_down: bool,
+    /// Issue 10, fix 3 reverted: each accepted LEAD sets faith to now + its hold,
+    /// cutting short a longer promise made earlier.
+    pub hold_replaced: bool,
+    /// The RESIGN leaves at once, without waiting for local supervisors (S5 broken).
+    pub resign_early: bool,
+}
+
+impl Sabotage {
+    /// True when any switch is on (some invariant checks then do not apply).
+    pub fn any(&self) -> bool {
+        *self != Sabotage::default()
+    }
 }
 
 /// The core's configuration: the cluster and the timers.
@@ -64,8 +82,14 @@ pub struct NodeConfig {
     pub missed_heartbeats: u32,
     /// rho in millionths: bound on clock rate error between servers.
     pub drift_ppm: u32,
+    /// The longest hold a LEAD may carry (`max-hold`); longer ones are refused.
+    pub max_hold: Duration,
     /// Seed of the retry jitter.
     pub seed: u64,
+    /// Panic when an invariant of the core is broken (the simulator and tests); in
+    /// production a broken invariant is logged as an error.
+    #[doc(hidden)]
+    pub strict: bool,
     #[doc(hidden)]
     pub sabotage: Sabotage,
 }
@@ -140,6 +164,14 @@ impl NodeConfig {
         if self.drift_ppm >= 100_000 {
             return Err(ConfigError::Timing("drift must be in [0, 0.1)"));
         }
+        if self.max_hold > Duration::from_millis(u64::from(u32::MAX)) {
+            return Err(ConfigError::Timing("max-hold must be at most 49 days"));
+        }
+        if self.hold() > self.max_hold {
+            return Err(ConfigError::Timing(
+                "heartbeat * missed-heartbeats must not exceed max-hold",
+            ));
+        }
         Ok(())
     }
 
@@ -163,9 +195,19 @@ pub struct Durable {
     pub voted_term: u64,
     /// Whom this server voted for in `voted_term` (0: nobody).
     pub voted_for: u16,
-    /// The largest leader hold accepted, in milliseconds (sets the quiet period).
-    pub max_hold_ms: u32,
+    /// The highest term this server has led (or given up the right to lead): it never
+    /// leads a term at or below it, so late VOTEs cannot revive a leadership.
+    pub led_term: u64,
+    /// The hold promise, in milliseconds rounded up: the longest faith this server may
+    /// still owe a leader (sets the quiet period after a restart).
+    pub hold_ms: u32,
 }
+
+/// Terms at or above this are refused (SPEC section 8): no datagram can exhaust them.
+pub const MAX_TERM: u64 = 1 << 62;
+/// A datagram whose term is more than this ahead of ours is refused too, so one
+/// datagram cannot carry a cluster to the term limit (it would then be unable to elect).
+pub const MAX_TERM_JUMP: u64 = 1 << 40;
 
 /// Where a datagram goes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -194,6 +236,20 @@ pub enum Event {
     /// This server stopped being leader.
     SteppedDown {
         /// The term it led.
+        term: u64,
+    },
+    /// A planned handoff began: this server stopped reporting leader. The RESIGN
+    /// leaves once the driver calls `handle_released` (every local supervisor has
+    /// confirmed that its command exited) or at `until`, the end of the lease.
+    Resigning {
+        /// The term being given up.
+        term: u64,
+        /// When the RESIGN leaves at the latest (the lease end, or now).
+        until: Time,
+    },
+    /// The RESIGN of `term` left: followers are released.
+    Resigned {
+        /// The term given up.
         term: u64,
     },
     /// Another leader of this server's own term was seen: SPEC section 8 is broken.
@@ -230,6 +286,10 @@ pub enum Reject {
     OwnEcho,
     /// The sender runs with a different cluster definition.
     Fingerprint,
+    /// A term at or above 2^62, or too far ahead of this server's (SPEC section 8).
+    TermLimit,
+    /// A LEAD whose hold exceeds `max-hold` (SPEC section 8).
+    HoldLimit,
 }
 
 impl Reject {
@@ -239,6 +299,8 @@ impl Reject {
             Reject::UnknownSender => "unknown_sender",
             Reject::OwnEcho => "own_echo",
             Reject::Fingerprint => "fingerprint",
+            Reject::TermLimit => "term_limit",
+            Reject::HoldLimit => "hold_limit",
         }
     }
 }
@@ -307,12 +369,16 @@ enum Held {
     SelfVote(u64),
 }
 
-/// The second RESIGN, due HBT/10 after the first.
-#[derive(Copy, Clone, Debug)]
-struct ResignAgain {
-    at: Time,
-    term: u64,
-    seq: u64,
+/// A planned handoff in progress (SPEC section 6, Resign).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Resign {
+    /// No handoff under way.
+    Idle,
+    /// No longer reporting leader; waiting for local supervisors to confirm that their
+    /// commands exited, at most until `until` (the lease end). No LEAD leaves meanwhile.
+    Waiting { term: u64, seq: u64, until: Time },
+    /// The first RESIGN left; the second is due at `at`.
+    Again { term: u64, seq: u64, at: Time },
 }
 
 /// One server's protocol state: ELECTOR and CANDIDATE.
@@ -331,11 +397,14 @@ pub struct Node {
     term: u64,
     voted_term: u64,
     voted_for: Option<usize>,
-    max_hold_ms: u32,
+    /// The highest term led (persisted): never lead a term at or below it.
+    led_term: u64,
+    /// The longest faith this server may still owe (persisted, rounded up to ms).
+    promise: Duration,
 
     leader: Option<usize>,
-    leader_heard_at: Option<Time>,
-    leader_hold: Duration,
+    /// No vote for anyone but `leader` before this time (SPEC section 5).
+    faith_until: Time,
     last_seen: (u64, u64),
     heard_at: Vec<Option<Time>>,
 
@@ -347,13 +416,12 @@ pub struct Node {
 
     tally: Tally,
     leadership: Option<Leadership>,
-    /// The highest term this server has led. Volatile: a restart forgets it, which is
-    /// safe, because only a resignation releases followers before their hold ends.
-    last_led: u64,
-    resign_again: Option<ResignAgain>,
+    resign: Resign,
 
     quiet_until: Time,
     last_now: Time,
+    /// The term when the last input was handled (invariant: a term never falls).
+    checked_term: u64,
     durable: Durable,
     requested: Option<Durable>,
     held: VecDeque<Held>,
@@ -367,7 +435,13 @@ fn lease_len(hold: Duration, drift_ppm: u32) -> Duration {
     Duration::from_nanos((ns * u128::from(1_000_000 - 2 * drift_ppm) / 1_000_000) as u64)
 }
 
-fn ms_u32(d: Duration) -> u32 {
+/// A duration in whole milliseconds, rounded up (a hold must never shrink in transit).
+fn ms_ceil(d: Duration) -> u32 {
+    let ns = crate::time::duration_nanos(d);
+    u32::try_from(ns.div_ceil(1_000_000)).unwrap_or(u32::MAX)
+}
+
+fn ms_floor(d: Duration) -> u32 {
     u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
 }
 
@@ -386,9 +460,11 @@ impl Node {
         let hold = cfg.hold();
         let lease_len = lease_len(hold, cfg.drift_ppm);
         // Before a restart this server may have promised a leader its hold: stay quiet
-        // for the longest hold it ever accepted (SPEC section 5, Decision).
-        let quiet = hold.max(Duration::from_millis(u64::from(durable.max_hold_ms)));
+        // for the hold promise on disk (SPEC section 5, Decision).
+        let promise = Duration::from_millis(u64::from(durable.hold_ms));
+        let quiet = hold.max(promise);
         let voted_for = index[usize::from(durable.voted_for)].map(usize::from);
+        let term = durable.term.max(durable.voted_term);
         Ok(Node {
             me,
             ids: cfg.servers.iter().map(|s| s.id).collect(),
@@ -398,13 +474,13 @@ impl Node {
             hold,
             lease_len,
             rng: SplitMix64::new(cfg.seed ^ u64::from(cfg.id).rotate_left(32)),
-            term: durable.term.max(durable.voted_term),
+            term,
             voted_term: durable.voted_term,
             voted_for,
-            max_hold_ms: durable.max_hold_ms,
+            led_term: durable.led_term,
+            promise,
             leader: None,
-            leader_heard_at: None,
-            leader_hold: hold,
+            faith_until: Time::ZERO,
             last_seen: (0, 0),
             heard_at: vec![None; n],
             elector: ElectorState::Watching,
@@ -414,10 +490,10 @@ impl Node {
             resigned_last: false,
             tally: Tally::new(n),
             leadership: None,
-            last_led: 0,
-            resign_again: None,
+            resign: Resign::Idle,
             quiet_until: now + quiet,
             last_now: now,
+            checked_term: term,
             durable,
             requested: None,
             held: VecDeque::new(),
@@ -440,6 +516,7 @@ impl Node {
         if msg.fingerprint != self.cfg.fingerprint {
             return Err(Reject::Fingerprint);
         }
+        self.admit(msg)?;
         // Heard first: a round that the timer opens in this same call counts the sender.
         self.heard_at[s] = Some(now);
         self.on_time(now);
@@ -448,7 +525,13 @@ impl Node {
                 seq,
                 hold_ms,
                 resign,
-            } => self.on_lead(now, s, msg.term, seq, hold_ms, resign),
+            } => {
+                if resign {
+                    self.on_resign(now, s, msg.term, seq);
+                } else {
+                    self.on_lead(now, s, msg.term, seq, hold_ms);
+                }
+            }
             Body::Elect {
                 last_term,
                 last_seq,
@@ -472,12 +555,32 @@ impl Node {
             }
             Body::Ack { seq } => self.on_ack(s, msg.term, seq),
         }
+        self.check_invariants(now);
         Ok(())
+    }
+
+    /// Refuses what no single datagram may do (SPEC section 8): terms at or above 2^62
+    /// or far ahead of ours, and holds above `max-hold`.
+    fn admit(&self, msg: &Message) -> Result<(), Reject> {
+        let too_high = |t: u64| t >= MAX_TERM || t > self.term.saturating_add(MAX_TERM_JUMP);
+        if too_high(msg.term) {
+            return Err(Reject::TermLimit);
+        }
+        match msg.body {
+            Body::Elect { last_term, .. } if too_high(last_term) => Err(Reject::TermLimit),
+            Body::Lead { hold_ms, .. }
+                if Duration::from_millis(u64::from(hold_ms)) > self.cfg.max_hold =>
+            {
+                Err(Reject::HoldLimit)
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Handles the passage of time; calling it early or twice does nothing.
     pub fn handle_timeout(&mut self, now: Time) {
         self.on_time(now);
+        self.check_invariants(now);
     }
 
     /// Starts a round now (the `elect` command).
@@ -486,46 +589,69 @@ impl Node {
         if self.elector == ElectorState::Watching {
             self.enter_voting(now);
         }
+        self.check_invariants(now);
     }
 
-    /// Resigns leadership (SIGTERM or `yield`); returns false when not leader.
+    /// Begins a planned handoff (SIGTERM, `yield`); returns false when not leader.
+    ///
+    /// The role stops being reported as leader at once and no LEAD leaves any more, so
+    /// the lease end is fixed. The RESIGN that releases the followers waits for
+    /// `handle_released` (every local supervisor has confirmed that its command exited)
+    /// or for the lease end, whichever comes first (SPEC section 6, Resign).
     pub fn handle_yield(&mut self, now: Time) -> bool {
         self.on_time(now);
         let Some(l) = self.leadership.take() else {
             return false;
         };
         self.tally.clear();
-        // Stop reporting leader first: the lease ends before any follower is released.
         self.counters.leader_changes += 1;
         self.push_event(Event::SteppedDown { term: l.term });
-        info!("resigning leadership of term {}", l.term);
-        let seq = l.seq + 1;
-        self.send_lead_msg(l.term, seq, true);
-        self.resign_again = Some(ResignAgain {
-            at: now + self.cfg.heartbeat / 10,
+        let until = l.lease_until().filter(|&u| u > now).unwrap_or(now);
+        self.push_event(Event::Resigning {
             term: l.term,
-            seq: seq + 1,
+            until,
         });
-        self.resigned_last = true;
-        self.forget_leader();
-        if self.elector == ElectorState::Watching {
-            self.enter_voting(now);
+        info!(
+            "resigning leadership of term {}: the RESIGN waits for local supervisors, {} ms at most",
+            l.term,
+            until.saturating_since(now).as_millis()
+        );
+        self.resign = Resign::Waiting {
+            term: l.term,
+            seq: l.seq,
+            until,
+        };
+        if self.cfg.sabotage.resign_early || until <= now {
+            self.send_resign(now);
         }
+        self.check_invariants(now);
         true
     }
 
-    /// True once a resignation's second RESIGN has been queued (a stopping daemon may exit).
+    /// Every local supervisor has confirmed that its command exited: the RESIGN of a
+    /// planned handoff may leave now. Does nothing when no handoff is waiting.
+    pub fn handle_released(&mut self, now: Time) {
+        self.on_time(now);
+        self.send_resign(now);
+        self.check_invariants(now);
+    }
+
+    /// True while a planned handoff waits for local supervisors.
+    pub fn resign_pending(&self) -> bool {
+        matches!(self.resign, Resign::Waiting { .. })
+    }
+
+    /// True once no handoff is under way (both RESIGNs have been queued, or none began):
+    /// a stopping daemon may exit.
     pub fn resign_complete(&self) -> bool {
-        self.resign_again.is_none()
+        self.resign == Resign::Idle
     }
 
     /// Confirms that `state` is durable; releases the datagrams that waited for it.
     pub fn handle_persisted(&mut self, now: Time, state: Durable) {
         // Confirmations come in order; an older one must never lower what is durable.
         let d = self.durable;
-        if state.term >= d.term
-            && state.voted_term >= d.voted_term
-            && state.max_hold_ms >= d.max_hold_ms
+        if state.term >= d.term && state.voted_term >= d.voted_term && state.led_term >= d.led_term
         {
             self.durable = state;
         }
@@ -533,6 +659,7 @@ impl Node {
             self.requested = None;
         }
         self.release(now);
+        self.check_invariants(now);
     }
 
     /// Emits held outputs, in order, while no write is outstanding.
@@ -555,20 +682,23 @@ impl Node {
     }
 
     /// Applies new timers (SIGHUP). Each LEAD carries the hold it promised and keeps the
-    /// lease length it was sent with, so the change is safe at any moment; running
-    /// timers keep their deadlines and the new values apply from the next one.
+    /// lease length it was sent with, and followers never shorten a promise already
+    /// made, so the change is safe at any moment; running timers keep their deadlines
+    /// and the new values apply from the next one.
     pub fn set_timers(
         &mut self,
         heartbeat: Duration,
         rtt: Duration,
         k: u32,
         drift_ppm: u32,
+        max_hold: Duration,
     ) -> Result<(), ConfigError> {
         let cfg = NodeConfig {
             heartbeat,
             rtt,
             missed_heartbeats: k,
             drift_ppm,
+            max_hold,
             ..self.cfg.clone()
         };
         cfg.validate()?;
@@ -595,8 +725,10 @@ impl Node {
                 d = d.min(u);
             }
         }
-        if let Some(r) = &self.resign_again {
-            d = d.min(r.at);
+        match self.resign {
+            Resign::Idle => {}
+            Resign::Waiting { until, .. } => d = d.min(until),
+            Resign::Again { at, .. } => d = d.min(at),
         }
         d
     }
@@ -606,7 +738,8 @@ impl Node {
         let lease = self.leadership.as_ref().filter(|l| l.lease_valid(now));
         let leader = if lease.is_some() {
             Some(self.cfg.id)
-        } else if self.leadership.is_none() && self.leader_live(now) {
+        } else if self.leadership.is_none() && self.leader != Some(self.me) && self.leader_live(now)
+        {
             self.leader.map(|i| self.ids[i])
         } else {
             None
@@ -638,6 +771,17 @@ impl Node {
     /// The highest term seen.
     pub fn term(&self) -> u64 {
         self.term
+    }
+
+    /// The lease a majority's acknowledgement gives, K*HBT*(1-2*rho), with the current
+    /// timers: what `electctl run` must fit its grace period into.
+    pub fn lease_len(&self) -> Duration {
+        self.lease_len
+    }
+
+    /// The heartbeat interval now in force.
+    pub fn heartbeat(&self) -> Duration {
+        self.cfg.heartbeat
     }
 
     /// Each other server's id and when it was last heard.
@@ -676,11 +820,16 @@ impl Node {
                 self.step_down(now);
             }
         }
-        if let Some(r) = self.resign_again {
-            if now >= r.at {
-                self.resign_again = None;
-                self.send_lead_msg(r.term, r.seq, true);
+        match self.resign {
+            Resign::Waiting { until, .. } if now >= until => {
+                info!("lease ended before every local supervisor confirmed: resigning now");
+                self.send_resign(now);
             }
+            Resign::Again { term, seq, at } if now >= at => {
+                self.resign = Resign::Idle;
+                self.send_lead_msg(term, seq, true);
+            }
+            _ => {}
         }
         if let Some(l) = &self.leadership {
             if now >= l.next_lead_at {
@@ -698,10 +847,7 @@ impl Node {
     // ----- ELECTOR ------------------------------------------------------------------
 
     fn leader_live(&self, now: Time) -> bool {
-        self.leader.is_some()
-            && self
-                .leader_heard_at
-                .is_some_and(|t| now < t + self.leader_hold)
+        self.leader.is_some() && now < self.faith_until
     }
 
     /// Servers heard within K*HBT + HBT, this one included. The extra heartbeat matters:
@@ -718,9 +864,11 @@ impl Node {
         u8::try_from(others + 1).unwrap_or(u8::MAX)
     }
 
-    fn forget_leader(&mut self) {
+    /// Forgets the leader and releases this server's faith in it (only a RESIGN of the
+    /// followed leadership, or this server's own RESIGN, may do that).
+    fn release_leader(&mut self, now: Time) {
         self.leader = None;
-        self.leader_heard_at = None;
+        self.faith_until = self.faith_until.min(now);
     }
 
     fn enter_voting(&mut self, now: Time) {
@@ -888,12 +1036,12 @@ impl Node {
     }
 
     /// True for a claim from a server that cannot be hearing our live leader: it proposes
-    /// a term we are past, or (in our term) it is behind by at least max(K-1, 2) of the leader's LEADs
-    /// (a follower whose hold expired missed K-1 at least; a healthy one is at most one
-    /// behind, the LEAD in flight). Ignoring
-    /// it is always safe (it only means we do not vote), and it keeps a cut-off or
-    /// one-way-deaf follower from re-electing a healthy leader over and over: the
-    /// leader's next LEAD it does hear brings it up to date.
+    /// a term we are past, or (in our term) it is behind by at least max(K-1, 2) of the
+    /// leader's LEADs (a follower whose hold expired missed K-1 at least; a healthy one
+    /// is at most one behind, the LEAD in flight). Ignoring it is always safe (it only
+    /// means we do not vote), and it keeps a cut-off or one-way-deaf follower from
+    /// re-electing a healthy leader over and over: the leader's next LEAD it does hear
+    /// brings it up to date.
     fn is_straggler(&self, claim: &Claim) -> bool {
         let (term, seq) = self.last_seen;
         let lag = u64::from(self.cfg.missed_heartbeats - 1).max(2);
@@ -907,7 +1055,14 @@ impl Node {
             || (claim.last.0 == term && claim.last.1.saturating_add(lag) <= seq)
     }
 
-    /// The ELECTOR's part of accepting a LEAD (from another server or from itself).
+    /// The faith a LEAD carrying `hold_ms` earns: max(own K*HBT, its hold), exactly.
+    fn faith_hold(&self, hold_ms: u32) -> Duration {
+        self.hold.max(Duration::from_millis(u64::from(hold_ms)))
+    }
+
+    /// The ELECTOR's part of accepting a LEAD (from another server or from itself): the
+    /// leader, its position, and faith until max(faith_until, now + hold). A later LEAD
+    /// never shortens what an earlier one promised (SPEC section 5, WATCHING).
     fn watch_leader(&mut self, now: Time, s: usize, term: u64, seq: u64, hold: Duration) {
         if self.leader != Some(s) {
             self.counters.leader_changes += 1;
@@ -916,8 +1071,11 @@ impl Node {
             }
         }
         self.leader = Some(s);
-        self.leader_heard_at = Some(now);
-        self.leader_hold = self.hold.max(hold);
+        self.faith_until = if self.cfg.sabotage.hold_replaced {
+            now + hold
+        } else {
+            self.faith_until.max(now + hold)
+        };
         self.last_seen = self.last_seen.max((term, seq));
         self.retry_doublings = 0;
         let round_over = match self.elector {
@@ -927,13 +1085,26 @@ impl Node {
         if round_over {
             self.elector = ElectorState::Watching;
             self.slate.clear();
-            self.elector_deadline = now + self.leader_hold;
+            self.elector_deadline = self.faith_until;
+        }
+    }
+
+    /// Updates the hold promise for a LEAD accepted at `now` that earns `hold` of faith
+    /// (SPEC section 4): it grows at once, and shrinks to `hold` only once the faith
+    /// owed for longer holds has run out to within `hold`. So at every moment the
+    /// promise covers the faith still owed, and is never a lifetime maximum.
+    fn update_promise(&mut self, now: Time, hold: Duration) {
+        if hold >= self.promise || self.faith_until <= now + hold {
+            if hold < self.promise {
+                debug!("hold promise shrinks from {:?} to {hold:?}", self.promise);
+            }
+            self.promise = hold;
         }
     }
 
     // ----- CANDIDATE ----------------------------------------------------------------
 
-    fn on_lead(&mut self, now: Time, s: usize, term: u64, seq: u64, hold_ms: u32, resign: bool) {
+    fn on_lead(&mut self, now: Time, s: usize, term: u64, seq: u64, hold_ms: u32) {
         if term < self.term {
             self.counters.stale_leads += 1;
             return;
@@ -958,29 +1129,45 @@ impl Node {
             self.step_down(now);
         }
         self.term = term;
-        self.max_hold_ms = self.max_hold_ms.max(hold_ms);
+        let hold = self.faith_hold(hold_ms);
+        self.update_promise(now, hold);
+        // The ACK below leaves only once the term and the promise are on disk.
         self.persist();
-        self.last_seen = self.last_seen.max((term, seq));
-        if resign {
-            if self.leader.is_none_or(|l| l == s) {
-                info!("leader {} resigned term {term}", self.ids[s]);
-            }
-            self.forget_leader();
-            if self.elector == ElectorState::Watching {
-                self.enter_voting(now);
-            }
-            // A round held open for this resignation may now be complete.
-            self.decide_if_complete(now);
-            return;
-        }
-        self.watch_leader(now, s, term, seq, Duration::from_millis(u64::from(hold_ms)));
+        self.watch_leader(now, s, term, seq, hold);
         self.tally.clear();
         let ack = self.message(term, Body::Ack { seq });
         self.send(Dest::All, ack);
     }
 
+    /// A LEAD with RESIGN: releases this server only if it ends the leadership it
+    /// follows (same leader, same term, a seq above the last seen). A late or duplicated
+    /// RESIGN of any other leadership is ignored (SPEC section 5).
+    fn on_resign(&mut self, now: Time, s: usize, term: u64, seq: u64) {
+        let follows = if self.cfg.sabotage.volatile_led {
+            term >= self.term && self.leader.is_none_or(|l| l == s)
+        } else {
+            self.leader == Some(s) && self.last_seen.0 == term && seq > self.last_seen.1
+        };
+        if !follows || self.leadership.is_some() {
+            debug!(
+                "ignored a RESIGN of term {term} seq {seq} from {} (not the followed leadership)",
+                self.ids[s]
+            );
+            return;
+        }
+        info!("leader {} resigned term {term}", self.ids[s]);
+        self.term = self.term.max(term);
+        self.last_seen = self.last_seen.max((term, seq));
+        self.release_leader(now);
+        if self.elector == ElectorState::Watching {
+            self.enter_voting(now);
+        }
+        // A round held open for this resignation may now be complete.
+        self.decide_if_complete(now);
+    }
+
     fn on_vote(&mut self, now: Time, voter: usize, term: u64) {
-        if term < self.term || self.witness[self.me] {
+        if term < self.term || self.witness[self.me] || self.resign != Resign::Idle {
             return;
         }
         let count = self
@@ -990,11 +1177,12 @@ impl Node {
             return;
         }
         match &mut self.leadership {
-            // Never lead a term already led and left: late or duplicated VOTEs must not
-            // undo a resignation, whose RESIGN has already released the followers.
-            None if term <= self.last_led => {}
+            // Never lead a term already led (persisted, so across restarts too): late or
+            // duplicated VOTEs must not revive a leadership that was given up, whose
+            // RESIGN may already have released the followers.
+            None if term <= self.led_term => {}
             None => {
-                self.last_led = term;
+                self.led_term = term;
                 self.term = term;
                 self.persist();
                 self.leadership = Some(Leadership::new(term, self.ids.len(), now));
@@ -1004,11 +1192,11 @@ impl Node {
                 self.send_lead(now);
             }
             Some(l) if term > l.term => {
-                self.last_led = term;
                 // Re-elected: acknowledgements of the old term still count, because
                 // those voters will not vote for anyone else while they hear us.
                 l.term = term;
                 l.seq = 0;
+                self.led_term = term;
                 self.term = term;
                 self.persist();
                 self.push_event(Event::Elected { term });
@@ -1031,6 +1219,11 @@ impl Node {
     }
 
     fn send_lead(&mut self, now: Time) {
+        let hold = self.hold;
+        // The leader hears itself: its own faith and hold promise cover each LEAD it
+        // sends (its lease counts itself as acknowledged), on disk before it leaves.
+        self.update_promise(now, hold);
+        self.persist();
         let (term, seq) = {
             let l = self
                 .leadership
@@ -1043,12 +1236,18 @@ impl Node {
             (l.term, l.seq)
         };
         self.send_lead_msg(term, seq, false);
-        // The leader hears itself: a healthy leader never starts a round against itself.
-        self.watch_leader(now, self.me, term, seq, self.hold);
+        // A healthy leader never starts a round against itself.
+        self.watch_leader(now, self.me, term, seq, hold);
     }
 
     fn send_lead_msg(&mut self, term: u64, seq: u64, resign: bool) {
-        let hold_ms = ms_u32(self.hold);
+        // Rounded up: a follower's faith must never end before the lease the leader
+        // computes from its own exact hold (issue 10, finding 2).
+        let hold_ms = if self.cfg.sabotage.hold_rounded_down {
+            ms_floor(self.hold)
+        } else {
+            ms_ceil(self.hold)
+        };
         let msg = self.message(
             term,
             Body::Lead {
@@ -1060,6 +1259,35 @@ impl Node {
         self.send(Dest::All, msg);
     }
 
+    /// Sends the first RESIGN of a waiting handoff and schedules the second. Followers
+    /// are released only now, once no local command can still run.
+    fn send_resign(&mut self, now: Time) {
+        let Resign::Waiting { term, seq, .. } = self.resign else {
+            return;
+        };
+        self.send_lead_msg(term, seq + 1, true);
+        self.resign = Resign::Again {
+            term,
+            seq: seq + 2,
+            at: now + self.cfg.heartbeat / 10,
+        };
+        self.push_event(Event::Resigned { term });
+        info!("RESIGN of term {term} sent");
+        self.resigned_last = true;
+        // VOTEs of a round already in flight must not make this server lead again at
+        // once: it gave up the next term too.
+        if !self.cfg.sabotage.volatile_led {
+            self.led_term = self.led_term.max(term.saturating_add(1));
+            self.persist();
+        }
+        if self.leader == Some(self.me) {
+            self.release_leader(now);
+        }
+        if self.elector == ElectorState::Watching {
+            self.enter_voting(now);
+        }
+    }
+
     fn step_down(&mut self, now: Time) {
         let Some(l) = self.leadership.take() else {
             return;
@@ -1067,12 +1295,101 @@ impl Node {
         self.counters.leader_changes += 1;
         self.push_event(Event::SteppedDown { term: l.term });
         if self.leader == Some(self.me) {
-            self.forget_leader();
+            // Its lease has ended (or a newer leader superseded it): its own vote is free.
+            self.release_leader(now);
         }
         self.tally.clear();
         if self.elector == ElectorState::Watching {
             let wait = self.retry_wait();
             self.elector_deadline = self.elector_deadline.min(now + wait);
+        }
+    }
+
+    // ----- invariants ---------------------------------------------------------------
+
+    fn invariant(&self, ok: bool, what: std::fmt::Arguments<'_>) {
+        if ok {
+            return;
+        }
+        if self.cfg.strict {
+            panic!("server {}: invariant broken: {what}", self.cfg.id);
+        }
+        error!("invariant broken (a bug; please report it): {what}");
+    }
+
+    /// The core's invariants, checked after every input (issue 10).
+    fn check_invariants(&mut self, now: Time) {
+        self.invariant(
+            self.term >= self.checked_term,
+            format_args!("term fell from {} to {}", self.checked_term, self.term),
+        );
+        self.checked_term = self.term;
+        self.invariant(
+            self.voted_term <= self.term,
+            format_args!("voted_term {} above term {}", self.voted_term, self.term),
+        );
+        if let Some(l) = &self.leadership {
+            if let Some(u) = l.lease_until() {
+                self.invariant(
+                    u <= now + l.longest_lease(),
+                    format_args!(
+                        "lease ends {:?} after now + its length",
+                        u.saturating_since(now)
+                    ),
+                );
+            }
+            self.invariant(
+                l.term <= self.led_term,
+                format_args!("leads term {} above led_term {}", l.term, self.led_term),
+            );
+        }
+        // The promise covers the faith still owed (what a restart must stay quiet for).
+        let owed = self.faith_until.saturating_since(now);
+        self.invariant(
+            self.cfg.sabotage.hold_replaced || self.promise >= owed,
+            format_args!(
+                "hold promise {:?} below the faith owed {owed:?}",
+                self.promise
+            ),
+        );
+        self.invariant(
+            self.requested.is_some() || self.held.is_empty(),
+            format_args!("outputs held with no write pending"),
+        );
+    }
+
+    /// Checks, as a datagram leaves, that the state it reflects is durable.
+    fn check_durable_for(&self, msg: &Message) {
+        if self.cfg.sabotage.any() {
+            return;
+        }
+        let d = &self.durable;
+        self.invariant(
+            self.requested.is_none(),
+            format_args!("a datagram left while a write was pending"),
+        );
+        match msg.body {
+            Body::Vote { candidate } => self.invariant(
+                d.voted_term >= msg.term && (d.voted_term > msg.term || d.voted_for == candidate),
+                format_args!("VOTE of term {} left before it was durable", msg.term),
+            ),
+            Body::Lead {
+                hold_ms, resign, ..
+            } => {
+                self.invariant(
+                    resign || d.led_term >= msg.term,
+                    format_args!("LEAD of term {} left before led_term was durable", msg.term),
+                );
+                self.invariant(
+                    resign || d.hold_ms >= hold_ms,
+                    format_args!("LEAD hold {hold_ms} ms above the durable promise"),
+                );
+            }
+            Body::Ack { .. } => self.invariant(
+                d.term >= msg.term,
+                format_args!("ACK of term {} left before the term was durable", msg.term),
+            ),
+            Body::Elect { .. } => {}
         }
     }
 
@@ -1083,12 +1400,16 @@ impl Node {
             term: self.term,
             voted_term: self.voted_term,
             voted_for: self.voted_for.map_or(0, |i| self.ids[i]),
-            max_hold_ms: self.max_hold_ms,
+            led_term: self.led_term,
+            hold_ms: ms_ceil(self.promise),
         };
         if self.cfg.sabotage.forget_votes {
             d.term = self.durable.term;
             d.voted_term = self.durable.voted_term;
             d.voted_for = self.durable.voted_for;
+        }
+        if self.cfg.sabotage.volatile_led {
+            d.led_term = self.durable.led_term;
         }
         d
     }
@@ -1111,6 +1432,7 @@ impl Node {
     }
 
     fn emit_send(&mut self, dest: Dest, msg: Message) {
+        self.check_durable_for(&msg);
         if let (Dest::One(c), Body::Vote { .. }) = (dest, msg.body) {
             self.push_event(Event::Voted {
                 term: msg.term,

@@ -1,9 +1,14 @@
-//! The state file (SPEC section 4): term, voted_term, voted_for and the largest hold.
+//! The state file (SPEC section 4): term, voted_term, voted_for, the highest term led
+//! and the hold promise.
 //!
 //! Text, so an operator can read it, with a CRC-32 line so a torn or edited file is
 //! detected. Written atomically: a temporary file in the same directory, fsync, rename
 //! over the old one, fsync of the directory. A missing file is a first start; an
 //! unreadable or corrupt one is an error that stops the daemon, never a silent reset.
+//!
+//! While a daemon runs, it holds an exclusive `flock` on `<state>.lock` (the state file
+//! itself is replaced by rename, so it cannot carry the lock); the lock file holds the
+//! holder's pid, so a second daemon refuses to start naming the file and the holder.
 
 use crate::node::Durable;
 use std::fmt;
@@ -18,6 +23,8 @@ pub enum StoreError {
     Io(PathBuf, io::Error),
     /// The file's content is not a valid state.
     Corrupt(PathBuf, String),
+    /// Another daemon holds the state file's lock (the holder is named).
+    Locked(PathBuf, String),
 }
 
 impl fmt::Display for StoreError {
@@ -27,6 +34,11 @@ impl fmt::Display for StoreError {
             StoreError::Corrupt(p, why) => write!(
                 f,
                 "state file {} is corrupt ({why}); refusing to start, since a reset could make this server vote twice in a term. Inspect it, and delete it only if this server's votes are known to be irrelevant",
+                p.display()
+            ),
+            StoreError::Locked(p, holder) => write!(
+                f,
+                "state file {} is in use by another electd ({holder}); two daemons on one state file could vote twice in a term",
                 p.display()
             ),
         }
@@ -39,6 +51,8 @@ impl std::error::Error for StoreError {}
 #[derive(Debug)]
 pub struct Store {
     path: PathBuf,
+    /// The open lock file while this process holds the lock.
+    lock: Option<File>,
 }
 
 /// What the daemon keeps beside the core's state: its boot number (the high half of
@@ -59,11 +73,12 @@ fn body(d: &Durable, x: &Extra) -> String {
         .map(|(id, b)| format!(" {id}:{b}"))
         .collect();
     format!(
-        "electd-state 1\nterm {}\nvoted_term {}\nvoted_for {}\nmax_hold_ms {}\nboot {}\npeer_boots{}\n",
+        "electd-state 2\nterm {}\nvoted_term {}\nvoted_for {}\nled_term {}\nhold_ms {}\nboot {}\npeer_boots{}\n",
         d.term,
         d.voted_term,
         d.voted_for,
-        d.max_hold_ms,
+        d.led_term,
+        d.hold_ms,
         x.boot,
         peers.concat()
     )
@@ -80,9 +95,11 @@ fn parse(text: &str) -> Result<(Durable, Extra), String> {
         return Err("checksum mismatch".into());
     }
     let mut lines = content.lines();
-    if lines.next() != Some("electd-state 1") {
-        return Err("unknown header".into());
-    }
+    let version = match lines.next() {
+        Some("electd-state 1") => 1,
+        Some("electd-state 2") => 2,
+        _ => return Err("unknown header".into()),
+    };
     let mut field = |name: &str| -> Result<u64, String> {
         let line = lines.next().ok_or(format!("missing {name}"))?;
         let v = line
@@ -91,14 +108,33 @@ fn parse(text: &str) -> Result<(Durable, Extra), String> {
             .ok_or(format!("expected {name}"))?;
         v.parse().map_err(|_| format!("bad {name}"))
     };
-    let d = Durable {
-        term: field("term")?,
-        voted_term: field("voted_term")?,
-        voted_for: u16::try_from(field("voted_for")?).map_err(|_| "bad voted_for")?,
-        max_hold_ms: u32::try_from(field("max_hold_ms")?).map_err(|_| "bad max_hold_ms")?,
+    let term = field("term")?;
+    let voted_term = field("voted_term")?;
+    let voted_for = u16::try_from(field("voted_for")?).map_err(|_| "bad voted_for")?;
+    let d = if version == 1 {
+        // Version 1 did not record the terms led: assume every term up to the current
+        // one was, so an upgraded server never leads one of them again.
+        Durable {
+            term,
+            voted_term,
+            voted_for,
+            led_term: term,
+            hold_ms: u32::try_from(field("max_hold_ms")?).map_err(|_| "bad max_hold_ms")?,
+        }
+    } else {
+        Durable {
+            term,
+            voted_term,
+            voted_for,
+            led_term: field("led_term")?,
+            hold_ms: u32::try_from(field("hold_ms")?).map_err(|_| "bad hold_ms")?,
+        }
     };
     if d.voted_term > d.term {
         return Err("voted_term above term".into());
+    }
+    if d.term >= crate::node::MAX_TERM || d.led_term >= crate::node::MAX_TERM {
+        return Err("term at or above the limit 2^62".into());
     }
     let mut x = Extra::default();
     for line in lines {
@@ -124,7 +160,56 @@ impl Store {
     pub fn new(path: &Path) -> Store {
         Store {
             path: path.to_path_buf(),
+            lock: None,
         }
+    }
+
+    /// The lock file beside the state file.
+    pub fn lock_path(&self) -> PathBuf {
+        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
+        name.push(".lock");
+        self.path.with_file_name(name)
+    }
+
+    /// Takes the exclusive lock that says a daemon runs on this state file, held until
+    /// the store is dropped (or the process dies). Two daemons on one state file could
+    /// each vote once in a term, which is two votes: the second refuses to start.
+    pub fn lock(&mut self) -> Result<(), StoreError> {
+        use std::io::{Read, Seek};
+        use std::os::fd::AsRawFd;
+        let lock_path = self.lock_path();
+        let io = |e| StoreError::Io(lock_path.clone(), e);
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(io)?;
+        // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let mut holder = String::new();
+                let _ = f.read_to_string(&mut holder);
+                let holder = holder.trim();
+                return Err(StoreError::Locked(
+                    self.path.clone(),
+                    if holder.is_empty() {
+                        "another process".into()
+                    } else {
+                        format!("pid {holder}")
+                    },
+                ));
+            }
+            return Err(StoreError::Io(lock_path, e));
+        }
+        f.set_len(0).map_err(io)?;
+        f.rewind().map_err(io)?;
+        f.write_all(format!("{}\n", std::process::id()).as_bytes())
+            .map_err(io)?;
+        self.lock = Some(f);
+        Ok(())
     }
 
     /// The file's path.
@@ -195,7 +280,8 @@ mod tests {
             term: 9,
             voted_term: 8,
             voted_for: 3,
-            max_hold_ms: 3000,
+            led_term: 7,
+            hold_ms: 3000,
         };
         let mut x = Extra {
             boot: 4,
@@ -215,8 +301,31 @@ mod tests {
             format!("{old}crc {:08x}\n", crc32fast::hash(old.as_bytes())),
         )
         .unwrap();
-        assert_eq!(s.load().unwrap().0.term, 3);
+        let (d1, _) = s.load().unwrap();
+        assert_eq!(
+            (d1.term, d1.led_term, d1.hold_ms),
+            (3, 3, 300),
+            "a version 1 file: every term so far counts as led"
+        );
         assert!(!dir.join("1.state.tmp").exists());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_second_lock_is_refused_naming_the_file_and_holder() {
+        let dir = tmpdir("lock");
+        let p = dir.join("3.state");
+        let mut a = Store::new(&p);
+        a.lock().unwrap();
+        let mut b = Store::new(&p);
+        let e = b.lock().unwrap_err().to_string();
+        assert!(
+            e.contains(&p.display().to_string())
+                && e.contains(&format!("pid {}", std::process::id())),
+            "{e}"
+        );
+        drop(a);
+        b.lock().expect("free again once the holder is gone");
         fs::remove_dir_all(dir).unwrap();
     }
 
@@ -230,7 +339,8 @@ mod tests {
                 term: 5,
                 voted_term: 5,
                 voted_for: 1,
-                max_hold_ms: 1,
+                led_term: 5,
+                hold_ms: 1,
             },
             &Extra::default(),
         )

@@ -22,7 +22,9 @@ fn cfg(id: u16, n: u16) -> NodeConfig {
         rtt: Duration::from_millis(20),
         missed_heartbeats: 3,
         drift_ppm: 10_000,
+        max_hold: Duration::from_secs(60),
         seed: 1,
+        strict: true,
         sabotage: Sabotage::default(),
     }
 }
@@ -88,7 +90,8 @@ fn vote_leaves_only_after_its_state_is_durable() {
         term: 1,
         voted_term: 1,
         voted_for: 1,
-        max_hold_ms: 0,
+        led_term: 0,
+        hold_ms: 0,
     };
     assert_eq!(
         out,
@@ -157,7 +160,8 @@ fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
         term: 9,
         voted_term: 0,
         voted_for: 0,
-        max_hold_ms: 500,
+        led_term: 0,
+        hold_ms: 500,
     };
     assert_eq!(drain(&mut n), vec![Output::Persist(want)]);
     n.handle_persisted(ms(21), want);
@@ -178,7 +182,8 @@ fn restarted_server_is_quiet_for_the_largest_hold_it_accepted() {
         term: 5,
         voted_term: 5,
         voted_for: 1,
-        max_hold_ms: 2000,
+        led_term: 0,
+        hold_ms: 2000,
     };
     let mut n = Node::new(cfg(3, 3), disk, ms(0)).unwrap();
     for (at, votes) in [(ms(1500), false), (ms(2500), true)] {
@@ -295,7 +300,8 @@ fn complete_round_is_decided_early() {
             term: 1,
             voted_term: 1,
             voted_for: 1,
-            max_hold_ms: 0
+            led_term: 0,
+            hold_ms: 0
         })]
     );
     assert_eq!(

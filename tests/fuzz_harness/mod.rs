@@ -48,7 +48,9 @@ fn config(id: u16) -> NodeConfig {
         rtt: Duration::from_millis(20),
         missed_heartbeats: 3,
         drift_ppm: 0,
+        max_hold: Duration::from_secs(60),
         seed: u64::from(id),
+        strict: true,
         sabotage: Sabotage::default(),
     }
 }

@@ -72,7 +72,7 @@ impl Checker {
             Event::DualLeader { term, other } => self.violate(format!(
                 "S1: {id} saw {other} lead its own term {term} (t={now})"
             )),
-            Event::SteppedDown { .. } => {}
+            Event::SteppedDown { .. } | Event::Resigning { .. } | Event::Resigned { .. } => {}
         }
     }
 

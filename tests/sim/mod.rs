@@ -242,7 +242,9 @@ impl Sim {
                 rtt: opts.rtt,
                 missed_heartbeats: opts.k,
                 drift_ppm: opts.drift_ppm,
+                max_hold: Duration::from_secs(60),
                 seed: rng.next_u64(),
+                strict: true,
                 sabotage: opts.sabotage.clone(),
             });
             hosts.push(Host {
@@ -670,7 +672,11 @@ impl Sim {
     /// Sends `yield` to a server; true if it was leader.
     pub fn resign(&mut self, id: u16) -> bool {
         let mut r = false;
-        self.with_node(id, |n, t| r = n.handle_yield(t));
+        // No supervisors yet: the RESIGN may leave at once.
+        self.with_node(id, |n, t| {
+            r = n.handle_yield(t);
+            n.handle_released(t);
+        });
         r
     }
 
