@@ -779,6 +779,17 @@ impl Node {
         self.lease_len
     }
 
+    /// Until when this server keeps faith in its leader (no vote for anyone else before
+    /// it): what an adversary in the simulator aims deliveries at.
+    pub fn faith_until(&self) -> Time {
+        self.faith_until
+    }
+
+    /// The hold promise: the longest faith this server may still owe a leader.
+    pub fn hold_promise(&self) -> Duration {
+        self.promise
+    }
+
     /// The heartbeat interval now in force.
     pub fn heartbeat(&self) -> Duration {
         self.cfg.heartbeat
