@@ -891,7 +891,8 @@ impl Node {
             last: self.last_seen,
             priority: self.cfg.servers[self.me].priority,
             heard: self.heard_count(now),
-            ineligible: self.witness[self.me] || self.resigned_last,
+            // A server waiting to resign may not lead the next round either.
+            ineligible: self.witness[self.me] || self.resigned_last || self.resign != Resign::Idle,
         };
         self.slate.record(self.me, claim);
         if now < self.quiet_until {
