@@ -670,6 +670,14 @@ hook-timeout 10s
             ),
             ("rtt 2s", "electd.conf: rtt must be shorter than heartbeat"),
             (
+                "max-hold 2s",
+                "electd.conf: heartbeat * missed-heartbeats must not exceed max-hold",
+            ),
+            (
+                "max-hold 2000h",
+                "electd.conf: max-hold must be at most 49 days",
+            ),
+            (
                 "id 9",
                 "electd.conf:15: this server's id 9 is not in the server list",
             ),
