@@ -143,6 +143,186 @@ fn handovers(n: u16, hbt_ms: u64, rtt_ms: u64, fault: Fault, trials: usize) -> V
     out
 }
 
+/// The environment variable that turns this benchmark binary into the processor of
+/// the handoff benchmark: it stamps its start and exit on CLOCK_BOOTTIME and exits
+/// `PROC_STOP_MS` after SIGTERM, like a consumer finishing its in-flight message.
+const PROC_LOG: &str = "ELECTD_BENCH_PROC_LOG";
+const PROC_STOP_MS: u64 = 50;
+
+static PROC_TERM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn proc_on_term(_: libc::c_int) {
+    PROC_TERM.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn boot_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec; CLOCK_BOOTTIME exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn proc_stamp(log: &str, what: &str) {
+    let line = format!("{what} {} {}\n", std::process::id(), boot_ns());
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+        .expect("processor log");
+    f.write_all(line.as_bytes()).expect("processor log");
+}
+
+/// The processor: runs until SIGTERM, then PROC_STOP_MS more (at most 5 minutes).
+fn processor(log: &str) -> ! {
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGTERM,
+            proc_on_term as *const () as libc::sighandler_t,
+        )
+    };
+    proc_stamp(log, "start");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !PROC_TERM.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    proc_stamp(log, "term");
+    std::thread::sleep(Duration::from_millis(PROC_STOP_MS));
+    proc_stamp(log, "exit");
+    std::process::exit(0);
+}
+
+/// (what, pid, boot ns) of every stamp in the processor log.
+fn proc_stamps(log: &std::path::Path) -> Vec<(String, u32, u64)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            Some((
+                f.first()?.to_string(),
+                f.get(1)?.parse().ok()?,
+                f.get(2)?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Planned handoffs with `electctl run` on every server around a processor that exits
+/// 50 ms after SIGTERM: from the request to the new processor's start, and the gap
+/// between the old processor's exit and the new one's start (never negative: S5).
+fn planned_handoffs(fault: Fault, trials: usize) -> (Vec<f64>, Vec<f64>) {
+    let hbt_ms = 100;
+    let mut c = Cluster::start_with(Mode::Unicast, 3, &conf_extra(hbt_ms, 20), &[]);
+    let log = c.dir.join("proc.log");
+    let me = std::env::current_exe().expect("own path");
+    let run = |c: &Cluster, id: u16| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_electctl"))
+            .arg("--socket")
+            .arg(c.sock(id))
+            .args(["run", "--grace", "150ms", "--"])
+            .arg(&me)
+            .env(PROC_LOG, &log)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(c.dir.join(format!("run-{id}.log"))).expect("log"))
+            .spawn()
+            .expect("electctl run")
+    };
+    let mut sups: Vec<_> = (1..=3).map(|id| run(&c, id)).collect();
+    let (mut total, mut gaps) = (Vec::new(), Vec::new());
+    for _ in 0..trials {
+        let (old, _) = c.agreement(Duration::from_secs(20));
+        // Wait until the leader's processor runs.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let running = |s: &[(String, u32, u64)]| {
+            s.iter()
+                .filter(|x| x.0 == "start")
+                .any(|x| !s.iter().any(|y| y.0 == "exit" && y.1 == x.1))
+        };
+        while !running(&proc_stamps(&log)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let before = proc_stamps(&log).len();
+        let t0 = boot_ns();
+        let stopped = match fault {
+            Fault::Term => Some(c.terminate(old)),
+            _ => {
+                c.request(old, "yield");
+                None
+            }
+        };
+        // The new processor's start.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // The new processor's start and the old one's exit, in whichever order.
+        let new_start = loop {
+            let s = proc_stamps(&log);
+            let started = s[before..].iter().any(|x| x.0 == "start");
+            let exited = s[before..].iter().any(|x| x.0 == "exit");
+            if started && exited {
+                let x = s[before..].iter().find(|x| x.0 == "start").expect("found");
+                break Some((x.2, s.clone()));
+            }
+            if Instant::now() > deadline {
+                // Started, but the old processor left no exit stamp: it was SIGKILLed.
+                break s[before..]
+                    .iter()
+                    .find(|x| x.0 == "start")
+                    .map(|x| (x.2, s.clone()));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        if let Some((start, s)) = new_start {
+            total.push((start - t0) as f64 / 1e6);
+            match s[before..].iter().find(|x| x.0 == "exit") {
+                Some(exit) => gaps.push((start as f64 - exit.2 as f64) / 1e6),
+                None => eprintln!("bench: the old processor was killed, not stopped"),
+            }
+        } else {
+            eprintln!("bench: no new processor after {fault:?} of {old}");
+        }
+        if let Some(child) = stopped {
+            common::wait_exit(child, Duration::from_secs(5));
+            c.spawn(old);
+        }
+        std::thread::sleep(Duration::from_millis(5 * hbt_ms));
+    }
+    for s in &sups {
+        common::signal(s, libc::SIGTERM);
+    }
+    for s in sups.iter_mut() {
+        let _ = s.wait();
+    }
+    (total, gaps)
+}
+
+fn handoff_report(report: &mut String, n: usize) {
+    let _ = writeln!(
+        report,
+        "\n### Planned handoff with the processor under `electctl run` (3 servers, heartbeat 100 ms, rtt 20 ms, {n} trials)\n\nEvery server runs `electctl run --grace 150ms` around a processor that exits {PROC_STOP_MS} ms after SIGTERM. The old leader stops reporting leader, tells its `electctl run`, waits for the processor to exit, and only then sends the RESIGN. Measured on CLOCK_BOOTTIME: from the request to the new leader's processor start, and the gap from the old processor's exit to the new one's start (negative would be two processors at once).\n"
+    );
+    let _ = writeln!(
+        report,
+        "| handoff | to new processor: min | median | p99 | max (ms) | exit-to-start gap: min | median | max (ms) |"
+    );
+    let _ = writeln!(report, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (fault, name) in [(Fault::Yield, "yield"), (Fault::Term, "SIGTERM")] {
+        let (t, g) = planned_handoffs(fault, n);
+        if t.is_empty() || g.is_empty() {
+            eprintln!("bench: {name}: no handoff measured ({t:?}, {g:?})");
+            continue;
+        }
+        let [mn, md, p99, mx] = stats(t);
+        let [gmn, gmd, _, gmx] = stats(g);
+        let _ = writeln!(
+            report,
+            "| {name} | {mn:.1} | {md:.1} | {p99:.1} | {mx:.1} | {gmn:.1} | {gmd:.1} | {gmx:.1} |"
+        );
+    }
+}
+
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
@@ -382,6 +562,15 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    if let Ok(log) = std::env::var(PROC_LOG) {
+        processor(&log);
+    }
+    if std::env::var_os("BENCH_ONLY_HANDOFF").is_some() {
+        let mut report = String::new();
+        handoff_report(&mut report, trials());
+        println!("{report}");
+        return;
+    }
     let mut report = String::new();
     let _ = writeln!(
         report,
@@ -427,6 +616,7 @@ fn main() {
             }
         }
     }
+    handoff_report(&mut report, n);
     control(&mut report);
     idle(&mut report);
     scale(&mut report);
