@@ -344,7 +344,7 @@ impl Control {
         self.clients
             .iter()
             .flatten()
-            .any(|c| c.servable() || c.wants_read())
+            .any(|c| c.servable() || c.wants_read() || (c.too_long && c.dropping.is_none()))
     }
 
     /// Reads what a client sent, up to `INBUF_CAP` buffered bytes.
@@ -450,7 +450,8 @@ impl Control {
                 out.push((slot, Request::parse(&text)));
                 taken += 1;
             }
-            if c.too_long && !c.has_line() && c.dropping.is_none() {
+            // Refused at the next wakeup, after the answers to this one's requests.
+            if c.too_long && !c.has_line() && c.dropping.is_none() && taken == 0 {
                 Self::refuse_long(c, now);
             }
             if taken > 0 {
@@ -619,7 +620,7 @@ impl Control {
             let dropped = c
                 .dropping
                 .is_some_and(|t| c.outbuf.is_empty() || (stuck && now.duration_since(t) >= LINGER));
-            let finished = c.eof && !c.has_line() && c.outbuf.is_empty();
+            let finished = c.eof && !c.has_line() && !c.too_long && c.outbuf.is_empty();
             if dropped || finished || idle {
                 self.free(slot, registry);
             }
@@ -646,13 +647,189 @@ impl Drop for Control {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mio::Poll;
+    use std::io::BufRead;
 
     #[test]
     fn requests_parse_and_json_escapes() {
         assert_eq!(Request::parse("status\r"), Request::Status);
         assert_eq!(Request::parse(" watch "), Request::Watch);
+        assert_eq!(Request::parse("supervise"), Request::Supervise);
+        assert_eq!(Request::parse("released 7"), Request::Released(7));
+        assert!(matches!(Request::parse("released 0"), Request::Invalid(_)));
+        assert!(matches!(Request::parse("released x"), Request::Invalid(_)));
+        assert!(matches!(Request::parse("released"), Request::Invalid(_)));
+        assert!(matches!(
+            Request::parse("released 99999999999999999999999"),
+            Request::Invalid(_)
+        ));
+        assert_eq!(Request::parse("leave"), Request::Leave);
         assert_eq!(Request::parse("bogus"), Request::Unknown("bogus".into()));
         assert_eq!(json_str("a\"b\\c\n"), r#""a\"b\\c\u000a""#);
         assert_eq!(error_line("x"), "{\"error\":\"x\"}\n");
+    }
+
+    struct Fixture {
+        poll: Poll,
+        control: Control,
+        path: PathBuf,
+    }
+
+    impl Fixture {
+        fn new(tag: &str) -> Fixture {
+            let path = std::env::temp_dir()
+                .join(format!("electd-control-{tag}-{}.sock", std::process::id()));
+            let _ = std::fs::remove_file(&path);
+            let poll = Poll::new().unwrap();
+            let mut control = Control::bind(&path, 0o600, 10).unwrap();
+            control.register(poll.registry(), Token(10)).unwrap();
+            Fixture {
+                poll,
+                control,
+                path,
+            }
+        }
+
+        fn connect(&mut self) -> std::os::unix::net::UnixStream {
+            let s = std::os::unix::net::UnixStream::connect(&self.path).unwrap();
+            self.control.accept(self.poll.registry(), Instant::now());
+            s
+        }
+
+        /// Reads every client as if each had a readiness event.
+        fn read_all(&mut self) {
+            for slot in 0..MAX_CLIENTS {
+                if self.control.clients[slot].is_some() {
+                    self.control
+                        .readable(Token(self.control.first_token + slot), Instant::now());
+                }
+            }
+        }
+
+        fn flush(&mut self) {
+            self.control.flush(self.poll.registry(), Instant::now());
+        }
+    }
+
+    #[test]
+    fn work_per_wakeup_is_bounded_and_shared_round_robin() {
+        let mut f = Fixture::new("budget");
+        let mut socks: Vec<_> = (0..20).map(|_| f.connect()).collect();
+        for s in &mut socks {
+            s.write_all(&b"ping\n".repeat(50)).unwrap();
+        }
+        f.read_all();
+        let first = f.control.take_requests(Instant::now());
+        assert_eq!(first.len(), REQUESTS_PER_WAKEUP);
+        let mut per = [0usize; MAX_CLIENTS];
+        for (slot, r) in &first {
+            assert_eq!(*r, Request::Ping);
+            per[*slot] += 1;
+        }
+        assert!(per.iter().all(|&n| n <= REQUESTS_PER_CLIENT), "{per:?}");
+        // Leftovers stay buffered and the loop must not sleep on them.
+        assert!(f.control.has_more());
+        let second = f.control.take_requests(Instant::now());
+        // The next wakeup starts where this one stopped: the clients left out come first.
+        let served_first: std::collections::BTreeSet<usize> = first.iter().map(|r| r.0).collect();
+        let starved = (0..20).find(|s| !served_first.contains(s)).unwrap();
+        assert_eq!(second[0].0, starved);
+        let mut total = first.len() + second.len();
+        for _ in 0..100 {
+            total += f.control.take_requests(Instant::now()).len();
+        }
+        assert_eq!(total, 20 * 50);
+        assert!(!f.control.has_more());
+    }
+
+    #[test]
+    fn a_reader_that_stops_never_keeps_its_slot() {
+        let mut f = Fixture::new("slow");
+        let _watcher = f.connect();
+        f.control.watch(0);
+        let line = format!("{}\n", "x".repeat(1000));
+        // The kernel buffer fills, then ours, then the watcher is dropped.
+        for _ in 0..2000 {
+            f.control.broadcast(&line);
+            // Direct replies to a client being dropped must not refill its buffer.
+            f.control.reply(0, &line);
+            f.flush();
+            if f.control.clients() == 0 {
+                break;
+            }
+        }
+        assert_eq!(f.control.clients(), 0, "the watcher kept its slot");
+        assert!(f.control.counters.dropped >= 1);
+    }
+
+    #[test]
+    fn long_requests_are_answered_in_order_then_refused() {
+        let mut f = Fixture::new("long");
+        let s = f.connect();
+        let mut w = s.try_clone().unwrap();
+        w.write_all(b"ping\n").unwrap();
+        w.write_all(&vec![b'a'; MAX_REQUEST + 10]).unwrap();
+        f.read_all();
+        let reqs = f.control.take_requests(Instant::now());
+        assert_eq!(reqs, vec![(0, Request::Ping)]);
+        f.control.reply(0, "{\"ok\":true}\n");
+        f.flush();
+        assert!(f.control.has_more(), "the refusal is still to come");
+        assert!(f.control.take_requests(Instant::now()).is_empty());
+        f.flush();
+        assert_eq!(f.control.clients(), 0);
+        let mut r = std::io::BufReader::new(s);
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        assert_eq!(l, "{\"ok\":true}\n");
+        l.clear();
+        r.read_line(&mut l).unwrap();
+        assert!(l.contains("longer than 1024"), "{l}");
+    }
+
+    #[test]
+    fn supervisors_are_clear_only_after_confirming_a_later_line() {
+        let mut f = Fixture::new("sup");
+        let s = f.connect();
+        assert!(f.control.supervisors_clear(0));
+        f.control.supervise(0);
+        assert!(f.control.supervisors_clear(0), "no lease told yet");
+        f.control
+            .push_supervisor(0, "\"role\":\"leader\"", Some(5_000));
+        assert!(!f.control.supervisors_clear(0));
+        f.control
+            .push_supervisor(0, "\"role\":\"leader\"", Some(6_000));
+        assert!(f.control.confirm(0, 3).is_err(), "line 3 was never sent");
+        f.control.confirm(0, 2).unwrap();
+        assert!(!f.control.supervisors_clear(0), "line 2 is a leader line");
+        f.control.push_supervisor(0, "\"role\":\"follower\"", None);
+        f.control.confirm(0, 3).unwrap();
+        assert!(f.control.supervisors_clear(0));
+        // Told of a new lease, then gone without confirming: no confirmation, but
+        // only until the lease end it was told of.
+        f.control
+            .push_supervisor(0, "\"role\":\"leader\"", Some(9_000));
+        drop(s);
+        f.read_all();
+        f.flush();
+        assert_eq!(f.control.supervisors(), 0);
+        assert!(!f.control.supervisors_clear(8_999));
+        assert!(f.control.supervisors_clear(9_000));
+        assert_eq!(f.control.counters.departed_unconfirmed, 1);
+    }
+
+    #[test]
+    fn a_supervisor_that_leaves_cleanly_holds_nothing() {
+        let mut f = Fixture::new("leave");
+        let s = f.connect();
+        f.control.supervise(0);
+        f.control
+            .push_supervisor(0, "\"role\":\"leader\"", Some(9_000));
+        f.control.leave(0);
+        drop(s);
+        f.read_all();
+        f.flush();
+        assert!(f.control.supervisors_clear(0));
+        assert!(f.control.confirm(0, 1).is_err());
     }
 }
