@@ -190,6 +190,7 @@ fn yield_waits_for_the_command_and_gives_it_the_grace() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (runs, leader_log) = handoff(false);
     let (old, new) = (runs[0], runs[1]);
+    assert_ne!(old.pid, new.pid);
     let (term, stop) = (old.term.expect("SIGTERM"), old.stop.expect("no SIGKILL"));
     assert!(
         stop - term >= 80_000_000,
@@ -295,10 +296,6 @@ fn slow_poll_starts_and_stops_promptly() {
     assert!(c.log(1).contains("(every supervisor confirmed)"));
 }
 
-fn metric_now(c: &Cluster, id: u16, name: &str) -> u64 {
-    c.metric(id, name)
-}
-
 /// A supervisor that leaves without confirming is no confirmation: the RESIGN waits
 /// for the lease end it was told of, and no longer than the lease. (Fails if a
 /// departure counted as a confirmation: the wait is then about 0.)
@@ -333,7 +330,7 @@ fn departed_supervisor_holds_the_resign_until_its_lease_end() {
     wait_for("the RESIGN", Duration::from_secs(2), || {
         c.log(1).contains("RESIGN after").then_some(())
     });
-    let waited_ms = metric_now(&c, 1, "electd_handoff_last_wait_ms");
+    let waited_ms = c.metric(1, "electd_handoff_last_wait_ms");
     let at_least = until.saturating_sub(yielded) / 1_000_000;
     eprintln!(
         "departed supervisor: RESIGN waited {waited_ms} ms (its lease had {at_least} ms left)"
@@ -348,7 +345,7 @@ fn departed_supervisor_holds_the_resign_until_its_lease_end() {
         "waited {waited_ms} ms, longer than a lease"
     );
     assert_eq!(
-        metric_now(&c, 1, "electd_supervisors_departed_unconfirmed_total"),
+        c.metric(1, "electd_supervisors_departed_unconfirmed_total"),
         1
     );
 }
