@@ -3,18 +3,29 @@
 //!
 //! Every wakeup: read a bounded batch from each ready source, feed the core, then drain
 //! the core's outputs (a Persist is written and confirmed before anything after it is
-//! sent), then answer control requests and tell watchers about changes. The poll
-//! timeout is the core's next deadline.
+//! sent), then answer a bounded batch of control requests and tell watchers and
+//! supervisors about changes. The poll timeout is the core's next deadline.
+//!
+//! The core's `now` is CLOCK_BOOTTIME (`time::boot_now`, SPEC section 8): leases keep
+//! running through a suspend. Hook timeouts, the watchdog and log rate limits are not
+//! leases and use `Instant`.
+//!
+//! Planned handoffs (SPEC section 6, Resign): on `Event::Resigning` the daemon tells
+//! every supervisor (`electctl run`, registered with `supervise`) at once, and calls
+//! `Node::handle_released` only when each has confirmed that its command exited; a
+//! supervisor that left unconfirmed is no confirmation, and the core's own deadline
+//! lets the RESIGN go at the lease end. SIGTERM and SIGINT take the same path and the
+//! daemon exits once both RESIGNs are out.
 
 use crate::auth::{self, Keys, ReplayWindow};
 use crate::config::{Config, Transport as Mode};
 use crate::control::{Control, Request, error_line, json_str};
 use crate::hooks::Hooks;
 
-use crate::node::{Durable, Event, Node, Output, Reject, Role};
+use crate::node::{Durable, Event, Node, Output, Reject, Role, Sabotage};
 use crate::notify::Notifier;
 use crate::store::{Extra, Store};
-use crate::time::Time;
+use crate::time::{Time, boot_now};
 use crate::transport::{RECV_BUF, Transport};
 use crate::wire::{self, Kind};
 use log::{debug, error, info, warn};
@@ -35,15 +46,29 @@ const UDP_BUDGET: usize = 256;
 /// The longest a wait may last even with no deadline (idle clients are swept).
 const MAX_WAIT: Duration = Duration::from_secs(1);
 
-/// The current CLOCK_MONOTONIC reading, the clock the core and `lease_until_ns` use.
-pub fn monotonic_now() -> Time {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    Time(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+/// The clock the core, `lease_until_ns` and `now_ns` use: CLOCK_BOOTTIME. The old name
+/// stays for the tests and the benchmark, which compare their stamps with leases.
+pub use crate::time::boot_now as monotonic_now;
+
+/// The environment variable that breaks the daemon on purpose for negative controls.
+pub const SABOTAGE_VAR: &str = "ELECTD_TEST_SABOTAGE";
+
+/// Reads `ELECTD_TEST_SABOTAGE`: unset means none; `resign_early` sends the RESIGN of a
+/// planned handoff without waiting for supervisors (a deliberately unsafe build, for
+/// an end-to-end test's negative control); anything else is refused.
+pub fn sabotage_from_env() -> Result<Sabotage, String> {
+    let mut s = Sabotage::default();
+    match std::env::var(SABOTAGE_VAR) {
+        Err(std::env::VarError::NotPresent) => {}
+        Ok(v) if v == "resign_early" => s.resign_early = true,
+        Ok(v) => {
+            return Err(format!(
+                "{SABOTAGE_VAR}='{v}' is not a known sabotage (only 'resign_early', for tests)"
+            ));
+        }
+        Err(e) => return Err(format!("{SABOTAGE_VAR}: {e}")),
+    }
+    Ok(s)
 }
 
 fn random_seed() -> u64 {
@@ -53,7 +78,7 @@ fn random_seed() -> u64 {
     if n == 8 {
         u64::from_ne_bytes(b)
     } else {
-        monotonic_now().0 ^ u64::from(std::process::id()).rotate_left(40)
+        boot_now().0 ^ u64::from(std::process::id()).rotate_left(40)
     }
 }
 
@@ -115,6 +140,22 @@ struct Metrics {
     send_errors: u64,
     state_writes: u64,
     role_changes: u64,
+    /// Planned handoffs begun.
+    handoffs: u64,
+    /// Planned handoffs whose RESIGN waited for supervisors (not sent at once).
+    handoffs_waited: u64,
+    /// How long the last handoff's RESIGN waited, in ms.
+    last_handoff_wait_ms: u64,
+}
+
+/// A planned handoff under way: when it began and why its RESIGN left.
+#[derive(Copy, Clone, Debug)]
+struct Handoff {
+    term: u64,
+    began: Time,
+    until: Time,
+    /// Set when the daemon released the RESIGN: every supervisor had confirmed.
+    released: Option<&'static str>,
 }
 
 /// Why the daemon stopped abnormally.
@@ -140,10 +181,13 @@ pub struct Daemon {
     signals: i32,
     metrics: Metrics,
     view: View,
-    fp_warned: HashMap<u16, Instant>,
+    /// Rate limit of warnings per (sender, reason): one a minute.
+    warned: HashMap<(u16, &'static str), Instant>,
     last_debug_drop: Option<Instant>,
     udp_more: [bool; 2],
-    stopping: Option<Instant>,
+    /// SIGTERM or SIGINT: the latest moment to exit (boot clock), after the RESIGN.
+    stopping: Option<Time>,
+    handoff: Option<Handoff>,
     started: Instant,
     notifier: Notifier,
     next_watchdog: Option<Instant>,
@@ -209,9 +253,15 @@ impl Daemon {
         reg.register(&mut SourceFd(&signals), SIGNALS, Interest::READABLE)
             .map_err(fail)?;
         control.register(reg, CONTROL).map_err(fail)?;
-        let now = monotonic_now();
-        let node = Node::new(cfg.node_config(random_seed()), durable, now)
-            .map_err(|e| Fatal(e.to_string()))?;
+        let now = boot_now();
+        let mut node_cfg = cfg.node_config(random_seed());
+        node_cfg.sabotage = sabotage_from_env().map_err(Fatal)?;
+        if node_cfg.sabotage.resign_early {
+            warn!(
+                "{SABOTAGE_VAR}=resign_early: this daemon is DELIBERATELY UNSAFE: a planned handoff releases the followers before local commands have stopped (for tests only)"
+            );
+        }
+        let node = Node::new(node_cfg, durable, now).map_err(|e| Fatal(e.to_string()))?;
         info!(
             "electd {} started: server {} ({}) of cluster '{}', {} servers, {}, term {}, state {}",
             env!("CARGO_PKG_VERSION"),
@@ -253,10 +303,11 @@ impl Daemon {
             signals,
             metrics: Metrics::default(),
             view,
-            fp_warned: HashMap::new(),
+            warned: HashMap::new(),
             last_debug_drop: None,
             udp_more: [false; 2],
             stopping: None,
+            handoff: None,
             started: Instant::now(),
             next_watchdog: notifier.watchdog_interval().map(|i| Instant::now() + i),
             notifier,
@@ -276,13 +327,20 @@ impl Daemon {
         self.notifier.send("READY=1");
         self.notifier.send(&self.status_text());
         loop {
-            let now = monotonic_now();
+            let now = boot_now();
             let busy = self.udp_more.iter().any(|&m| m) || self.control.has_more();
-            let mut timeout = self
-                .node
-                .next_deadline()
-                .saturating_since(now)
-                .min(MAX_WAIT);
+            let mut deadline = self.node.next_deadline();
+            if self.node.resign_pending() {
+                // A supervisor that left unconfirmed may hold a lease shorter than ours.
+                let departed = Time(self.control.departed_until_ns());
+                if departed > now {
+                    deadline = deadline.min(departed);
+                }
+            }
+            if let Some(bound) = self.stopping {
+                deadline = deadline.min(bound);
+            }
+            let mut timeout = deadline.saturating_since(now).min(MAX_WAIT);
             let instant = Instant::now();
             for d in [self.hooks.deadline(), self.next_watchdog]
                 .into_iter()
@@ -299,7 +357,6 @@ impl Daemon {
                 }
                 return Err(Fatal(format!("poll: {e}")));
             }
-            let mut requests = Vec::new();
             for ev in events.iter() {
                 match ev.token() {
                     UDP_UNICAST => self.read_udp(0)?,
@@ -308,7 +365,7 @@ impl Daemon {
                     CONTROL => self.control.accept(self.poll.registry(), Instant::now()),
                     t if self.control.owns(t) => {
                         if ev.is_readable() || ev.is_read_closed() {
-                            requests.extend(self.control.readable(t, Instant::now()));
+                            self.control.readable(t, Instant::now());
                         }
                     }
                     t => debug!("event for unknown token {t:?}"),
@@ -323,14 +380,16 @@ impl Daemon {
                     self.read_udp(which)?;
                 }
             }
-            if self.control.has_more() {
-                requests.extend(self.control.read_more(Instant::now()));
-            }
-            self.node.handle_timeout(monotonic_now());
+            self.node.handle_timeout(boot_now());
             self.flush_node()?;
-            for (slot, req) in requests {
+            // Bounded: the rest stays buffered for the next wakeup (finding 7).
+            for (slot, req) in self.control.take_requests(Instant::now()) {
                 self.answer(slot, req)?;
+                // Heartbeats first: a LEAD due while answering leaves before the next.
+                self.node.handle_timeout(boot_now());
+                self.flush_node()?;
             }
+            self.check_release()?;
             self.control.flush(self.poll.registry(), Instant::now());
             self.hooks.poll(Instant::now());
             if let Some(next) = self.next_watchdog {
@@ -341,13 +400,35 @@ impl Daemon {
                     self.next_watchdog = Some(Instant::now() + interval);
                 }
             }
-            if let Some(since) = self.stopping {
-                if self.node.resign_complete() || since.elapsed() > self.cfg.heartbeat {
+            if let Some(bound) = self.stopping {
+                // Never before the RESIGN; at the latest the lease end plus a heartbeat.
+                let now = boot_now();
+                if self.node.resign_complete() {
                     info!("stopped");
+                    return Ok(());
+                }
+                if now >= bound && !self.node.resign_pending() {
+                    warn!("stopped before the second RESIGN left");
                     return Ok(());
                 }
             }
         }
+    }
+
+    /// During a planned handoff: releases the RESIGN once every supervisor is clear.
+    fn check_release(&mut self) -> Result<(), Fatal> {
+        if !self.node.resign_pending() || !self.control.supervisors_clear(boot_now().as_nanos()) {
+            return Ok(());
+        }
+        if let Some(h) = self.handoff.as_mut() {
+            h.released = Some(if self.control.departed_until_ns() > h.began.as_nanos() {
+                "every supervisor confirmed, and the lease known to a departed one ended"
+            } else {
+                "every supervisor confirmed"
+            });
+        }
+        self.node.handle_released(boot_now());
+        self.flush_node()
     }
 
     fn read_udp(&mut self, which: usize) -> Result<(), Fatal> {
@@ -419,19 +500,14 @@ impl Daemon {
             }
             self.note_peer_boot(msg.sender, (counter >> 32) as u32);
         }
-        match self.node.handle_datagram(monotonic_now(), &msg) {
+        match self.node.handle_datagram(boot_now(), &msg) {
             Ok(()) => self.metrics.received[msg.body.kind() as usize] += 1,
             Err(Reject::OwnEcho) => {
                 *self.metrics.dropped.entry("own_echo").or_insert(0) += 1;
             }
             Err(Reject::Fingerprint) => {
                 *self.metrics.dropped.entry("fingerprint").or_insert(0) += 1;
-                let now = Instant::now();
-                let last = self.fp_warned.get(&msg.sender);
-                if last.is_none_or(|t| now.duration_since(*t) >= Duration::from_secs(60))
-                    && self.fp_warned.len() < 256
-                {
-                    self.fp_warned.insert(msg.sender, now);
+                if self.may_warn(msg.sender, "fingerprint") {
                     warn!(
                         "server {} runs with a different server list (fingerprint {:08x}, ours {:08x})",
                         msg.sender,
@@ -440,9 +516,56 @@ impl Daemon {
                     );
                 }
             }
+            Err(r @ (Reject::TermLimit | Reject::HoldLimit)) => {
+                // SPEC section 8: refused so one datagram cannot wedge the cluster; an
+                // operator must hear of it (a bug or an attack), once a minute per sender.
+                self.drop_datagram(r.reason(), format_args!("sender {} from {src}", msg.sender));
+                if self.may_warn(msg.sender, r.reason()) {
+                    warn!("{}", self.limit_warning(r, &msg));
+                }
+            }
             Err(r) => {
                 self.drop_datagram(r.reason(), format_args!("sender {} from {src}", msg.sender))
             }
+        }
+    }
+
+    /// True at most once a minute per (sender, reason): rate limit of warnings.
+    fn may_warn(&mut self, sender: u16, reason: &'static str) -> bool {
+        let now = Instant::now();
+        let key = (sender, reason);
+        let due = self
+            .warned
+            .get(&key)
+            .is_none_or(|t| now.duration_since(*t) >= Duration::from_secs(60));
+        if due && (self.warned.len() < 1024 || self.warned.contains_key(&key)) {
+            self.warned.insert(key, now);
+            return true;
+        }
+        false
+    }
+
+    /// "server 3 sent a LEAD with hold 4294967295 ms above max-hold 60000 ms: dropped".
+    fn limit_warning(&self, r: Reject, msg: &wire::Message) -> String {
+        let kind = msg.body.kind().name();
+        match (r, msg.body) {
+            (Reject::HoldLimit, wire::Body::Lead { hold_ms, .. }) => format!(
+                "server {} sent a {kind} with hold {hold_ms} ms above max-hold {} ms: dropped",
+                msg.sender,
+                self.cfg.max_hold.as_millis()
+            ),
+            (_, wire::Body::Elect { last_term, .. }) => format!(
+                "server {} sent an {kind} with term {} and last term {last_term}, at or above 2^62 or more than 2^40 above our term {}: dropped",
+                msg.sender,
+                msg.term,
+                self.node.term()
+            ),
+            _ => format!(
+                "server {} sent a {kind} with term {}, at or above 2^62 or more than 2^40 above our term {}: dropped",
+                msg.sender,
+                msg.term,
+                self.node.term()
+            ),
         }
     }
 
@@ -506,18 +629,16 @@ impl Daemon {
                         .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
                     self.durable = state;
                     self.metrics.state_writes += 1;
-                    self.node.handle_persisted(monotonic_now(), state);
+                    self.node.handle_persisted(boot_now(), state);
                 }
                 Output::Event(e) => match e {
                     Event::DualLeader { term, other } => {
                         error!("server {other} also led term {term}")
                     }
                     Event::Elected { term } => debug!("won the round of term {term}"),
-                    Event::Resigning { .. } => {
-                        // No supervisor registration yet: nothing local to wait for.
-                        self.node.handle_released(monotonic_now());
-                    }
-                    Event::Voted { .. } | Event::SteppedDown { .. } | Event::Resigned { .. } => {}
+                    Event::Resigning { term, until } => self.on_resigning(term, until),
+                    Event::Resigned { term } => self.on_resigned(term),
+                    Event::Voted { .. } | Event::SteppedDown { .. } => {}
                 },
             }
         }
@@ -526,7 +647,7 @@ impl Daemon {
     }
 
     fn report_changes(&mut self) {
-        let st = self.node.status(monotonic_now());
+        let st = self.node.status(boot_now());
         let view = View {
             role: st.role,
             leader: st.leader,
@@ -555,9 +676,81 @@ impl Daemon {
         self.view = view;
         let line = self.status_line();
         self.control.broadcast(&line);
+        let (fields, until) = self.supervisor_fields();
+        self.control.push_supervisors(&fields, until);
         if changed {
             self.notifier.send(&self.status_text());
         }
+    }
+
+    /// A planned handoff began: supervisors are told by the follower line pushed next;
+    /// with none engaged the RESIGN leaves at once.
+    fn on_resigning(&mut self, term: u64, until: Time) {
+        let now = boot_now();
+        self.metrics.handoffs += 1;
+        let mut h = Handoff {
+            term,
+            began: now,
+            until,
+            released: None,
+        };
+        if self.control.supervisors_clear(now.as_nanos()) {
+            h.released = Some("no supervisor held the lease");
+            self.handoff = Some(h);
+            self.node.handle_released(now);
+        } else {
+            info!(
+                "handoff of term {term}: waiting for {} supervisor(s) to stop their commands, {} ms at most",
+                self.control.supervisors(),
+                until.saturating_since(now).as_millis()
+            );
+            self.handoff = Some(h);
+        }
+    }
+
+    /// The RESIGN left: logs how long it waited and why it ended.
+    fn on_resigned(&mut self, term: u64) {
+        let now = boot_now();
+        let Some(h) = self.handoff.take().filter(|h| h.term == term) else {
+            return;
+        };
+        let waited = now.saturating_since(h.began);
+        let why = h.released.unwrap_or(if now >= h.until {
+            "lease end: not every supervisor confirmed"
+        } else {
+            "sent without waiting"
+        });
+        if !matches!(why, "no supervisor held the lease" | "sent without waiting") {
+            self.metrics.handoffs_waited += 1;
+        }
+        self.metrics.last_handoff_wait_ms = waited.as_millis() as u64;
+        info!(
+            "handoff of term {term}: RESIGN after {:.1} ms ({why})",
+            waited.as_secs_f64() * 1e3
+        );
+    }
+
+    /// The members of a supervisor line (without `n`, added per connection) and the
+    /// lease end when this server leads. Durations in ns so `run` can check its options
+    /// exactly; `lease_until_ns` and `now_ns` on CLOCK_BOOTTIME.
+    fn supervisor_fields(&self) -> (String, Option<u64>) {
+        let now = boot_now();
+        let st = self.node.status(now);
+        let until = st.lease_until.map(Time::as_nanos);
+        let fields = format!(
+            "\"id\":{},\"role\":\"{}\",\"leader\":{},\"term\":{},\"lease_until_ns\":{},\"now_ns\":{},\"lease_len_ns\":{},\"heartbeat_ns\":{},\"rtt_ns\":{},\"resigning\":{}",
+            self.cfg.id,
+            st.role.name(),
+            st.leader.map_or("null".into(), |l| l.to_string()),
+            st.term,
+            until.map_or("null".into(), |u| u.to_string()),
+            now.as_nanos(),
+            crate::time::duration_nanos(self.node.lease_len()),
+            crate::time::duration_nanos(self.node.heartbeat()),
+            crate::time::duration_nanos(self.cfg.rtt),
+            self.node.resign_pending()
+        );
+        (fields, until)
     }
 
     /// The STATUS= line for systemd: role, leader and term.
@@ -575,7 +768,7 @@ impl Daemon {
     }
 
     fn status_line(&self) -> String {
-        let now = monotonic_now();
+        let now = boot_now();
         let st = self.node.status(now);
         let mut s = format!(
             "{{\"id\":{},\"name\":{},\"role\":\"{}\",\"leader\":{},\"term\":{},",
@@ -619,7 +812,7 @@ impl Daemon {
     }
 
     fn metrics_text(&self) -> String {
-        let now = monotonic_now();
+        let now = boot_now();
         let st = self.node.status(now);
         let c = self.node.counters();
         let m = &self.metrics;
@@ -699,6 +892,36 @@ impl Daemon {
             "dual_leader",
             "LEADs from another leader of our own term (must stay 0).",
             c.dual_leader.to_string(),
+        );
+        family(
+            "gauge",
+            "supervisors",
+            "Supervisors (electctl run) registered on the control socket.",
+            self.control.supervisors().to_string(),
+        );
+        family(
+            "counter",
+            "handoffs",
+            "Planned handoffs begun (yield, SIGTERM).",
+            m.handoffs.to_string(),
+        );
+        family(
+            "counter",
+            "handoffs_waited",
+            "Planned handoffs whose RESIGN waited for supervisors to stop their commands.",
+            m.handoffs_waited.to_string(),
+        );
+        family(
+            "gauge",
+            "handoff_last_wait_ms",
+            "How long the last planned handoff's RESIGN waited, in milliseconds.",
+            m.last_handoff_wait_ms.to_string(),
+        );
+        family(
+            "counter",
+            "supervisors_departed_unconfirmed",
+            "Supervisors that left without confirming the end of a lease they were told of.",
+            self.control.counters.departed_unconfirmed.to_string(),
         );
         family(
             "counter",
@@ -798,6 +1021,21 @@ impl Daemon {
 
     fn answer(&mut self, slot: usize, req: Request) -> Result<(), Fatal> {
         let line = match req {
+            Request::Supervise => {
+                self.control.supervise(slot);
+                let (fields, until) = self.supervisor_fields();
+                self.control.push_supervisor(slot, &fields, until);
+                return Ok(());
+            }
+            Request::Released(n) => match self.control.confirm(slot, n) {
+                Ok(()) => return Ok(()),
+                Err(e) => error_line(&e),
+            },
+            Request::Leave => {
+                self.control.leave(slot);
+                return Ok(());
+            }
+            Request::Invalid(e) => error_line(&e),
             Request::Status => self.status_line(),
             Request::Watch => {
                 self.control.watch(slot);
@@ -807,12 +1045,12 @@ impl Daemon {
             Request::Metrics => self.metrics_text(),
             Request::Elect => {
                 info!("election requested on the control socket");
-                self.node.handle_elect(monotonic_now());
+                self.node.handle_elect(boot_now());
                 self.flush_node()?;
                 "{\"ok\":true}\n".into()
             }
             Request::Yield => {
-                if self.node.handle_yield(monotonic_now()) {
+                if self.node.handle_yield(boot_now()) {
                     info!("leadership yielded on request");
                     self.flush_node()?;
                     "{\"ok\":true}\n".into()
@@ -821,7 +1059,7 @@ impl Daemon {
                 }
             }
             Request::Unknown(w) => error_line(&format!(
-                "unknown command '{w}' (status, watch, elect, yield, metrics, ping)"
+                "unknown command '{w}' (status, watch, supervise, released N, leave, elect, yield, metrics, ping)"
             )),
         };
         self.control.reply(slot, &line);
@@ -836,11 +1074,15 @@ impl Daemon {
                 _ if self.stopping.is_none() => {
                     info!("signal {sig}: stopping");
                     self.notifier.send("STOPPING=1");
-                    self.stopping = Some(Instant::now());
-                    if self.node.handle_yield(monotonic_now()) {
-                        info!("resigned leadership before exit");
+                    let now = boot_now();
+                    if self.node.handle_yield(now) {
+                        info!("resigning leadership before exit");
                     }
                     self.flush_node()?;
+                    // The same wait as `yield`: supervisors first, then the RESIGN; the
+                    // exit comes at the lease end plus a heartbeat at the latest.
+                    let until = self.handoff.map_or(now, |h| h.until.max(now));
+                    self.stopping = Some(until + self.node.heartbeat());
                 }
                 _ => {}
             }

@@ -1,22 +1,47 @@
-//! `electctl run`: run a command only while this server holds the lease (SPEC 11).
+//! `electctl run`: run a command only while this server holds the lease (SPEC 6, 8, 11).
 //!
-//! The supervisor polls the daemon's `status` and keeps the last `lease_until_ns`, a
-//! point on this host's CLOCK_MONOTONIC. It enforces that deadline itself, so a frozen
-//! or dead daemon cannot keep the command alive: SIGTERM goes to the command's process
-//! group `grace + margin` before the lease ends, SIGKILL `margin` before, and the
-//! command is started only while more than that remains. A command that exits while
-//! this server still leads is restarted with a doubling backoff. ELECTD_TERM holds the
-//! term the command was started in: the fencing token to hand downstream.
+//! The supervisor registers with the daemon (`supervise`) and is pushed one numbered
+//! line at every change of role, leader or term and at every lease renewal; it blocks in
+//! ppoll(2) on that socket, the command's pidfd and its own signals, with a timeout equal
+//! to the next thing it must do, so it learns of a planned stop at once.
+//!
+//! - Planned stop (the daemon reports non-leader while the known lease has time left):
+//!   SIGTERM to the command's process group, wait out `--grace` (or until it exits),
+//!   SIGKILL only after the grace, then `released N` for the non-leader line N: the
+//!   daemon's RESIGN waits for that (SPEC section 6, Resign).
+//! - The lease end is enforced here too, on CLOCK_BOOTTIME, so a frozen or dead daemon
+//!   cannot keep the command alive: SIGTERM when `grace + MARGIN` is left, SIGKILL when
+//!   `MARGIN` is left. A lost connection counts as a planned stop.
+//! - Options that cannot work are refused at start (exit 2): `grace + MARGIN` must fit
+//!   in the least lease a steady leader can have left just before a renewal,
+//!   `lease_len - heartbeat - rtt` (see [`check_grace`]); then the command is never
+//!   stopped spuriously in steady state and a planned stop always gets the whole grace.
+//! - `--poll` is only the reconnect interval and the longest silence before the daemon
+//!   is asked again: no value is unsafe.
+//!
+//! A command that exits while this server still leads is restarted with a doubling
+//! backoff (0.1 s, 0.2 s, 0.4 s, ... 10 s). ELECTD_TERM holds the term the command was
+//! started in: the fencing token to hand downstream.
 
-use crate::daemon::monotonic_now;
 use crate::json::{self, Value};
-use std::io::{BufRead, BufReader, Write};
+use crate::time::boot_now;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
+
+/// How long before the lease end the command is SIGKILLed; SIGTERM comes this plus the
+/// grace before it. Covers signal delivery, the kernel reaping a process group, and
+/// scheduling delays of this supervisor.
+pub const MARGIN: Duration = Duration::from_millis(20);
+/// The longest line accepted from the daemon.
+const MAX_LINE: usize = 4096;
+/// Re-check the command this often when no pidfd could be opened.
+const CHILD_TICK: Duration = Duration::from_millis(10);
 
 /// The supervisor's settings.
 #[derive(Clone, Debug)]
@@ -25,81 +50,113 @@ pub struct RunOptions {
     pub socket: PathBuf,
     /// Time between SIGTERM and SIGKILL.
     pub grace: Duration,
-    /// How often the daemon is asked.
+    /// Reconnect interval, and the longest silence before the daemon is asked again.
     pub poll: Duration,
     /// The command and its arguments.
     pub argv: Vec<String>,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// The daemon's timers, as a supervisor line carries them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Timers {
+    /// K*HBT*(1-2*rho): the lease a majority's acknowledgement gives.
+    pub lease_len: Duration,
+    /// The heartbeat: how often the lease is renewed.
+    pub heartbeat: Duration,
+    /// The round-trip bound: how late the acknowledgements of a renewal may come.
+    pub rtt: Duration,
+}
+
+/// Refuses a grace that cannot work against these timers (SPEC 11: exit 2 at start).
+///
+/// Just before a renewal, a leader's lease can have as little as
+/// `lease_len - heartbeat - rtt` left (its last acknowledged LEAD left a heartbeat ago,
+/// and the acks of the next may take up to `rtt`). SIGTERM goes out when `grace + MARGIN` is left, so that
+/// must fit below it, or the command would be stopped in steady state and a planned
+/// stop could not give the whole grace.
+pub fn check_grace(grace: Duration, t: &Timers) -> Result<(), String> {
+    let budget = t.lease_len.saturating_sub(t.heartbeat + t.rtt);
+    if grace + MARGIN <= budget {
+        return Ok(());
+    }
+    let max = budget.saturating_sub(MARGIN);
+    Err(format!(
+        "--grace {}ms cannot work against this daemon's lease: the lease lasts {} ms and is renewed every {} ms (heartbeat) with acknowledgements within {} ms (rtt), so just before a renewal it may have only {} ms left; the grace plus the {} ms safety margin must fit in that. Use --grace {}ms or less, or give electd a longer heartbeat or more missed-heartbeats",
+        grace.as_millis(),
+        t.lease_len.as_millis(),
+        t.heartbeat.as_millis(),
+        t.rtt.as_millis(),
+        budget.as_millis(),
+        MARGIN.as_millis(),
+        max.as_millis()
+    ))
+}
+
+/// One numbered line from the daemon.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    /// Its number on this connection.
+    pub n: u64,
+    /// The daemon's current term.
+    pub term: u64,
+    /// The lease end (CLOCK_BOOTTIME ns) while this server leads; None otherwise.
+    pub lease_until_ns: Option<u64>,
+    /// The daemon's timers.
+    pub timers: Timers,
+}
+
+/// Parses a supervisor line; Err for anything else (an `{"error":..}` line included).
+pub fn parse_line(text: &str) -> Result<Line, String> {
+    let v = json::parse(text.trim()).map_err(|e| format!("unreadable line from electd: {e}"))?;
+    if let Some(e) = v.get("error").and_then(Value::as_str) {
+        return Err(format!("electd: {e}"));
+    }
+    let num = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("line from electd without '{k}': {}", text.trim()))
+    };
+    let leader = v.get("role").and_then(Value::as_str) == Some("leader");
+    let until = v.get("lease_until_ns").and_then(Value::as_u64);
+    Ok(Line {
+        n: num("n")?,
+        term: num("term")?,
+        lease_until_ns: if leader { until } else { None },
+        timers: Timers {
+            lease_len: Duration::from_nanos(num("lease_len_ns")?),
+            heartbeat: Duration::from_nanos(num("heartbeat_ns")?),
+            rtt: Duration::from_nanos(num("rtt_ns")?),
+        },
+    })
+}
+
+/// The write end of the self-pipe the signal handler writes to (-1: none).
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// What the daemon last said, with the lease end on CLOCK_MONOTONIC.
-#[derive(Copy, Clone, Debug)]
-struct Lease {
-    term: u64,
-    until_ns: u64,
-}
-
-struct Daemon {
-    path: PathBuf,
-    conn: Option<BufReader<UnixStream>>,
-    timeout: Duration,
-}
-
-impl Daemon {
-    /// Asks for `status`, waiting at most `wait`; Ok(None) while this server does not
-    /// lead, Err when the daemon cannot be reached or does not answer in time.
-    fn lease(&mut self, wait: Duration) -> Result<Option<Lease>, String> {
-        if self.conn.is_none() {
-            let s = UnixStream::connect(&self.path)
-                .map_err(|e| format!("{}: {e}", self.path.display()))?;
-            self.conn = Some(BufReader::new(s));
-        }
-        let wait = Some(wait.min(self.timeout).max(Duration::from_millis(1)));
-        let s = self.conn.as_ref().expect("connected").get_ref();
-        if let Err(e) = s
-            .set_read_timeout(wait)
-            .and_then(|_| s.set_write_timeout(wait))
-        {
-            self.conn = None;
-            return Err(e.to_string());
-        }
-        let r = self.ask();
-        if r.is_err() {
-            self.conn = None;
-        }
-        r
+    let fd = SIGNAL_PIPE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: write(2) is async-signal-safe; a full pipe only loses a duplicate.
+        unsafe { libc::write(fd, b"s".as_ptr().cast(), 1) };
     }
+}
 
-    fn ask(&mut self) -> Result<Option<Lease>, String> {
-        let c = self.conn.as_mut().expect("connected");
-        c.get_mut()
-            .write_all(b"status\n")
-            .map_err(|e| e.to_string())?;
-        let mut line = String::new();
-        match c.read_line(&mut line) {
-            Ok(0) => return Err("the daemon closed the connection".into()),
-            Ok(_) => {}
-            Err(e) => return Err(e.to_string()),
-        }
-        let v = json::parse(line.trim()).map_err(|e| format!("unreadable status: {e}"))?;
-        if v.get("role").and_then(Value::as_str) != Some("leader") {
-            return Ok(None);
-        }
-        let term = v
-            .get("term")
-            .and_then(Value::as_u64)
-            .ok_or("status without term")?;
-        let until_ns = v
-            .get("lease_until_ns")
-            .and_then(Value::as_u64)
-            .ok_or("leader without lease_until_ns")?;
-        Ok(Some(Lease { term, until_ns }))
+/// SIGTERM and SIGINT wake the loop through a pipe: no wakeup is lost between a check
+/// and the wait.
+fn signal_pipe() -> Result<OwnedFd, String> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
     }
+    SIGNAL_PIPE.store(fds[1], Ordering::SeqCst);
+    // SAFETY: installing an async-signal-safe handler (one write to the pipe).
+    unsafe {
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+    }
+    // SAFETY: fds[0] is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fds[0]) })
 }
 
 fn signal_group(child: &Child, sig: i32) {
@@ -107,127 +164,513 @@ fn signal_group(child: &Child, sig: i32) {
     unsafe { libc::kill(-(child.id() as i32), sig) };
 }
 
+/// A descriptor that becomes readable when `pid` exits (Linux 5.3+), if available.
+fn pidfd(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a non-negative result is a fresh descriptor we own.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+fn ms(ns: u64) -> u64 {
+    ns / 1_000_000
+}
+
 struct Running {
     child: Child,
+    exit_fd: Option<OwnedFd>,
     term: u64,
     started: Instant,
-    term_sent: Option<Instant>,
+    /// SIGTERM was sent: SIGKILL at this boot-clock time unless it exits first.
+    kill_at_ns: Option<u64>,
+}
+
+/// The connection to the daemon.
+struct Conn {
+    stream: UnixStream,
+    inbuf: Vec<u8>,
+    last_line: Instant,
+    /// The highest non-leader line not yet confirmed.
+    to_confirm: Option<u64>,
+}
+
+impl Conn {
+    fn open(opts: &RunOptions) -> Result<Conn, String> {
+        let mut stream = UnixStream::connect(&opts.socket)
+            .map_err(|e| format!("{}: {e}", opts.socket.display()))?;
+        stream
+            .set_write_timeout(Some(Duration::from_secs(1)))
+            .and_then(|_| stream.write_all(b"supervise\n"))
+            .and_then(|_| stream.set_nonblocking(true))
+            .map_err(|e| format!("{}: {e}", opts.socket.display()))?;
+        Ok(Conn {
+            stream,
+            inbuf: Vec::new(),
+            last_line: Instant::now(),
+            to_confirm: None,
+        })
+    }
+
+    fn send(&mut self, text: &str) -> Result<(), String> {
+        // Short lines on a local socket: the buffer never fills with this traffic.
+        self.stream
+            .write_all(text.as_bytes())
+            .map_err(|e| format!("write to electd: {e}"))
+    }
+
+    /// Reads what arrived; Err when the connection is gone or talks nonsense.
+    fn read_lines(&mut self) -> Result<Vec<String>, String> {
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return Err("electd closed the connection".into()),
+                Ok(n) => self.inbuf.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("read from electd: {e}")),
+            }
+            if self.inbuf.len() > 16 * MAX_LINE {
+                break;
+            }
+        }
+        let mut lines = Vec::new();
+        while let Some(p) = self.inbuf.iter().position(|&b| b == b'\n') {
+            let l: Vec<u8> = self.inbuf.drain(..=p).collect();
+            lines.push(String::from_utf8_lossy(&l).into_owned());
+        }
+        if self.inbuf.len() > MAX_LINE {
+            return Err(format!("a line from electd longer than {MAX_LINE} bytes"));
+        }
+        Ok(lines)
+    }
+}
+
+/// The supervisor's state between wakeups.
+struct Supervisor<'a> {
+    opts: &'a RunOptions,
+    conn: Option<Conn>,
+    next_connect: Instant,
+    /// This server leads (the last line said so, on a live connection).
+    leader: bool,
+    term: u64,
+    /// The lease end the daemon last gave (boot clock ns; 0: none known).
+    until_ns: u64,
+    /// The timers were checked against the grace at least once.
+    checked: Option<Timers>,
+    running: Option<Running>,
+    backoff: Duration,
+    next_start: Instant,
+    last_error: String,
+    stopping: bool,
 }
 
 /// Runs the supervisor until SIGTERM or SIGINT; returns the exit code.
 pub fn run(opts: &RunOptions) -> i32 {
-    // SAFETY: installing an async-signal-safe handler that only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-    }
-    let margin = (opts.poll * 2).max(Duration::from_millis(20));
-    let margin_ns = margin.as_nanos() as u64;
-    let stop_ns = (opts.grace + margin).as_nanos() as u64;
-    let mut daemon = Daemon {
-        path: opts.socket.clone(),
-        conn: None,
-        timeout: opts.poll.max(Duration::from_millis(50)),
+    let sig = match signal_pipe() {
+        Ok(fd) => fd,
+        Err(e) => {
+            eprintln!("electctl run: {e}");
+            return 2;
+        }
     };
-    let mut lease: Option<Lease> = None;
-    let mut running: Option<Running> = None;
-    let mut backoff = Duration::from_millis(100);
-    let mut next_start = Instant::now();
-    let mut last_error = String::new();
+    let mut s = Supervisor {
+        opts,
+        conn: None,
+        next_connect: Instant::now(),
+        leader: false,
+        term: 0,
+        until_ns: 0,
+        checked: None,
+        running: None,
+        backoff: Duration::from_millis(100),
+        next_start: Instant::now(),
+        last_error: String::new(),
+        stopping: false,
+    };
     loop {
-        let stopping = STOP.load(Ordering::SeqCst);
-        // Never wait on the daemon past the moment the command must be signalled.
-        let now = monotonic_now().as_nanos();
-        let left = lease.map_or(0, |l| l.until_ns.saturating_sub(now));
-        let wait = match &running {
-            Some(_) if left > stop_ns => Duration::from_nanos(left - stop_ns),
-            // Inside the stop window: act first, do not wait on a possibly frozen daemon.
-            Some(_) => Duration::from_millis(1),
-            None => opts.poll,
+        if let Err(code) = s.step() {
+            // Refused before anything started: no lease of ours is left to wait for.
+            if let Some(c) = s.conn.as_mut() {
+                let _ = c.send("leave\n");
+            }
+            return code;
+        }
+        if s.stopping && s.running.is_none() {
+            if let Some(c) = s.conn.as_mut() {
+                let _ = c.send("leave\n");
+            }
+            return 0;
+        }
+        s.wait(&sig);
+    }
+}
+
+impl Supervisor<'_> {
+    fn error(&mut self, e: String) {
+        if e != self.last_error {
+            eprintln!("electctl run: {e}");
+            self.last_error = e;
+        }
+    }
+
+    /// Does everything that is due now; Err(exit code) to stop at once.
+    fn step(&mut self) -> Result<(), i32> {
+        if self.conn.is_none() && Instant::now() >= self.next_connect {
+            self.next_connect = Instant::now() + self.opts.poll;
+            match Conn::open(self.opts) {
+                Ok(c) => {
+                    self.conn = Some(c);
+                    self.last_error.clear();
+                }
+                Err(e) => self.error(e),
+            }
+        }
+        self.read_daemon()?;
+        self.reap();
+        self.enforce();
+        self.confirm();
+        self.maybe_start();
+        Ok(())
+    }
+
+    fn read_daemon(&mut self) -> Result<(), i32> {
+        let Some(c) = self.conn.as_mut() else {
+            return Ok(());
         };
-        match daemon.lease(wait) {
-            Ok(l) => {
-                lease = l;
-                last_error.clear();
+        let lines = match c.read_lines() {
+            Ok(l) => l,
+            Err(e) => {
+                self.lost(e);
+                return Ok(());
+            }
+        };
+        for text in lines {
+            match parse_line(&text) {
+                Ok(l) => self.on_line(l)?,
+                Err(e) => self.error(e),
+            }
+        }
+        if let Some(c) = self.conn.as_mut() {
+            if c.last_line.elapsed() >= self.opts.poll {
+                // Fallback: nothing pushed for a while; ask again (a fresh line comes).
+                c.last_line = Instant::now();
+                if let Err(e) = c.send("supervise\n") {
+                    self.lost(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn on_line(&mut self, l: Line) -> Result<(), i32> {
+        if self.checked != Some(l.timers) {
+            if let Err(e) = check_grace(self.opts.grace, &l.timers) {
+                if self.checked.is_none() {
+                    eprintln!("electctl run: {e}");
+                    return Err(2);
+                }
+                // The daemon was reloaded to shorter timers: keep going, loudly.
+                eprintln!("electctl run: after a reload of electd: {e}");
+            }
+            self.checked = Some(l.timers);
+        }
+        let c = self.conn.as_mut().expect("lines come from a connection");
+        c.last_line = Instant::now();
+        self.term = l.term;
+        match l.lease_until_ns {
+            Some(u) => {
+                self.leader = true;
+                self.until_ns = u;
+            }
+            None => {
+                // Planned stop or no lease: confirm once no command runs. The known
+                // lease end stays: it still bounds the SIGKILL of a stopping command.
+                self.leader = false;
+                c.to_confirm = Some(c.to_confirm.map_or(l.n, |p| p.max(l.n)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The connection is gone: the daemon may be dead, so stop as on a planned stop.
+    fn lost(&mut self, e: String) {
+        self.error(e);
+        self.conn = None;
+        self.leader = false;
+        self.next_connect = Instant::now() + self.opts.poll;
+    }
+
+    fn reap(&mut self) {
+        let Some(r) = self.running.as_mut() else {
+            return;
+        };
+        // SAFETY: waitid with WNOWAIT only looks: the exited leader stays a zombie, so
+        // its process group id cannot be reused before the group is killed below.
+        let exited = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                r.child.id() as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            ) == 0
+                && info.si_pid() != 0
+        };
+        if !exited {
+            return;
+        }
+        // Nothing of its process group may outlive it: the confirmation says "exited".
+        signal_group(&r.child, libc::SIGKILL);
+        let status = match r.child.wait() {
+            Ok(s) => s.to_string(),
+            Err(e) => e.to_string(),
+        };
+        eprintln!(
+            "electctl run: command of term {} exited ({status}) after {:?}",
+            r.term,
+            r.started.elapsed()
+        );
+        if r.kill_at_ns.is_none() {
+            // It exited by itself while leader: restart later, with a doubling backoff.
+            if r.started.elapsed() > Duration::from_secs(10) {
+                self.backoff = Duration::from_millis(100);
+            }
+            self.next_start = Instant::now() + self.backoff;
+            self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
+        }
+        self.running = None;
+    }
+
+    /// SIGTERM on a planned stop or near the lease end; SIGKILL after the grace or at
+    /// `MARGIN` before the lease end, whichever comes first.
+    fn enforce(&mut self) {
+        let grace_ns = crate::time::duration_nanos(self.opts.grace);
+        let margin_ns = crate::time::duration_nanos(MARGIN);
+        let Some(r) = self.running.as_mut() else {
+            return;
+        };
+        let now = boot_now().as_nanos();
+        let left = self.until_ns.saturating_sub(now);
+        if r.kill_at_ns.is_none() {
+            let why = if self.stopping {
+                "electctl run is stopping"
+            } else if !self.leader {
+                "electd no longer leads"
+            } else if left <= grace_ns + margin_ns {
+                "the lease ends without a renewal"
+            } else {
+                return;
+            };
+            let kill_at = (now + grace_ns).min(self.until_ns.saturating_sub(margin_ns));
+            eprintln!(
+                "electctl run: {why}: SIGTERM to the command of term {} (lease {} ms left, SIGKILL in {} ms unless it exits)",
+                r.term,
+                ms(left),
+                ms(kill_at.saturating_sub(now))
+            );
+            signal_group(&r.child, libc::SIGTERM);
+            r.kill_at_ns = Some(kill_at);
+        }
+        if r.kill_at_ns.is_some_and(|k| now >= k) {
+            eprintln!(
+                "electctl run: the command of term {} did not exit in time: SIGKILL",
+                r.term
+            );
+            signal_group(&r.child, libc::SIGKILL);
+            let _ = r.child.wait();
+            self.running = None;
+        }
+    }
+
+    /// Confirms the last non-leader line once no command runs.
+    fn confirm(&mut self) {
+        if self.running.is_some() {
+            return;
+        }
+        let Some(c) = self.conn.as_mut() else { return };
+        let Some(n) = c.to_confirm.take() else { return };
+        if let Err(e) = c.send(&format!("released {n}\n")) {
+            self.lost(e);
+        }
+    }
+
+    fn maybe_start(&mut self) {
+        let stop_ns = crate::time::duration_nanos(self.opts.grace + MARGIN);
+        let left = self.until_ns.saturating_sub(boot_now().as_nanos());
+        if self.running.is_some()
+            || self.stopping
+            || !self.leader
+            || self.checked.is_none()
+            || left <= stop_ns
+            || Instant::now() < self.next_start
+        {
+            return;
+        }
+        let argv = &self.opts.argv;
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .env("ELECTD_TERM", self.term.to_string())
+            .env("ELECTD_ROLE", "leader")
+            .process_group(0);
+        // SAFETY: prctl is async-signal-safe; if this supervisor dies (even by SIGKILL)
+        // the command gets SIGKILL instead of running on unsupervised.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        match cmd.spawn() {
+            Ok(child) => {
+                eprintln!(
+                    "electctl run: leader in term {} ({} ms of lease left): started pid {}",
+                    self.term,
+                    ms(left),
+                    child.id()
+                );
+                self.running = Some(Running {
+                    exit_fd: pidfd(child.id()),
+                    child,
+                    term: self.term,
+                    started: Instant::now(),
+                    kill_at_ns: None,
+                });
             }
             Err(e) => {
-                // Unreachable: keep the last known deadline, which only runs out.
-                if e != last_error {
-                    eprintln!("electctl run: {e}");
-                    last_error = e;
-                }
+                eprintln!("electctl run: cannot start {}: {e}", argv[0]);
+                self.next_start = Instant::now() + self.backoff;
+                self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
             }
         }
-        let now = monotonic_now().as_nanos();
-        let left = lease.map_or(0, |l| l.until_ns.saturating_sub(now));
-        if let Some(r) = running.as_mut() {
-            if let Ok(Some(status)) = r.child.try_wait() {
-                eprintln!(
-                    "electctl run: command exited ({status}) after {:?}",
-                    r.started.elapsed()
-                );
-                if r.started.elapsed() > Duration::from_secs(10) {
-                    backoff = Duration::from_millis(100);
-                }
-                next_start = Instant::now() + backoff;
-                backoff = (backoff * 2).min(Duration::from_secs(10));
-                running = None;
-            }
+    }
+
+    /// How long to block: until the next thing this supervisor must do.
+    fn timeout(&self) -> Duration {
+        let now_ns = boot_now().as_nanos();
+        let after_ns = |t: u64| Duration::from_nanos(t.saturating_sub(now_ns));
+        let now = Instant::now();
+        let mut t = Duration::from_secs(60);
+        match &self.conn {
+            Some(c) => t = t.min((c.last_line + self.opts.poll).saturating_duration_since(now)),
+            None => t = t.min(self.next_connect.saturating_duration_since(now)),
         }
-        if let Some(r) = running.as_mut() {
-            // A re-election of this server (new term, lease kept) does not stop the
-            // command: only the lease clock and the role decide.
-            if stopping || lease.is_none() || left <= stop_ns {
-                if r.term_sent.is_none() {
-                    eprintln!(
-                        "electctl run: stopping the command of term {} (lease {} ms left)",
-                        r.term,
-                        left / 1_000_000
-                    );
-                    signal_group(&r.child, libc::SIGTERM);
-                    r.term_sent = Some(Instant::now());
-                }
-                let overdue = r.term_sent.is_some_and(|t| t.elapsed() >= opts.grace);
-                if overdue || left <= margin_ns {
-                    signal_group(&r.child, libc::SIGKILL);
-                    let _ = r.child.wait();
-                    running = None;
+        match &self.running {
+            Some(r) => {
+                let grace = crate::time::duration_nanos(self.opts.grace + MARGIN);
+                t = t.min(match r.kill_at_ns {
+                    Some(k) => after_ns(k),
+                    None => after_ns(self.until_ns.saturating_sub(grace)),
+                });
+                if r.exit_fd.is_none() {
+                    t = t.min(CHILD_TICK);
                 }
             }
-        } else if stopping {
-            return 0;
-        } else if let Some(l) = lease.filter(|_| left > stop_ns && Instant::now() >= next_start) {
-            let mut cmd = Command::new(&opts.argv[0]);
-            cmd.args(&opts.argv[1..])
-                .env("ELECTD_TERM", l.term.to_string())
-                .env("ELECTD_ROLE", "leader")
-                .process_group(0);
-            match cmd.spawn() {
-                Ok(child) => {
-                    eprintln!(
-                        "electctl run: leader in term {}: started pid {}",
-                        l.term,
-                        child.id()
-                    );
-                    running = Some(Running {
-                        child,
-                        term: l.term,
-                        started: Instant::now(),
-                        term_sent: None,
-                    });
-                }
-                Err(e) => {
-                    eprintln!("electctl run: cannot start {}: {e}", opts.argv[0]);
-                    next_start = Instant::now() + backoff;
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
-                }
+            None if self.leader => t = t.min(self.next_start.saturating_duration_since(now)),
+            None => {}
+        }
+        t
+    }
+
+    /// Blocks in ppoll(2) on the daemon, the command's exit and our own signals.
+    fn wait(&mut self, sig: &OwnedFd) {
+        let t = self.timeout();
+        let mut fds = vec![libc::pollfd {
+            fd: sig.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        if let Some(c) = &self.conn {
+            fds.push(libc::pollfd {
+                fd: c.stream.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        if let Some(fd) = self.running.as_ref().and_then(|r| r.exit_fd.as_ref()) {
+            fds.push(libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        let ts = libc::timespec {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: `fds` is a valid array of pollfd for the call; the mask is null.
+        unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+        if fds[0].revents != 0 {
+            let mut b = [0u8; 16];
+            // SAFETY: reading into a local buffer from our non-blocking pipe.
+            while unsafe { libc::read(sig.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) } > 0 {}
+            if !self.stopping {
+                eprintln!("electctl run: signal received: stopping");
             }
+            self.stopping = true;
         }
-        // Sleep one poll interval, but wake in time for a SIGKILL deadline.
-        let mut nap = opts.poll;
-        if running.is_some() && left > margin_ns {
-            nap = nap.min(Duration::from_nanos(left - margin_ns));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timers(lease_ms: u64, hbt_ms: u64, rtt_ms: u64) -> Timers {
+        Timers {
+            lease_len: Duration::from_millis(lease_ms),
+            heartbeat: Duration::from_millis(hbt_ms),
+            rtt: Duration::from_millis(rtt_ms),
         }
-        std::thread::sleep(nap.max(Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn grace_must_fit_before_a_renewal() {
+        // heartbeat 100ms, rtt 20ms, K=3, drift 0.01: lease 294 ms, 174 ms before renewal.
+        let t = timers(294, 100, 20);
+        let e = check_grace(Duration::from_millis(300), &t).unwrap_err();
+        assert!(
+            e.contains("--grace 300ms") && e.contains("154ms or less"),
+            "{e}"
+        );
+        assert!(check_grace(Duration::from_millis(155), &t).is_err());
+        assert!(check_grace(Duration::from_millis(154), &t).is_ok());
+        assert!(check_grace(Duration::from_millis(100), &t).is_ok());
+        // Defaults (heartbeat 1s, rtt 100ms): up to 1820 ms.
+        let t = timers(2940, 1000, 100);
+        assert!(check_grace(Duration::from_millis(1820), &t).is_ok());
+        assert!(check_grace(Duration::from_millis(1821), &t).is_err());
+        // A lease shorter than a heartbeat: nothing fits, no panic.
+        assert!(check_grace(Duration::ZERO, &timers(50, 100, 20)).is_err());
+    }
+
+    #[test]
+    fn lines_parse_and_bad_lines_are_errors() {
+        let l = parse_line(
+            r#"{"n":3,"id":1,"role":"leader","leader":1,"term":7,"lease_until_ns":123,"now_ns":100,"lease_len_ns":294000000,"heartbeat_ns":100000000,"rtt_ns":20000000,"resigning":false}"#,
+        )
+        .unwrap();
+        assert_eq!((l.n, l.term, l.lease_until_ns), (3, 7, Some(123)));
+        assert_eq!(l.timers, timers(294, 100, 20));
+        // A follower line carries no lease, whatever it says.
+        let f = parse_line(
+            r#"{"n":4,"role":"follower","term":7,"lease_until_ns":5,"lease_len_ns":1,"heartbeat_ns":1,"rtt_ns":1}"#,
+        )
+        .unwrap();
+        assert_eq!(f.lease_until_ns, None);
+        assert!(
+            parse_line(r#"{"error":"nope"}"#)
+                .unwrap_err()
+                .contains("nope")
+        );
+        assert!(parse_line(r#"{"role":"leader"}"#).is_err());
+        assert!(parse_line("{{{").is_err());
+        assert!(parse_line("").is_err());
     }
 }

@@ -1,7 +1,15 @@
-//! Monotonic time as the core sees it: nanoseconds on one server's monotonic clock.
+//! Time as the core sees it: nanoseconds on one server's boot clock.
 //!
 //! The core never reads a clock; every input carries `now: Time`. The daemon passes
-//! CLOCK_MONOTONIC, the simulator passes each node's own drifting virtual clock.
+//! CLOCK_BOOTTIME ([`boot_now`]), the simulator passes each node's own drifting virtual
+//! clock.
+//!
+//! Why the boot clock (SPEC section 8): every lease is measured on it: the core's `now`,
+//! `lease_until_ns` and `now_ns` in `status`, and the deadlines `electctl run` enforces.
+//! CLOCK_MONOTONIC stops while the system is suspended, so a leader resuming from a
+//! suspend would believe in a lease that ended long ago in real time; CLOCK_BOOTTIME
+//! keeps counting through a suspend. Durations that are not leases (the grace timer of
+//! a hook, restart backoff, idle sweeps) may stay on `std::time::Instant`.
 
 use std::ops::{Add, Sub};
 use std::time::Duration;
@@ -47,4 +55,41 @@ impl Sub<Duration> for Time {
 /// A duration in whole nanoseconds, saturating at `u64::MAX` (584 years).
 pub fn duration_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The current CLOCK_BOOTTIME reading: the clock every lease is measured on.
+///
+/// It counts through a system suspend (CLOCK_MONOTONIC does not), so a lease end taken
+/// before a suspend is already past when the system resumes, as it is in real time.
+pub fn boot_now() -> Time {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec; CLOCK_BOOTTIME exists since Linux 2.6.39.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    debug_assert_eq!(rc, 0, "CLOCK_BOOTTIME");
+    Time(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boot_clock_runs_and_is_at_least_the_monotonic_clock() {
+        let a = boot_now();
+        std::thread::sleep(Duration::from_millis(2));
+        let b = boot_now();
+        assert!(b.saturating_since(a) >= Duration::from_millis(2));
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: as above.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        let mono = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+        // The boot clock also counts time spent suspended: never behind the monotonic one.
+        assert!(boot_now().as_nanos() >= mono);
+    }
 }

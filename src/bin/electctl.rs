@@ -21,11 +21,21 @@ Commands:
   watch             one JSON line now and one per change of role, leader, term or lease
   elect             start an election round now
   yield             make this server resign if it leads
-    metrics           Prometheus text
+  metrics           Prometheus text
   run [--grace D] [--poll D] -- CMD [ARGS]
-                    run CMD only while this server holds the lease: SIGTERM, then
-                    SIGKILL after the grace, before the lease can end; restarted with
-                    backoff if it exits while leader; ELECTD_TERM holds the term
+                    run CMD only while this server holds the lease. run registers with
+                    electd ('supervise') and is told at once when the lease is given up:
+                    it sends SIGTERM to CMD's process group, SIGKILL after the grace
+                    (default 100ms), then confirms, and only then does electd release
+                    the other servers. It also enforces the lease end itself (boot
+                    clock): SIGTERM when grace + 20ms of lease are left, SIGKILL at 20ms.
+                    Refused (exit 2, CMD never started) unless grace + 20ms fits in
+                    lease - heartbeat - rtt of this electd (e.g. at most 154ms with
+                    heartbeat 100ms, rtt 20ms, missed-heartbeats 3).
+                    --poll (default 20ms) is only the reconnect interval and the longest
+                    silence before electd is asked again; any value is safe.
+                    CMD is restarted with backoff (0.1s, 0.2s, 0.4s ...) if it exits while
+                    this server leads; ELECTD_TERM holds the term (the fencing token)
 ";
 
 fn default_socket() -> PathBuf {
@@ -227,13 +237,13 @@ fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
     opts.optopt(
         "",
         "grace",
-        "time between SIGTERM and SIGKILL (default 100ms)",
+        "time between SIGTERM and SIGKILL (default 100ms); must fit in the lease",
         "DURATION",
     );
     opts.optopt(
         "",
         "poll",
-        "how often to ask the daemon (default 20ms)",
+        "reconnect interval and longest silence before asking again (default 20ms)",
         "DURATION",
     );
     let m = opts.parse(rest).map_err(|e| format!("run: {e}\n{USAGE}"))?;
