@@ -211,6 +211,33 @@ impl Checker {
         }
     }
 
+    /// Host `id`'s clock changed its rate at `now`: the last lease end it reported now
+    /// falls at real time `end` (earlier or later). Its lease and its command, if they
+    /// run past now, end there instead (both are measured on that clock). Checks S2, S5.
+    pub fn remap(&mut self, now: Real, id: u16, end: Real) {
+        let i = usize::from(id) - 1;
+        if let Some(k) = self.last[i] {
+            if self.intervals[k].end > now {
+                self.intervals[k].end = end.max(now);
+                let mine = self.intervals[k];
+                for j in (0..self.last.len()).filter(|&j| j != i) {
+                    let Some(o) = self.last[j].map(|o| self.intervals[o]) else {
+                        continue;
+                    };
+                    if o.start < mine.end && mine.start < o.end {
+                        self.violate(format!("S2: leases overlap: {mine:?} and {o:?} (t={now})"));
+                    }
+                }
+            }
+        }
+        if let Some(k) = self.cmd_last[i] {
+            if self.commands[k].end > now {
+                self.commands[k].end = end.max(now);
+                self.check_command(now, i);
+            }
+        }
+    }
+
     /// Host `id`'s supervisor confirmed at `now` that its command exited.
     pub fn cmd_stop(&mut self, now: Real, id: u16) {
         if let Some(k) = self.cmd_last[usize::from(id) - 1] {

@@ -367,7 +367,14 @@ pub struct Sim {
     pub marks: std::collections::VecDeque<Real>,
     /// Faults the adversaries injected, for the swarm's summary.
     pub stats: Stats,
+    /// Datagrams matching this (from id, to id, message) are held back by the network
+    /// (`hold_back`) until `release_held`.
+    filter: Option<Box<Filter>>,
+    held_back: Vec<(usize, usize, Rc<Vec<u8>>)>,
 }
+
+/// A predicate on (from id, to id, message), for scenarios that steer the network.
+pub type Filter = dyn Fn(u16, u16, &wire::Message) -> bool;
 
 /// What the adversaries did in a run.
 #[derive(Clone, Debug, Default)]
@@ -463,6 +470,8 @@ impl Sim {
             history: std::collections::VecDeque::with_capacity(HISTORY),
             marks: std::collections::VecDeque::new(),
             stats: Stats::default(),
+            filter: None,
+            held_back: Vec::new(),
             opts,
         };
         for h in 0..n {
@@ -885,6 +894,13 @@ impl Sim {
                 },
             );
         }
+        if let Some(f) = &self.filter {
+            let (fid, tid) = (self.hosts[from].id, self.hosts[to].id);
+            if wire::decode(bytes).is_ok_and(|m| f(fid, tid, &m)) {
+                self.held_back.push((from, to, Rc::clone(bytes)));
+                return;
+            }
+        }
         if self.cut[from][to] || self.rng.below(1000) < u64::from(self.opts.loss_pm) {
             return;
         }
@@ -989,6 +1005,41 @@ impl Sim {
         }
     }
 
+    /// The network holds back every datagram matching `f` from now on (a queue that
+    /// stalls for some traffic), until `release_held`.
+    pub fn hold_back(&mut self, f: Box<Filter>) {
+        self.filter = Some(f);
+    }
+
+    /// Delivers the held-back datagrams now, in the order sent, and holds back no more.
+    pub fn release_held(&mut self) {
+        self.filter = None;
+        for (from, to, bytes) in std::mem::take(&mut self.held_back) {
+            self.push(self.now, Ev::Deliver { to, from, bytes });
+        }
+        self.run_until(self.now);
+    }
+
+    /// Delivers again, now, every datagram sent so far that matches `f` (genuine late
+    /// duplicates, from the network's history).
+    pub fn redeliver(&mut self, f: &Filter) -> usize {
+        let old: Vec<_> = self
+            .history
+            .iter()
+            .filter(|e| {
+                let (fid, tid) = (self.hosts[e.1].id, self.hosts[e.2].id);
+                wire::decode(&e.3).is_ok_and(|m| f(fid, tid, &m))
+            })
+            .cloned()
+            .collect();
+        let n = old.len();
+        for (_, from, to, bytes) in old {
+            self.push(self.now, Ev::Deliver { to, from, bytes });
+        }
+        self.run_until(self.now);
+        n
+    }
+
     /// Crashes `id` at real time `at` (if that process still runs then), restarting it
     /// `restart_after` later.
     pub fn crash_at(&mut self, id: u16, at: Real, restart_after: Option<Real>) {
@@ -1027,6 +1078,11 @@ impl Sim {
         let (i, now) = (self.idx(id), self.now);
         let h = &mut self.hosts[i];
         h.clock.set_rate(now, error_ppm);
+        if let Some(u) = h.sup_end {
+            let (id, end) = (h.id, h.clock.real(u));
+            self.check.remap(now, id, end);
+        }
+        let h = &mut self.hosts[i];
         if self.opts.trace {
             self.trace
                 .push(format!("{now} clock {id} rate {error_ppm} ppm"));
