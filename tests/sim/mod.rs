@@ -211,6 +211,11 @@ impl Clock {
         r
     }
 
+    /// True while the clock is stopped.
+    pub fn stopped(&self) -> bool {
+        self.stopped_at.is_some()
+    }
+
     /// The rate error now in force.
     pub fn error_ppm(&self) -> i64 {
         self.error_ppm
@@ -680,9 +685,12 @@ impl Sim {
         }
         h.paused = false;
         let suspended_at = h.suspended_at.take();
+        // Only a clock that stopped moved the real time of a local lease end (a running
+        // clock's mapping did not change; re-mapping past ends would extrapolate).
+        let stopped = h.clock.stopped();
         h.clock.start(now);
         let backlog = std::mem::take(&mut h.backlog);
-        if let (Some(since), Some(u)) = (suspended_at, h.sup_end) {
+        if let (Some(since), Some(u), true) = (suspended_at, h.sup_end, stopped) {
             // The supervisor enforces the lease end on the host's clock: if that clock
             // stopped, its command runs past the end it had in real time.
             let end = h.clock.real(u);
@@ -1333,6 +1341,16 @@ impl Sim {
         );
         for line in &self.trace[from..] {
             eprintln!("{line}");
+        }
+    }
+}
+
+impl Drop for Sim {
+    /// An invariant of the core panicked inside the run: print where it went wrong.
+    fn drop(&mut self) {
+        if std::thread::panicking() && self.opts.trace {
+            eprintln!("seed {}: trace up to the panic:", self.opts.seed);
+            self.dump_trace();
         }
     }
 }
