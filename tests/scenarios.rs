@@ -456,6 +456,22 @@ fn checker_detects_each_violation() {
     c.on_status(150, 2, &lease(4), Some(300), 4);
     assert_eq!(first(&c).as_deref(), Some("S3"));
 
+    // A crash does not end a lease: the processor relies on it until its end.
+    let mut c = Checker::new(3);
+    c.on_status(0, 1, &lease(5), Some(100), 5);
+    c.on_down(10, 1);
+    c.on_status(50, 2, &lease(6), Some(200), 6);
+    assert_eq!(first(&c).as_deref(), Some("S2"));
+
+    // One server leading one term twice, across a restart (issue 10, finding 1).
+    let mut c = Checker::new(3);
+    c.on_status(0, 1, &lease(5), Some(100), 5);
+    c.on_status(90, 1, &lease(5), Some(150), 5);
+    assert!(c.violations.is_empty(), "a lease renewed in its term");
+    c.on_down(100, 1);
+    c.on_status(200, 1, &lease(5), Some(300), 5);
+    assert_eq!(first(&c).as_deref(), Some("S3"));
+
     let mut c = Checker::new(3);
     c.on_event(
         0,
@@ -483,4 +499,188 @@ fn checker_detects_each_violation() {
         },
     );
     assert_eq!(first(&c).as_deref(), Some("S4"));
+}
+
+/// Each of issue 10's first three findings, replayed step by step: it must hold with
+/// the fix and break with that fix reverted (the `Sabotage` switch). `run` returns the
+/// violations of one replay.
+fn fixed_and_broken(name: &str, run: impl Fn(bool) -> Vec<String>, expected: &[&str]) {
+    let fixed = run(false);
+    assert!(
+        fixed.is_empty(),
+        "{name}: the fixed core broke: {fixed:?}\nreplay: {REPLAY} {name} -- --nocapture"
+    );
+    let broken = run(true);
+    assert!(
+        broken
+            .iter()
+            .any(|v| expected.iter().any(|e| v.starts_with(e))),
+        "{name}: with the fix reverted, expected {expected:?}, got {broken:?}"
+    );
+    eprintln!("{name}: fix reverted: {}", broken[0]);
+}
+
+/// Issue 10, finding 1 (SPEC 6: a term is led once; SPEC 5: only the followed
+/// leadership's RESIGN releases). n1 leads and yields; its RESIGN and ELECTs are held
+/// in the network; it crashes 5 ms later and restarts with its state file; late
+/// duplicates of the VOTEs that elected it arrive; later the RESIGN is delivered.
+#[test]
+fn finding_1_resigned_term_led_again_after_restart() {
+    use electd::wire::Body;
+    let seed: u64 = std::env::var("F1_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let run = |broken: bool| {
+        let mut o = Options::new(seed, 3);
+        o.sabotage.volatile_led = broken;
+        let mut s = Sim::new(o);
+        let (l, _) = s.run_until_leader(ms(3000)).expect("a leader");
+        s.run_for(ms(500));
+        let term = s.term(l);
+        s.hold_back(Box::new(move |from, _, m| {
+            from == l && matches!(m.body, Body::Lead { resign: true, .. } | Body::Elect { .. })
+        }));
+        assert!(s.resign(l));
+        s.run_for(ms(5));
+        s.crash(l);
+        s.restart(l);
+        let votes = s.redeliver(&move |_, to, m| {
+            to == l && m.term == term && matches!(m.body, Body::Vote { .. })
+        });
+        assert_eq!(votes, 2, "both followers' VOTEs of term {term}");
+        s.run_for(ms(100));
+        s.release_held();
+        s.run_for(ms(2000));
+        s.check.violations.clone()
+    };
+    fixed_and_broken("finding_1", run, &["S2", "S3"]);
+}
+
+/// Issue 10, finding 2 (SPEC 5: the hold travels without rounding down). The leader
+/// runs at heartbeat 100.9 ms (hold 302.7 ms), its followers at 100 ms; drift 0,
+/// perfect clocks, 20 us delays and writes. It crashes; its lease still counts.
+#[test]
+fn finding_2_hold_rounded_down() {
+    let run = |broken: bool| {
+        let mut o = Options::new(11, 3);
+        o.sabotage.hold_rounded_down = broken;
+        o.drift_ppm = 0;
+        o.clock_error_ppm = 0;
+        o.delay_min = 20_000;
+        o.delay_max = 20_000;
+        o.persist_max = 20_000;
+        o.timer_slop = 0;
+        let mut s = Sim::new(o);
+        let (l, _) = s.run_until_leader(ms(3000)).expect("a leader");
+        let t = sim::Timers {
+            heartbeat: std::time::Duration::from_nanos(100_900_000),
+            rtt: std::time::Duration::from_millis(20),
+            k: 3,
+        };
+        s.reload_at(l, s.now, t);
+        s.run_for(ms(1000));
+        s.crash(l);
+        s.run_for(ms(2000));
+        assert!(s.leader().is_some(), "the others elect a new leader");
+        s.check.violations.clone()
+    };
+    fixed_and_broken("finding_2", run, &["S2"]);
+}
+
+/// Issue 10, finding 3 (SPEC 5: faith_until = max(faith_until, now + hold)). Everyone
+/// runs at heartbeat 480 ms (hold 1440 ms); a rolling reload takes every server to
+/// 192 ms (hold 576 ms), followers first; the leader's next LEAD carries 576 ms and is
+/// acknowledged; then the leader crashes. Its lease still counts the earlier LEAD.
+#[test]
+fn finding_3_reload_shortens_the_leaders_hold() {
+    let run = |broken: bool| {
+        let mut o = Options::new(5, 3);
+        o.sabotage.hold_replaced = broken;
+        o.heartbeat = std::time::Duration::from_millis(480);
+        let mut s = Sim::new(o);
+        let (l, _) = s.run_until_leader(ms(5000)).expect("a leader");
+        s.run_for(ms(2000));
+        let short = sim::Timers {
+            heartbeat: std::time::Duration::from_millis(192),
+            rtt: std::time::Duration::from_millis(20),
+            k: 3,
+        };
+        for id in (1..=3).filter(|&id| id != l) {
+            s.reload_at(id, s.now, short);
+        }
+        s.reload_at(l, s.now + ms(1), short);
+        // The LEAD due next (on the old 480 ms schedule) carries the short hold.
+        s.run_for(ms(495));
+        s.crash(l);
+        s.run_for(ms(3000));
+        assert!(s.leader().is_some(), "the others elect a new leader");
+        s.check.violations.clone()
+    };
+    fixed_and_broken("finding_3", run, &["S2"]);
+}
+
+/// S5's checker can fail, and judges what the supervisor model means: a planned stop
+/// ends the command at the confirmation, a crash of the daemon does not end it, a
+/// clock that ran faster than predicted ends it earlier.
+#[test]
+fn s5_checker_detects_overlapping_commands() {
+    use sim::check::Checker;
+    let first = |c: &Checker| c.violations.first().map(|v| v[..2].to_string());
+
+    let mut c = Checker::new(3);
+    c.cmd_lease(0, 1, 100);
+    c.cmd_lease(50, 2, 200);
+    assert_eq!(first(&c).as_deref(), Some("S5"), "two commands at once");
+
+    let mut c = Checker::new(3);
+    c.cmd_lease(0, 1, 100);
+    c.cmd_lease(10, 1, 150);
+    c.cmd_lease(120, 2, 300);
+    assert_eq!(
+        first(&c).as_deref(),
+        Some("S5"),
+        "a renewed lease runs the command longer"
+    );
+
+    let mut c = Checker::new(3);
+    c.cmd_lease(0, 1, 100);
+    c.on_down(10, 1);
+    c.cmd_lease(50, 2, 200);
+    assert_eq!(
+        first(&c).as_deref(),
+        Some("S5"),
+        "a daemon crash does not stop the command"
+    );
+
+    let mut c = Checker::new(3);
+    c.cmd_lease(0, 1, 100);
+    c.cmd_stop(40, 1);
+    c.cmd_lease(50, 2, 200);
+    c.cmd_lease(100, 3, 300);
+    assert_eq!(
+        first(&c).as_deref(),
+        Some("S5"),
+        "3 starts while 2 still runs"
+    );
+
+    let mut c = Checker::new(3);
+    c.cmd_lease(0, 1, 100);
+    c.cmd_stop(40, 1);
+    c.cmd_lease(50, 2, 200);
+    c.remap(60, 2, 120);
+    c.cmd_lease(130, 3, 300);
+    c.cmd_extend(140, 1, 45, 500);
+    assert!(
+        c.violations.is_empty(),
+        "stopped, remapped and handed over in turn: {:?}",
+        c.violations
+    );
+    c.cmd_extend(150, 3, 140, 400);
+    c.cmd_lease(350, 2, 600);
+    assert_eq!(
+        first(&c).as_deref(),
+        Some("S5"),
+        "a suspended clock moved 3's end past 2's start"
+    );
 }

@@ -5,6 +5,14 @@
 //!   lease end on its own drifting clock; the simulator converts it to real time.
 //! - S3: terms of successive leases strictly increase (the fencing order).
 //! - S4: no server casts two different votes in one term, across restarts.
+//! - S5: no two servers' `electctl run` commands run at once (SPEC sections 8 and 11).
+//!   The simulator models each host's supervisor: the command runs from the moment the
+//!   host reports a lease until the supervisor confirms a planned stop, or otherwise
+//!   until the last lease end the host reported (the supervisor enforces it itself, so
+//!   a crashed or frozen daemon does not end the command early, nor late).
+//!
+//! A crash does not end a lease either: the lease a server reported is what the
+//! processor it guards relies on, whether or not the daemon is still there to renew it.
 
 use super::Real;
 use electd::node::{Event, Status};
@@ -19,6 +27,14 @@ pub struct Lease {
     pub term: u64,
 }
 
+/// One `electctl run` command's run on one host, in real time.
+#[derive(Copy, Clone, Debug)]
+pub struct Command {
+    pub holder: u16,
+    pub start: Real,
+    pub end: Real,
+}
+
 /// The state of the checks and what they found.
 pub struct Checker {
     pub violations: Vec<String>,
@@ -29,6 +45,12 @@ pub struct Checker {
     last: Vec<Option<usize>>,
     last_lease: Option<(u64, u16)>,
     pub elections: u64,
+    /// Per server, how many times its process started (a new incarnation each time).
+    incarnation: Vec<u32>,
+    /// Per term, the server and incarnation that first held a lease in it.
+    led: BTreeMap<u64, (u16, u32)>,
+    pub commands: Vec<Command>,
+    cmd_last: Vec<Option<usize>>,
 }
 
 impl Checker {
@@ -42,6 +64,10 @@ impl Checker {
             last: vec![None; n],
             last_lease: None,
             elections: 0,
+            incarnation: vec![0; n],
+            led: BTreeMap::new(),
+            commands: Vec::new(),
+            cmd_last: vec![None; n],
         }
     }
 
@@ -118,6 +144,18 @@ impl Checker {
             _ => {}
         }
         self.last_lease = Some((term, id));
+        // A term is led once: the same server leading it again after a restart hands
+        // the same fencing token to a second, independent leadership (issue 10, 1).
+        let inc = self.incarnation[i];
+        match self.led.get(&term) {
+            Some(&(h, n)) if h == id && n != inc => self.violate(format!(
+                "S3: {id} leads term {term} again after a restart (t={now})"
+            )),
+            Some(_) => {}
+            None => {
+                self.led.insert(term, (id, inc));
+            }
+        }
         for j in 0..self.last.len() {
             let Some(o) = self.last[j].filter(|_| j != i).map(|o| self.intervals[o]) else {
                 continue;
@@ -128,9 +166,108 @@ impl Checker {
         }
     }
 
-    /// A process died at `now`: its lease, if any, ends there.
-    pub fn on_down(&mut self, now: Real, id: u16) {
-        self.close(now, usize::from(id) - 1);
+    /// A process died at `now`. Its lease does NOT end there: the lease it reported
+    /// runs to its end (the supervisor and the processor go on); a restarted process
+    /// starts a new interval and a new incarnation.
+    pub fn on_down(&mut self, _now: Real, id: u16) {
+        let i = usize::from(id) - 1;
+        self.open[i] = None;
+        self.incarnation[i] += 1;
+    }
+
+    /// Host `id` reports at `now` a lease that ends at real time `end`: its command runs
+    /// (or keeps running) until then at least. Checks S5.
+    pub fn cmd_lease(&mut self, now: Real, id: u16, end: Real) {
+        let i = usize::from(id) - 1;
+        let k = match self.cmd_last[i] {
+            Some(k) if self.commands[k].end > now => {
+                let c = &mut self.commands[k];
+                c.end = c.end.max(end);
+                k
+            }
+            _ => {
+                self.commands.push(Command {
+                    holder: id,
+                    start: now,
+                    end,
+                });
+                self.commands.len() - 1
+            }
+        };
+        self.cmd_last[i] = Some(k);
+        self.check_command(now, i);
+    }
+
+    /// Host `id`'s command, if it was still running at `since`, runs until `end` at
+    /// least (a clock that stopped during a suspend moved the lease end). Checks S5.
+    pub fn cmd_extend(&mut self, now: Real, id: u16, since: Real, end: Real) {
+        let i = usize::from(id) - 1;
+        if let Some(k) = self.cmd_last[i] {
+            let c = &mut self.commands[k];
+            if c.end > since && end > c.end {
+                c.end = end;
+                self.check_command(now, i);
+            }
+        }
+    }
+
+    /// Host `id`'s clock changed its rate at `now`: the last lease end it reported now
+    /// falls at real time `end` (earlier or later). Its lease and its command, if they
+    /// run past now, end there instead (both are measured on that clock). Checks S2, S5.
+    pub fn remap(&mut self, now: Real, id: u16, end: Real) {
+        let i = usize::from(id) - 1;
+        if let Some(k) = self.last[i] {
+            if self.intervals[k].end > now {
+                self.intervals[k].end = end.max(now);
+                let mine = self.intervals[k];
+                for j in (0..self.last.len()).filter(|&j| j != i) {
+                    let Some(o) = self.last[j].map(|o| self.intervals[o]) else {
+                        continue;
+                    };
+                    if o.start < mine.end && mine.start < o.end {
+                        self.violate(format!("S2: leases overlap: {mine:?} and {o:?} (t={now})"));
+                    }
+                }
+            }
+        }
+        if let Some(k) = self.cmd_last[i] {
+            if self.commands[k].end > now {
+                self.commands[k].end = end.max(now);
+                self.check_command(now, i);
+            }
+        }
+    }
+
+    /// Host `id`'s supervisor confirmed at `now` that its command exited.
+    pub fn cmd_stop(&mut self, now: Real, id: u16) {
+        if let Some(k) = self.cmd_last[usize::from(id) - 1] {
+            let c = &mut self.commands[k];
+            c.end = c.end.min(now);
+        }
+    }
+
+    /// True while host `id`'s command runs at `now`.
+    pub fn cmd_running(&self, now: Real, id: u16) -> bool {
+        self.cmd_last[usize::from(id) - 1].is_some_and(|k| self.commands[k].end > now)
+    }
+
+    fn check_command(&mut self, now: Real, i: usize) {
+        let Some(mine) = self.cmd_last[i].map(|k| self.commands[k]) else {
+            return;
+        };
+        for j in 0..self.cmd_last.len() {
+            let Some(o) = self.cmd_last[j]
+                .filter(|_| j != i)
+                .map(|o| self.commands[o])
+            else {
+                continue;
+            };
+            if o.start < mine.end && mine.start < o.end {
+                self.violate(format!(
+                    "S5: commands run at once: {mine:?} and {o:?} (t={now})"
+                ));
+            }
+        }
     }
 
     fn close(&mut self, now: Real, i: usize) {

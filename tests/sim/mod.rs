@@ -6,6 +6,15 @@
 //! (losing all volatile state and any write not yet on disk) and restart with the state
 //! file they had. Everything random is drawn from one seed: the same seed replays the
 //! same run event for event. The checker (`check.rs`) runs after every event.
+//!
+//! Issue 10 added the adversaries that broke the lease where 10,000 seeds had not:
+//! each host runs an `electctl run` supervisor (S5); genuine old datagrams come back
+//! long after they were sent (`late_pm`, `flush`); deliveries are aimed at the
+//! receiver's faith end or a leader's lease end (`aim_pm`); crashes land between a
+//! state write and its confirmation (`crash_in_write`); timers differ per server and
+//! change mid-run (`Timers`, `reload`); clock rates change mid-run (`set_clock_rate`);
+//! whole hosts are suspended (`suspend`), with the boot clock running on or, with
+//! `monotonic_suspend`, stopped (a negative control: what CLOCK_MONOTONIC would do).
 #![allow(dead_code)]
 
 pub mod check;
@@ -57,6 +66,42 @@ pub struct Options {
     pub sabotage: Sabotage,
     /// Record a line per event (printed by `dump_trace`).
     pub trace: bool,
+    /// Per server timers (index = id - 1); missing entries use the common ones.
+    pub timers: Vec<Timers>,
+    /// Per server clock rate error in ppm (index = id - 1), instead of a random one.
+    pub clock_errors: Vec<i64>,
+    /// Per mille of datagrams that also arrive once more, late: uniformly up to
+    /// `late_max` after they were sent (genuine old datagrams, not forgeries).
+    pub late_pm: u32,
+    pub late_max: Real,
+    /// Per mille of datagrams whose delivery is aimed at the receiver's faith end or a
+    /// leader's lease end, from 1 ns to 1 ms either side.
+    pub aim_pm: u32,
+    /// A planned stop's confirmation comes this long after the supervisor is told, at
+    /// most (drawn uniformly; 0: at once).
+    pub confirm_max: Real,
+    /// Per mille of planned stops whose supervisor never confirms (hung): the RESIGN
+    /// waits for the lease end, and the command is stopped by the supervisor's own
+    /// lease-end enforcement at the latest.
+    pub confirm_hung_pm: u32,
+    /// A suspended host's clock stops (CLOCK_MONOTONIC) instead of running on
+    /// (CLOCK_BOOTTIME, what the daemon uses): a negative control for SPEC 8.
+    pub monotonic_suspend: bool,
+}
+
+/// One server's timers (a reload changes them).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Timers {
+    pub heartbeat: Duration,
+    pub rtt: Duration,
+    pub k: u32,
+}
+
+impl Timers {
+    /// K*HBT in simulated nanoseconds.
+    pub fn hold(&self) -> Real {
+        self.heartbeat.as_nanos() as u64 * u64::from(self.k)
+    }
 }
 
 impl Options {
@@ -81,7 +126,32 @@ impl Options {
             priorities: vec![],
             sabotage: Sabotage::default(),
             trace: std::env::var_os("SIM_TRACE").is_some(),
+            timers: vec![],
+            clock_errors: vec![],
+            late_pm: 0,
+            late_max: 0,
+            aim_pm: 0,
+            confirm_max: 0,
+            confirm_hung_pm: 0,
+            monotonic_suspend: false,
         }
+    }
+
+    /// The common timers.
+    pub fn common_timers(&self) -> Timers {
+        Timers {
+            heartbeat: self.heartbeat,
+            rtt: self.rtt,
+            k: self.k,
+        }
+    }
+
+    /// The timers server `id` starts with.
+    pub fn timers_of(&self, id: u16) -> Timers {
+        self.timers
+            .get(usize::from(id) - 1)
+            .copied()
+            .unwrap_or(self.common_timers())
     }
 
     /// K*HBT in simulated nanoseconds.
@@ -95,30 +165,83 @@ impl Options {
     }
 }
 
-/// A node's clock: local = offset + real * (1e6 + error) / 1e6.
+/// A host's clock: it runs at `1 + error_ppm/1e6` of real time, piecewise (a rate may
+/// change mid-run, as NTP slews it), and stops while `stopped_at` is set (a suspend
+/// with `monotonic_suspend`). It never runs backwards.
 #[derive(Copy, Clone, Debug)]
 pub struct Clock {
-    offset: u64,
+    base_local: u64,
+    base_real: Real,
     error_ppm: i64,
+    stopped_at: Option<Real>,
 }
 
 impl Clock {
-    pub fn local(&self, real: Real) -> Time {
-        let skew = (i128::from(real) * i128::from(self.error_ppm) / 1_000_000) as i64;
-        Time(self.offset + (real as i64 + skew) as u64)
+    pub fn new(offset: u64, error_ppm: i64) -> Clock {
+        Clock {
+            base_local: offset,
+            base_real: 0,
+            error_ppm,
+            stopped_at: None,
+        }
     }
 
-    /// The first real time at which the local clock reads at least `t`.
+    pub fn local(&self, real: Real) -> Time {
+        let r = self.stopped_at.map_or(real, |s| s.min(real));
+        let dr = i128::from(r) - i128::from(self.base_real);
+        let d = (dr * (1_000_000 + i128::from(self.error_ppm))).div_euclid(1_000_000);
+        Time((i128::from(self.base_local) + d).max(0) as u64)
+    }
+
+    /// The first real time at which the local clock reads at least `t` (as if it ran).
     pub fn real(&self, t: Time) -> Real {
-        let local = t.0.saturating_sub(self.offset) as i128;
-        let mut r = (local * 1_000_000 / (1_000_000 + i128::from(self.error_ppm))) as u64;
-        while self.local(r) < t {
+        let running = Clock {
+            stopped_at: None,
+            ..*self
+        };
+        let dl = i128::from(t.0) - i128::from(self.base_local);
+        let dr = dl * 1_000_000 / (1_000_000 + i128::from(self.error_ppm));
+        let mut r = (i128::from(self.base_real) + dr).max(0) as u64;
+        while running.local(r) < t {
             r += 1;
         }
-        while r > 0 && self.local(r - 1) >= t {
+        while r > 0 && running.local(r - 1) >= t {
             r -= 1;
         }
         r
+    }
+
+    /// True while the clock is stopped.
+    pub fn stopped(&self) -> bool {
+        self.stopped_at.is_some()
+    }
+
+    /// The rate error now in force.
+    pub fn error_ppm(&self) -> i64 {
+        self.error_ppm
+    }
+
+    /// From real time `now` on, the clock runs at `error_ppm`.
+    pub fn set_rate(&mut self, now: Real, error_ppm: i64) {
+        self.base_local = self.local(now).0;
+        self.base_real = now;
+        self.error_ppm = error_ppm;
+    }
+
+    /// The clock stops at `now` (until `start`).
+    pub fn stop(&mut self, now: Real) {
+        if self.stopped_at.is_none() {
+            self.stopped_at = Some(now);
+        }
+    }
+
+    /// A stopped clock runs again from `now`, from the reading where it stopped.
+    pub fn start(&mut self, now: Real) {
+        if self.stopped_at.is_some() {
+            self.base_local = self.local(now).0;
+            self.base_real = now;
+            self.stopped_at = None;
+        }
     }
 }
 
@@ -145,6 +268,28 @@ enum Ev {
     },
     Restart {
         host: usize,
+    },
+    /// The process dies (a scheduled crash); restarts after `restart_after` if given.
+    Crash {
+        host: usize,
+        inc: u64,
+        restart_after: Option<Real>,
+    },
+    /// The supervisor confirms that its command exited (planned stop `gen`).
+    Released {
+        host: usize,
+        inc: u64,
+        stop: u64,
+    },
+    /// SIGHUP with new timers.
+    Reload {
+        host: usize,
+        timers: Timers,
+    },
+    /// A suspended host wakes up.
+    Wake {
+        host: usize,
+        inc: u64,
     },
 }
 
@@ -184,9 +329,22 @@ pub struct Host {
     paused: bool,
     backlog: Vec<Ev>,
     timer_at: Option<Real>,
-    /// Incremented at every crash and pause, so stale events are recognised.
+    /// Incremented at every crash and pause, so stale timers are recognised.
     inc: u64,
+    /// Incremented at every crash: writes, confirmations and scheduled crashes belong
+    /// to one process (a pause does not cancel a disk write).
+    life: u64,
     pub restarts: u32,
+    /// The whole host is suspended (the supervisor and the command too) since then.
+    suspended_at: Option<Real>,
+    /// Crash the process at a random moment of its next state write.
+    crash_in_write: bool,
+    /// The supervisor: the last lease end the host reported (its local clock), the
+    /// planned stop under way, and a counter of planned stops.
+    sup_end: Option<Time>,
+    sup_stopping: bool,
+    sup_gen: u64,
+    pub timers: Timers,
 }
 
 /// The simulated cluster.
@@ -208,7 +366,36 @@ pub struct Sim {
     pub dropped: u64,
     trace: Vec<String>,
     cfgs: Vec<NodeConfig>,
+    /// Every datagram sent recently: (real time, from, to, bytes), for late redelivery.
+    history: std::collections::VecDeque<(Real, usize, usize, Rc<Vec<u8>>)>,
+    /// Real times of recent elections and planned stops (where a flush is aimed).
+    pub marks: std::collections::VecDeque<Real>,
+    /// Faults the adversaries injected, for the swarm's summary.
+    pub stats: Stats,
+    /// Datagrams matching this (from id, to id, message) are held back by the network
+    /// (`hold_back`) until `release_held`.
+    filter: Option<Box<Filter>>,
+    held_back: Vec<(usize, usize, Rc<Vec<u8>>)>,
 }
+
+/// A predicate on (from id, to id, message), for scenarios that steer the network.
+pub type Filter = dyn Fn(u16, u16, &wire::Message) -> bool;
+
+/// What the adversaries did in a run.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub late: u64,
+    pub flushed: u64,
+    pub aimed: u64,
+    pub crashes_in_write: u64,
+    pub reloads: u64,
+    pub suspends: u64,
+    pub planned_stops: u64,
+    pub hung: u64,
+}
+
+/// How many sent datagrams the simulator remembers for redelivery.
+const HISTORY: usize = 4096;
 
 impl Sim {
     /// Builds the cluster; each node starts within `start_spread`.
@@ -229,18 +416,19 @@ impl Sim {
         let mut cfgs = Vec::new();
         for s in &servers {
             let e = i64::from(opts.clock_error_ppm);
-            let error_ppm = rng.below(2 * e as u64 + 1) as i64 - e;
-            let clock = Clock {
-                offset: rng.below(1 << 40),
-                error_ppm,
-            };
+            let mut error_ppm = rng.below(2 * e as u64 + 1) as i64 - e;
+            if let Some(&fixed) = opts.clock_errors.get(usize::from(s.id) - 1) {
+                error_ppm = fixed;
+            }
+            let clock = Clock::new(rng.below(1 << 40), error_ppm);
+            let timers = opts.timers_of(s.id);
             cfgs.push(NodeConfig {
                 id: s.id,
                 servers: servers.clone(),
                 fingerprint: 0xE1EC_7D00 ^ opts.n as u32,
-                heartbeat: opts.heartbeat,
-                rtt: opts.rtt,
-                missed_heartbeats: opts.k,
+                heartbeat: timers.heartbeat,
+                rtt: timers.rtt,
+                missed_heartbeats: timers.k,
                 drift_ppm: opts.drift_ppm,
                 max_hold: Duration::from_secs(60),
                 seed: rng.next_u64(),
@@ -258,7 +446,14 @@ impl Sim {
                 backlog: Vec::new(),
                 timer_at: None,
                 inc: 0,
+                life: 0,
                 restarts: 0,
+                suspended_at: None,
+                crash_in_write: false,
+                sup_end: None,
+                sup_stopping: false,
+                sup_gen: 0,
+                timers,
             });
         }
         let n = opts.n;
@@ -277,6 +472,11 @@ impl Sim {
             dropped: 0,
             trace: Vec::new(),
             cfgs,
+            history: std::collections::VecDeque::with_capacity(HISTORY),
+            marks: std::collections::VecDeque::new(),
+            stats: Stats::default(),
+            filter: None,
+            held_back: Vec::new(),
             opts,
         };
         for h in 0..n {
@@ -370,7 +570,7 @@ impl Sim {
             }
             Ev::PersistDone { host, inc, state } => {
                 let h = &mut self.hosts[host];
-                if h.inc != inc || h.node.is_none() {
+                if h.life != inc || h.node.is_none() {
                     return;
                 }
                 h.disk = state;
@@ -387,32 +587,7 @@ impl Sim {
                 }
                 self.drive(host);
             }
-            Ev::Resume { host, inc } => {
-                let h = &mut self.hosts[host];
-                if h.inc != inc || !h.paused {
-                    return;
-                }
-                h.paused = false;
-                let backlog = std::mem::take(&mut h.backlog);
-                let local = h.clock.local(self.now);
-                if let Some(node) = h.node.as_mut() {
-                    node.handle_timeout(local);
-                }
-                self.drive(host);
-                for ev in backlog {
-                    match ev {
-                        Ev::Deliver { to, from, bytes } => self.deliver(to, from, &bytes),
-                        Ev::PersistDone { host, state, .. } => {
-                            let local = self.hosts[host].clock.local(self.now);
-                            if let Some(node) = self.hosts[host].node.as_mut() {
-                                node.handle_persisted(local, state);
-                            }
-                            self.drive(host);
-                        }
-                        _ => {}
-                    }
-                }
-            }
+            Ev::Resume { host, inc } | Ev::Wake { host, inc } => self.wake(host, inc),
             Ev::Restart { host } => {
                 let h = &mut self.hosts[host];
                 if h.node.is_some() {
@@ -420,6 +595,7 @@ impl Sim {
                 }
                 let local = h.clock.local(self.now);
                 let node = Node::new(self.cfgs[host].clone(), h.disk, local).expect("valid config");
+                h.crash_in_write = false;
                 h.node = Some(node);
                 h.timer_at = None;
                 h.paused = false;
@@ -428,6 +604,117 @@ impl Sim {
                         .push(format!("{} start {} disk={:?}", self.now, h.id, h.disk));
                 }
                 self.drive(host);
+            }
+            Ev::Crash {
+                host,
+                inc,
+                restart_after,
+            } => {
+                if self.hosts[host].life != inc || self.hosts[host].node.is_none() {
+                    return;
+                }
+                let id = self.hosts[host].id;
+                self.crash(id);
+                if let Some(d) = restart_after {
+                    self.hosts[host].restarts += 1;
+                    self.push(self.now + d, Ev::Restart { host });
+                }
+            }
+            Ev::Released { host, inc, stop } => {
+                let h = &mut self.hosts[host];
+                if h.suspended_at.is_some() {
+                    // The supervisor is frozen with its host: it confirms on waking.
+                    h.backlog.push(Ev::Released { host, inc, stop });
+                    return;
+                }
+                if h.sup_gen == stop && h.sup_stopping {
+                    h.sup_stopping = false;
+                    let id = h.id;
+                    self.check.cmd_stop(self.now, id);
+                    if self.opts.trace {
+                        self.trace
+                            .push(format!("{} {id} supervisor: command exited", self.now));
+                    }
+                }
+                let h = &mut self.hosts[host];
+                if h.life != inc || h.node.is_none() {
+                    return;
+                }
+                if h.paused {
+                    h.backlog.push(Ev::Released { host, inc, stop });
+                    return;
+                }
+                let local = h.clock.local(self.now);
+                if let Some(node) = h.node.as_mut() {
+                    node.handle_released(local);
+                }
+                self.drive(host);
+            }
+            Ev::Reload { host, timers } => {
+                let h = &mut self.hosts[host];
+                if h.paused {
+                    h.backlog.push(Ev::Reload { host, timers });
+                    return;
+                }
+                self.stats.reloads += 1;
+                h.timers = timers;
+                let cfg = &mut self.cfgs[host];
+                cfg.heartbeat = timers.heartbeat;
+                cfg.rtt = timers.rtt;
+                cfg.missed_heartbeats = timers.k;
+                let (drift, max_hold) = (cfg.drift_ppm, cfg.max_hold);
+                if self.opts.trace {
+                    self.trace
+                        .push(format!("{} reload {} {timers:?}", self.now, h.id));
+                }
+                if let Some(node) = h.node.as_mut() {
+                    node.set_timers(timers.heartbeat, timers.rtt, timers.k, drift, max_hold)
+                        .expect("valid timers");
+                    self.drive(host);
+                }
+            }
+        }
+    }
+
+    /// Ends a pause or a suspend: the clock runs again, the backlog is handled.
+    fn wake(&mut self, host: usize, inc: u64) {
+        let now = self.now;
+        let h = &mut self.hosts[host];
+        if h.inc != inc || !h.paused {
+            return;
+        }
+        h.paused = false;
+        let suspended_at = h.suspended_at.take();
+        // Only a clock that stopped moved the real time of a local lease end (a running
+        // clock's mapping did not change; re-mapping past ends would extrapolate).
+        let stopped = h.clock.stopped();
+        h.clock.start(now);
+        let backlog = std::mem::take(&mut h.backlog);
+        if let (Some(since), Some(u), true) = (suspended_at, h.sup_end, stopped) {
+            // The supervisor enforces the lease end on the host's clock: if that clock
+            // stopped, its command runs past the end it had in real time.
+            let end = h.clock.real(u);
+            let id = h.id;
+            self.check.cmd_extend(now, id, since, end);
+        }
+        let h = &mut self.hosts[host];
+        let local = h.clock.local(now);
+        if let Some(node) = h.node.as_mut() {
+            node.handle_timeout(local);
+        }
+        self.drive(host);
+        for ev in backlog {
+            match ev {
+                Ev::Deliver { to, from, bytes } => self.deliver(to, from, &bytes),
+                Ev::PersistDone { host, state, .. } => {
+                    let local = self.hosts[host].clock.local(now);
+                    if let Some(node) = self.hosts[host].node.as_mut() {
+                        node.handle_persisted(local, state);
+                    }
+                    self.drive(host);
+                }
+                ev @ (Ev::Released { .. } | Ev::Reload { .. }) => self.dispatch(ev),
+                _ => {}
             }
         }
     }
@@ -496,9 +783,28 @@ impl Sim {
                     let h = &mut self.hosts[host];
                     h.writing = Some(state);
                     let at = (self.now + d).max(h.write_done_at + 1);
+                    if self.opts.trace {
+                        self.trace
+                            .push(format!("{} {} write {state:?} until {at}", self.now, h.id));
+                    }
                     h.write_done_at = at;
-                    let inc = h.inc;
+                    let inc = h.life;
+                    let dies = std::mem::take(&mut h.crash_in_write);
                     self.push(at, Ev::PersistDone { host, inc, state });
+                    if dies {
+                        // Dies before the write is confirmed: it lands or not (`crash`).
+                        let when = self.now + self.rng.below(at - self.now);
+                        let restart_after = Some(self.rng.below(self.opts.hold()));
+                        self.stats.crashes_in_write += 1;
+                        self.push(
+                            when,
+                            Ev::Crash {
+                                host,
+                                inc,
+                                restart_after,
+                            },
+                        );
+                    }
                 }
                 Output::Event(e) => {
                     if self.opts.trace {
@@ -506,6 +812,12 @@ impl Sim {
                             .push(format!("{} {} {:?}", self.now, host + 1, e));
                     }
                     self.check.on_event(self.now, self.hosts[host].id, e);
+                    if let electd::node::Event::Resigning { .. } = e {
+                        self.plan_stop(host);
+                    }
+                    if let electd::node::Event::Elected { .. } = e {
+                        self.mark();
+                    }
                 }
             }
         }
@@ -516,6 +828,17 @@ impl Sim {
         let lease_end = status.lease_until.map(|u| h.clock.real(u));
         let leads = node.leads().unwrap_or(0);
         let (id, inc) = (h.id, h.inc);
+        if let (Some(u), Some(end)) = (status.lease_until, lease_end) {
+            // The supervisor learns the lease (at once: the soonest it could start) and
+            // runs the command until that end at least.
+            if h.sup_stopping {
+                h.sup_stopping = false;
+                h.sup_gen += 1;
+            }
+            h.sup_end = Some(u);
+            self.check.cmd_lease(self.now, id, end);
+        }
+        let h = &mut self.hosts[host];
         if h.timer_at != Some(deadline) && !h.paused {
             h.timer_at = Some(deadline);
             // A real scheduler wakes a little late (epoll counts in milliseconds).
@@ -533,10 +856,75 @@ impl Sim {
             .on_status(self.now, id, &status, lease_end, leads);
     }
 
+    /// The supervisor is told to stop its command for a planned handoff; it confirms
+    /// after a random delay, or never (hung), and the command ends at the confirmation
+    /// or at the lease end, whichever comes first.
+    fn plan_stop(&mut self, host: usize) {
+        self.stats.planned_stops += 1;
+        self.mark();
+        let hung = self.rng.below(1000) < u64::from(self.opts.confirm_hung_pm);
+        let d = self.rng.below(self.opts.confirm_max + 1);
+        let h = &mut self.hosts[host];
+        h.sup_stopping = true;
+        h.sup_gen += 1;
+        let (inc, stop) = (h.life, h.sup_gen);
+        if hung {
+            self.stats.hung += 1;
+            return;
+        }
+        self.push(self.now + d, Ev::Released { host, inc, stop });
+    }
+
+    fn mark(&mut self) {
+        if self.marks.len() == 64 {
+            self.marks.pop_front();
+        }
+        self.marks.push_back(self.now);
+    }
+
     fn transmit(&mut self, from: usize, to: usize, bytes: &Rc<Vec<u8>>) {
         self.sent += 1;
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history
+            .push_back((self.now, from, to, Rc::clone(bytes)));
+        if self.opts.late_pm > 0 && self.rng.below(1000) < u64::from(self.opts.late_pm) {
+            // A genuine copy that some queue held on to: it arrives long after.
+            let at = self.now + 1 + self.rng.below(self.opts.late_max.max(1));
+            self.stats.late += 1;
+            self.push(
+                at,
+                Ev::Deliver {
+                    to,
+                    from,
+                    bytes: Rc::clone(bytes),
+                },
+            );
+        }
+        if let Some(f) = &self.filter {
+            let (fid, tid) = (self.hosts[from].id, self.hosts[to].id);
+            if wire::decode(bytes).is_ok_and(|m| f(fid, tid, &m)) {
+                self.held_back.push((from, to, Rc::clone(bytes)));
+                return;
+            }
+        }
         if self.cut[from][to] || self.rng.below(1000) < u64::from(self.opts.loss_pm) {
             return;
+        }
+        if self.opts.aim_pm > 0 && self.rng.below(1000) < u64::from(self.opts.aim_pm) {
+            if let Some(at) = self.aim(to) {
+                self.stats.aimed += 1;
+                self.push(
+                    at,
+                    Ev::Deliver {
+                        to,
+                        from,
+                        bytes: Rc::clone(bytes),
+                    },
+                );
+                return;
+            }
         }
         let copies = if self.rng.below(1000) < u64::from(self.opts.dup_pm) {
             2
@@ -557,7 +945,186 @@ impl Sim {
         }
     }
 
+    /// A delivery time aimed at a boundary that matters, in real time: the receiver's
+    /// faith end, or a lease end of some leader, from 1 ns to 1 ms either side.
+    fn aim(&mut self, to: usize) -> Option<Real> {
+        let mut targets = Vec::with_capacity(4);
+        let h = &self.hosts[to];
+        if let Some(n) = h.node.as_ref().filter(|_| !h.paused) {
+            targets.push(h.clock.real(n.faith_until()));
+        }
+        for h in self.hosts.iter().filter(|h| !h.paused) {
+            if let Some(u) = h
+                .node
+                .as_ref()
+                .and_then(|n| n.status(h.clock.local(self.now)).lease_until)
+            {
+                targets.push(h.clock.real(u));
+            }
+        }
+        targets.retain(|&t| t > self.now && t < self.now + 8 * self.opts.hold().max(ms(1000)));
+        if targets.is_empty() {
+            return None;
+        }
+        let t = targets[self.rng.below(targets.len() as u64) as usize];
+        // Log-uniform in 1 ns .. 1 ms, either side.
+        let off = 1u64 << self.rng.below(20);
+        let off = (off + self.rng.below(off)).min(ms(1));
+        let at = if self.rng.below(2) == 0 {
+            t.saturating_sub(off)
+        } else {
+            t + off
+        };
+        Some(at.max(self.now))
+    }
+
     // ----- fault verbs --------------------------------------------------------------
+
+    /// Redelivers every datagram sent between real times `from` and `to` (a queue that
+    /// stalled and flushed), each possibly twice, within `spread` from now.
+    pub fn flush(&mut self, from: Real, to: Real, spread: Real) {
+        let old: Vec<_> = self
+            .history
+            .iter()
+            .filter(|e| e.0 >= from && e.0 <= to)
+            .cloned()
+            .collect();
+        if self.opts.trace {
+            self.trace.push(format!(
+                "{} flush {} datagrams sent in {from}..{to}",
+                self.now,
+                old.len()
+            ));
+        }
+        for (_, f, t, bytes) in old {
+            let copies = 1 + u64::from(self.rng.below(4) == 0);
+            for _ in 0..copies {
+                let at = self.now + self.rng.below(spread + 1);
+                self.stats.flushed += 1;
+                self.push(
+                    at,
+                    Ev::Deliver {
+                        to: t,
+                        from: f,
+                        bytes: Rc::clone(&bytes),
+                    },
+                );
+            }
+        }
+    }
+
+    /// The network holds back every datagram matching `f` from now on (a queue that
+    /// stalls for some traffic), until `release_held`.
+    pub fn hold_back(&mut self, f: Box<Filter>) {
+        self.filter = Some(f);
+    }
+
+    /// Delivers the held-back datagrams now, in the order sent, and holds back no more.
+    pub fn release_held(&mut self) {
+        self.filter = None;
+        for (from, to, bytes) in std::mem::take(&mut self.held_back) {
+            self.push(self.now, Ev::Deliver { to, from, bytes });
+        }
+        self.run_until(self.now);
+    }
+
+    /// Delivers again, now, every datagram sent so far that matches `f` (genuine late
+    /// duplicates, from the network's history).
+    pub fn redeliver(&mut self, f: &Filter) -> usize {
+        let old: Vec<_> = self
+            .history
+            .iter()
+            .filter(|e| {
+                let (fid, tid) = (self.hosts[e.1].id, self.hosts[e.2].id);
+                wire::decode(&e.3).is_ok_and(|m| f(fid, tid, &m))
+            })
+            .cloned()
+            .collect();
+        let n = old.len();
+        for (_, from, to, bytes) in old {
+            self.push(self.now, Ev::Deliver { to, from, bytes });
+        }
+        self.run_until(self.now);
+        n
+    }
+
+    /// Crashes `id` at real time `at` (if that process still runs then), restarting it
+    /// `restart_after` later.
+    pub fn crash_at(&mut self, id: u16, at: Real, restart_after: Option<Real>) {
+        let host = self.idx(id);
+        let inc = self.hosts[host].life;
+        self.push(
+            at.max(self.now),
+            Ev::Crash {
+                host,
+                inc,
+                restart_after,
+            },
+        );
+    }
+
+    /// The process dies at a random moment of its next state write (which lands or not),
+    /// and restarts within a hold.
+    pub fn crash_in_write(&mut self, id: u16) {
+        let i = self.idx(id);
+        self.hosts[i].crash_in_write = true;
+    }
+
+    /// Cancels armed crashes (the faults stop).
+    pub fn disarm(&mut self) {
+        self.hosts.iter_mut().for_each(|h| h.crash_in_write = false);
+    }
+
+    /// SIGHUP of `id` with `timers` at real time `at`.
+    pub fn reload_at(&mut self, id: u16, at: Real, timers: Timers) {
+        let host = self.idx(id);
+        self.push(at.max(self.now), Ev::Reload { host, timers });
+    }
+
+    /// From now on `id`'s clock runs at `error_ppm`.
+    pub fn set_clock_rate(&mut self, id: u16, error_ppm: i64) {
+        let (i, now) = (self.idx(id), self.now);
+        let h = &mut self.hosts[i];
+        h.clock.set_rate(now, error_ppm);
+        if let Some(u) = h.sup_end {
+            let (id, end) = (h.id, h.clock.real(u));
+            self.check.remap(now, id, end);
+        }
+        let h = &mut self.hosts[i];
+        if self.opts.trace {
+            self.trace
+                .push(format!("{now} clock {id} rate {error_ppm} ppm"));
+        }
+        // Timers were placed with the old rate: place them again.
+        if !h.paused && h.node.is_some() {
+            h.timer_at = None;
+            self.drive(i);
+        }
+    }
+
+    /// Suspends the whole host `id` for `d`: the daemon, its supervisor and the command
+    /// freeze. The daemon's boot clock keeps counting; with `monotonic_suspend` the clock
+    /// stops until the host wakes.
+    pub fn suspend(&mut self, id: u16, d: Real) {
+        let (i, now) = (self.idx(id), self.now);
+        let h = &mut self.hosts[i];
+        if h.node.is_none() || h.paused {
+            return;
+        }
+        self.stats.suspends += 1;
+        h.paused = true;
+        h.suspended_at = Some(now);
+        h.inc += 1;
+        h.timer_at = None;
+        if self.opts.monotonic_suspend {
+            h.clock.stop(now);
+        }
+        let inc = h.inc;
+        if self.opts.trace {
+            self.trace.push(format!("{now} suspend {id} for {d}"));
+        }
+        self.push(now + d, Ev::Wake { host: i, inc });
+    }
 
     /// Kills a process: volatile state is gone; an unfinished write lands or not.
     pub fn crash(&mut self, id: u16) {
@@ -573,9 +1140,19 @@ impl Sim {
             }
         }
         h.inc += 1;
+        h.life += 1;
         h.paused = false;
-        h.backlog.clear();
+        h.suspended_at = None;
+        h.clock.start(self.now);
+        // Only the daemon dies: its supervisor keeps the command to the lease end, and
+        // a confirmation already under way still comes (and stops the command).
+        h.backlog
+            .retain(|e| matches!(e, Ev::Released { .. } | Ev::Reload { .. }));
+        let keep = std::mem::take(&mut h.backlog);
         h.timer_at = None;
+        for ev in keep {
+            self.push(self.now, ev);
+        }
         if self.opts.trace {
             self.trace.push(format!("{} crash {id}", self.now));
         }
@@ -669,14 +1246,11 @@ impl Sim {
         self.with_node(id, |n, t| n.handle_elect(t));
     }
 
-    /// Sends `yield` to a server; true if it was leader.
+    /// Sends `yield` to a server; true if it was leader. The RESIGN leaves once the
+    /// host's supervisor confirms (`confirm_max`, `confirm_hung_pm`) or at the lease end.
     pub fn resign(&mut self, id: u16) -> bool {
         let mut r = false;
-        // No supervisors yet: the RESIGN may leave at once.
-        self.with_node(id, |n, t| {
-            r = n.handle_yield(t);
-            n.handle_released(t);
-        });
+        self.with_node(id, |n, t| r = n.handle_yield(t));
         r
     }
 
@@ -767,6 +1341,16 @@ impl Sim {
         );
         for line in &self.trace[from..] {
             eprintln!("{line}");
+        }
+    }
+}
+
+impl Drop for Sim {
+    /// An invariant of the core panicked inside the run: print where it went wrong.
+    fn drop(&mut self) {
+        if std::thread::panicking() && self.opts.trace {
+            eprintln!("seed {}: trace up to the panic:", self.opts.seed);
+            self.dump_trace();
         }
     }
 }
