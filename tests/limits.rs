@@ -119,7 +119,7 @@ fn one_datagram_cannot_wedge_the_cluster() {
     let o = Opts::new(Mode::Unicast, 3);
     let mut c = Cluster::build(&o);
     let bound = o.failover_bound();
-    let (leader, term) = c.agreement(slacked(bound));
+    let (leader, term) = c.agreement(bound);
     let fp = fingerprint(&c);
     let addr = |id: u16| SocketAddrV4::new(Ipv4Addr::LOCALHOST, c.ports[usize::from(id) - 1]);
     let lead = |sender: u16, term: u64, hold_ms: u32| Message {
@@ -162,14 +162,14 @@ fn one_datagram_cannot_wedge_the_cluster() {
         refused_by_limits(&c)
     );
     assert_eq!(
-        c.agreement(slacked(bound)),
+        c.agreement(bound),
         (leader, term),
         "the wedge datagrams moved the leader or the term"
     );
     // The cluster can still elect: crash the leader.
     let t0 = Instant::now();
     c.kill(leader);
-    let (next, took) = c.new_leader_since(leader, term, t0, slacked(bound));
+    let (next, took) = c.new_leader_since(leader, term, t0, bound);
     eprintln!(
         "after the wedge datagrams: leader {leader} crashed, {next} leads after {took:?} (bound {bound:?} x slack)"
     );
@@ -224,12 +224,12 @@ fn restart_after_a_long_timers_reload_elects_in_the_normal_bound() {
     let o = Opts::new(Mode::Unicast, 3);
     let mut c = Cluster::build(&o);
     let bound = o.failover_bound();
-    c.agreement(slacked(bound));
+    c.agreement(bound);
     set_heartbeat(&c, "1s");
     reload_all(&c, "heartbeat 1s");
     // Long timers for a while: every LEAD now carries a 3 s hold.
     std::thread::sleep(Duration::from_secs(5));
-    let (_, term) = c.agreement(slacked(Duration::from_secs(9)));
+    let (_, term) = c.agreement(Duration::from_secs(9));
     set_heartbeat(&c, "100ms");
     reload_all(&c, "heartbeat 100ms");
     // Past the 3 s hold of the last long LEAD, with margin.
@@ -242,7 +242,7 @@ fn restart_after_a_long_timers_reload_elects_in_the_normal_bound() {
         c.spawn(id);
     }
     let limit = slacked(bound);
-    let (leader, t) = c.agreement(limit);
+    let (leader, t) = c.agreement(bound);
     let took = t0.elapsed();
     eprintln!(
         "full restart after a long-timers reload: leader {leader} term {t} after {took:?} (bound {bound:?} x slack = {limit:?})"
@@ -355,7 +355,7 @@ fn gauge(c: &Cluster, id: u16, name: &str) -> Option<u64> {
 fn pipelining_clients_do_not_stall_heartbeats() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (c, o, tap) = tapped_cluster();
-    let (leader, term) = c.agreement(slacked(o.failover_bound()));
+    let (leader, term) = c.agreement(o.failover_bound());
     let served_before = c.metric(leader, "electd_control_requests_total");
     let hbt = Duration::from_millis(o.hbt_ms);
     let tapped = LeadTap::start(tap, leader);
@@ -388,7 +388,7 @@ fn pipelining_clients_do_not_stall_heartbeats() {
         "heartbeat gap {worst:?} under pipelining clients, bound {bound:?}"
     );
     assert_eq!(
-        c.agreement(slacked(o.failover_bound())),
+        c.agreement(o.failover_bound()),
         (leader, term),
         "the leader kept its seat and term"
     );
@@ -403,7 +403,7 @@ fn a_watcher_that_stops_reading_is_dropped() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let o = Opts::new(Mode::Unicast, 3);
     let c = Cluster::build(&o);
-    let (leader, _) = c.agreement(slacked(o.failover_bound()));
+    let (leader, _) = c.agreement(o.failover_bound());
     let f = if leader == 1 { 2 } else { 1 };
     // The metrics request's own connection is counted: the baseline includes it.
     let base_clients = gauge(&c, leader, "electd_control_clients").expect("clients gauge");

@@ -152,7 +152,7 @@ fn apply(c: &mut Cluster, fault: Fault, leader: u16, rng: &mut electd::rng::Spli
         Fault::Terminate => {
             let child = c.terminate(leader);
             // A resign waits at most for the lease end; the exit follows.
-            let code = common::wait_exit(child, slacked(hold * 4));
+            let code = common::wait_exit(child, hold * 4);
             assert!(code.is_some(), "electd {leader} exited after SIGTERM");
             c.spawn(leader);
         }
@@ -245,7 +245,7 @@ fn scenario(poll: &str, faults: &[Fault], env: &[(&str, &str)]) -> (Report, u64,
     let bound = o.failover_bound() + Duration::from_secs(1);
     let mut done = Vec::new();
     for (round, &fault) in order.iter().enumerate() {
-        let (leader, term) = c.agreement(slacked(bound));
+        let (leader, term) = c.agreement(bound);
         let s = running_on(&log, leader, bound + poll_d * 2, &c);
         std::thread::sleep(Duration::from_millis(rng.below(300)));
         eprintln!(
@@ -261,7 +261,7 @@ fn scenario(poll: &str, faults: &[Fault], env: &[(&str, &str)]) -> (Report, u64,
         });
     }
     // The last handoff completes before the supervisors are stopped.
-    let (leader, _) = c.agreement(slacked(bound));
+    let (leader, _) = c.agreement(bound);
     running_on(&log, leader, bound + poll_d * 2, &c);
     stop_supervisors(sups);
     let r = check(&log, &done);
@@ -340,7 +340,7 @@ fn run_refuses_options_the_lease_cannot_honour() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let o = Opts::new(Mode::Unicast, 1);
     let c = Cluster::build(&o);
-    c.agreement(slacked(o.failover_bound()));
+    c.agreement(o.failover_bound());
     let log = c.dir.join("refused.log").to_str().unwrap().to_string();
     let child = Command::new(env!("CARGO_BIN_EXE_electctl"))
         .arg("--socket")

@@ -348,9 +348,10 @@ impl Cluster {
             .collect()
     }
 
-    /// The (leader, term) every running server agrees on, once they do.
+    /// The (leader, term) every running server agrees on, once they do: a bounded wait
+    /// of `within` times the slack factor.
     pub fn agreement(&self, within: Duration) -> (u16, u64) {
-        let deadline = Instant::now() + within;
+        let deadline = Instant::now() + slacked(within);
         loop {
             let views: Vec<(u16, Option<Value>)> = self
                 .up()
@@ -393,7 +394,8 @@ impl Cluster {
     }
 
     /// Polls the running servers until one other than `old` reports a lease with a term
-    /// above `term`; returns it and the time since `t0`.
+    /// above `term`; returns it and the time since `t0`. Panics past `limit` times the
+    /// slack factor.
     pub fn new_leader_since(
         &self,
         old: u16,
@@ -401,6 +403,7 @@ impl Cluster {
         t0: Instant,
         limit: Duration,
     ) -> (u16, Duration) {
+        let limit = slacked(limit);
         loop {
             for id in self.up() {
                 if id == old {
@@ -478,9 +481,9 @@ impl Drop for Cluster {
     }
 }
 
-/// Waits for `child` to exit, at most `within`; kills it past that.
+/// Waits for `child` to exit, at most `within` times the slack factor; kills it past that.
 pub fn wait_exit(mut child: Child, within: Duration) -> Option<i32> {
-    let deadline = Instant::now() + within;
+    let deadline = Instant::now() + slacked(within);
     loop {
         if let Some(s) = child.try_wait().unwrap() {
             return s.code();
