@@ -99,7 +99,10 @@ fn running_on(log: &str, host: u16, within: Duration, c: &Cluster) -> Span {
     loop {
         let now = boottime_ns();
         let live = spans(log).into_iter().find(|s| {
-            s.host == host && !s.stopped && s.sigterm.is_none() && now - s.end < 50_000_000
+            s.host == host
+                && !s.stopped
+                && s.sigterm.is_none()
+                && now.saturating_sub(s.end) < 50_000_000
         });
         if let Some(s) = live {
             return s;
@@ -110,7 +113,8 @@ fn running_on(log: &str, host: u16, within: Duration, c: &Cluster) -> Span {
             c.logs(),
             supervisor_logs(c)
         );
-        std::thread::sleep(Duration::from_millis(5));
+        // The log grows by a line every 2 ms: parse it at a gentler pace.
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
