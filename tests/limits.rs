@@ -458,3 +458,51 @@ fn a_watcher_that_stops_reading_is_dropped() {
         assert!(r.is_ok(), "the daemon closed the watcher: {r:?}");
     }
 }
+
+/// SPEC 4 (issue 10 item 8): a second daemon on a running daemon's state file refuses
+/// to start, naming the file and the holder, and the first one leads on untouched.
+/// (Another socket and port, so that nothing but the state file is shared.)
+#[test]
+fn a_second_daemon_on_the_same_state_file_refuses_to_start() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let o = Opts::new(Mode::Unicast, 1);
+    let c = Cluster::build(&o);
+    let (leader, term) = c.agreement(o.failover_bound());
+    let state = c.dir.join("1.state");
+    let text = std::fs::read_to_string(&c.conf).unwrap();
+    let other = c.dir.join("other.conf");
+    let port = c.ports[0];
+    std::fs::write(
+        &other,
+        text.replace(
+            &format!(":{port} "),
+            &format!(":{} ", common::free_udp_port()),
+        )
+        .replace("{id}.sock", "other-{id}.sock"),
+    )
+    .unwrap();
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_electd"))
+        .arg("--config")
+        .arg(&other)
+        .args(["--id", "1"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = c.child(1).id();
+    // Bounded: a second daemon that starts is killed after the wait, and fails the test.
+    let out = common::output_within(second, Duration::from_secs(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the second daemon refused: {err}"
+    );
+    assert!(
+        err.contains(state.to_str().unwrap()) && err.contains(&pid.to_string()),
+        "the refusal names {} and pid {pid}: {err}",
+        state.display()
+    );
+    assert_eq!(c.agreement(o.failover_bound()), (leader, term));
+}

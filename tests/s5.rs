@@ -372,18 +372,8 @@ fn run_refuses_options_the_lease_cannot_honour() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id() as i32;
     // Bounded: a supervisor that does not refuse is killed after the wait.
-    let waiter = std::thread::spawn(move || child.wait_with_output());
-    let t0 = Instant::now();
-    while !waiter.is_finished() && t0.elapsed() < slacked(Duration::from_secs(3)) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    if !waiter.is_finished() {
-        // SAFETY: kill(2) on the electctl this test started; the waiter reaps it.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-    }
-    let out = waiter.join().unwrap().unwrap();
+    let out = common::output_within(child, Duration::from_secs(3));
     let err = String::from_utf8_lossy(&out.stderr);
     let started = spans(&log).len();
     assert_eq!(

@@ -497,6 +497,25 @@ pub fn wait_exit(mut child: Child, within: Duration) -> Option<i32> {
     }
 }
 
+/// The output of `child` (spawned with piped stderr and/or stdout), waiting at most
+/// `within` times the slack factor; past that it is killed, and the output is what it
+/// wrote until then (its status then shows the signal).
+pub fn output_within(child: Child, within: Duration) -> std::process::Output {
+    let pid = child.id() as i32;
+    let waiter = std::thread::spawn(move || child.wait_with_output());
+    let limit = slacked(within);
+    let t0 = Instant::now();
+    while !waiter.is_finished() && t0.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if !waiter.is_finished() {
+        // SAFETY: kill(2) on a child this test started and saw running a moment ago (the
+        // waiter reaps it; the window for a reused pid is a few microseconds).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    waiter.join().unwrap().unwrap()
+}
+
 /// A network namespace of our own (unique per run, deleted on drop) with loopback up and
 /// an nftables table for partitions. None when this is not root or tools are missing.
 pub struct Netns {
