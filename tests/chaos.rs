@@ -345,7 +345,8 @@ fn chaos(multicast: bool) {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let followers = follow(&c, &lines, &stop);
     let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
-    let mut sups: Vec<_> = (1..=N).map(|id| supervise(&c, id, &log)).collect();
+    // Stopped when dropped, on a failed assertion too.
+    let mut sups = common::Supervisors((1..=N).map(|id| supervise(&c, id, &log)).collect());
     let mut heals: Vec<(u64, &str)> = Vec::new();
     let mut applied = Vec::new();
     let mut l2_checks = 0;
@@ -415,12 +416,7 @@ fn chaos(multicast: bool) {
         std::thread::sleep(bound + Duration::from_millis(200));
     }
     std::thread::sleep(Duration::from_millis(500));
-    for s in &sups {
-        common::signal(s, libc::SIGTERM);
-    }
-    for s in sups.iter_mut() {
-        let _ = s.wait();
-    }
+    sups.stop();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for f in followers {
         let _ = f.join();

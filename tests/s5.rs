@@ -15,8 +15,10 @@
 
 mod common;
 
-use common::{Cluster, Mode, Opts, SERIAL, Span, boottime_ns, overlaps, slacked, spans};
-use std::process::{Child, Command, Stdio};
+use common::{
+    Cluster, Mode, Opts, SERIAL, Span, Supervisors, boottime_ns, overlaps, slacked, spans,
+};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Not a test: the wrapped command, when this binary is re-executed by `electctl run`.
@@ -77,19 +79,21 @@ fn s5_cluster(env: &[(&str, &str)]) -> (Cluster, Opts) {
     (Cluster::build(&o), o)
 }
 
-fn supervisors(c: &Cluster, log: &str, poll: &str, linger_ms: u64) -> Vec<Child> {
+fn supervisors(c: &Cluster, log: &str, poll: &str, linger_ms: u64) -> Supervisors {
     let linger = linger_ms.to_string();
-    (1..=3)
-        .map(|id| {
-            common::supervise_with(
-                c,
-                id,
-                log,
-                &["--grace", GRACE, "--poll", poll],
-                &[(common::CMD_LINGER_VAR, &linger)],
-            )
-        })
-        .collect()
+    Supervisors(
+        (1..=3)
+            .map(|id| {
+                common::supervise_with(
+                    c,
+                    id,
+                    log,
+                    &["--grace", GRACE, "--poll", poll],
+                    &[(common::CMD_LINGER_VAR, &linger)],
+                )
+            })
+            .collect(),
+    )
 }
 
 /// The processor running now on `host` (its last stamp is recent), waiting for it.
@@ -125,16 +129,6 @@ fn supervisor_logs(c: &Cluster) -> String {
             format!("--- electctl run on {id}\n{}", t.unwrap_or_default())
         })
         .collect()
-}
-
-/// Stops the supervisors (the test's own teardown, not a fault) and waits for them.
-fn stop_supervisors(sups: Vec<Child>) {
-    for s in &sups {
-        common::signal(s, libc::SIGTERM);
-    }
-    for s in sups {
-        let _ = common::wait_exit(s, Duration::from_secs(5));
-    }
 }
 
 /// Applies `fault` to the current leader and returns once it is over (the server is up
@@ -249,7 +243,8 @@ fn scenario(
     }
     let (mut c, o) = s5_cluster(env);
     let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
-    let sups = supervisors(&c, &log, poll, linger_ms);
+    // Dropped (stopped) on every way out, a failed assertion's included.
+    let mut sups = supervisors(&c, &log, poll, linger_ms);
     let poll_d = electd::config::parse_duration(poll).unwrap();
     // A leader within the failover bound; its processor within one more poll.
     let bound = o.failover_bound() + Duration::from_secs(1);
@@ -273,7 +268,8 @@ fn scenario(
     // The last handoff completes before the supervisors are stopped.
     let (leader, _) = c.agreement(bound);
     running_on(&log, leader, bound + poll_d * 2, &c);
-    stop_supervisors(sups);
+    // The test's own teardown, not a fault.
+    sups.stop();
     let r = check(&log, &done, linger_ms);
     eprintln!("{}", describe(&r));
     (r, seed, c)
@@ -385,9 +381,15 @@ fn run_refuses_options_the_lease_cannot_honour() {
     assert_eq!(started, 0, "the command was never started");
 
     let log1 = c.dir.join("poll1s.log").to_str().unwrap().to_string();
-    let sup = common::supervise_with(&c, 1, &log1, &["--poll", "1s"], &[]);
+    let mut sup = Supervisors(vec![common::supervise_with(
+        &c,
+        1,
+        &log1,
+        &["--poll", "1s"],
+        &[],
+    )]);
     let ok = common::eventually(Duration::from_secs(3), || !spans(&log1).is_empty());
-    stop_supervisors(vec![sup]);
+    sup.stop();
     assert!(
         ok,
         "run --poll 1s started the command:\n{}",

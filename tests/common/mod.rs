@@ -756,6 +756,28 @@ pub fn overlaps(spans: &[Span], slop_ns: u64) -> Vec<(Span, Span, u64)> {
     out
 }
 
+/// `electctl run` supervisors this test started: stopped (SIGTERM, then SIGKILL after a
+/// bounded wait) when dropped, so a failing test leaves none behind.
+pub struct Supervisors(pub Vec<Child>);
+
+impl Supervisors {
+    /// SIGTERM to each, then a bounded wait for each exit.
+    pub fn stop(&mut self) {
+        for s in &self.0 {
+            signal(s, libc::SIGTERM);
+        }
+        for s in self.0.drain(..) {
+            let _ = wait_exit(s, Duration::from_secs(5));
+        }
+    }
+}
+
+impl Drop for Supervisors {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// `electctl run` of this test binary's `cmd_helper` against server `id`'s socket.
 pub fn supervise(c: &Cluster, id: u16, log: &str) -> Child {
     supervise_with(c, id, log, &["--grace", "50ms"], &[])
