@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Cluster, HBT_MS, Mode, RTT_MS, SERIAL, free_udp_port, wait_exit};
+use common::{Cluster, HBT_MS, Mode, RTT_MS, SERIAL, free_udp_port, slacked, wait_exit, wait_for};
 use electd::json::{self, Value};
 use electd::wire::{self, Body, Message};
 use std::io::{BufRead, BufReader, Write};
@@ -45,8 +45,14 @@ fn garbage(c: &Cluster, mode: Mode, target: u16) {
     let other = if target == 1 { 2 } else { 1 };
     tx.send_to(&forged(other, 0xBAD), &to).unwrap();
     tx.send_to(&forged(200, 0xBAD), &to).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let after = c.dropped_total(target);
+    let after = wait_for(
+        "every bad datagram counted",
+        Duration::from_millis(500),
+        || {
+            let after = c.dropped_total(target);
+            (after - before >= 200 + 4 + 2).then_some(after)
+        },
+    );
     assert_eq!(
         after - before,
         200 + 4 + 2,
@@ -121,14 +127,15 @@ fn scenario(mode: Mode, n: u16) {
         "a restarted follower moved the seat"
     );
 
-    // SIGKILL of the leader: a new leader with a higher term within 3*HBT + RTT + 100 ms.
+    // SIGKILL of the leader: a new leader with a higher term within 3*HBT + RTT + 100 ms,
+    // times the slack factor (420 ms, 840 ms with the default slack).
     let (l, t) = c.agreement(Duration::from_secs(1));
     std::thread::sleep(Duration::from_millis(
         u64::from(std::process::id()) % HBT_MS,
     ));
     let t0 = Instant::now();
     c.kill(l);
-    let bound = Duration::from_millis(3 * HBT_MS + RTT_MS + 100);
+    let bound = slacked(Duration::from_millis(3 * HBT_MS + RTT_MS + 100));
     let (new, took) = c.new_leader_since(l, t, t0, Duration::from_secs(3));
     eprintln!(
         "{mode:?} n={n}: SIGKILL failover {} -> {new} in {took:?}",
@@ -143,7 +150,8 @@ fn scenario(mode: Mode, n: u16) {
     let (l2, t2) = c.agreement(Duration::from_secs(2));
     assert_eq!(l2, new, "the restarted old leader took the seat back");
 
-    // SIGTERM of the leader: it resigns; a new leader within RTT + 100 ms. The server
+    // SIGTERM of the leader: it resigns; a new leader within RTT + 100 ms (times the
+    // slack factor; a planned handoff also waits for local supervisors, none here). The server
     // restarted above must first have run K*HBT (its quiet period, SPEC section 5):
     // with 3 servers it is one of the two voters left.
     std::thread::sleep(Duration::from_millis(3 * HBT_MS + 50));
@@ -152,7 +160,7 @@ fn scenario(mode: Mode, n: u16) {
     let (new2, took) = c.new_leader_since(l2, t2, t0, Duration::from_secs(2));
     eprintln!("{mode:?} n={n}: SIGTERM handoff {l2} -> {new2} in {took:?}");
     assert!(
-        took <= Duration::from_millis(RTT_MS + 100),
+        took <= slacked(Duration::from_millis(RTT_MS + 100)),
         "graceful handoff took {took:?}\n{}",
         c.logs()
     );
@@ -311,8 +319,10 @@ fn electctl_and_socket_limits() {
     // elect on a healthy cluster re-elects the same leader.
     let (_, t) = c.agreement(Duration::from_secs(1));
     assert_eq!(ctl(f, &["elect"]).status.code(), Some(0));
-    std::thread::sleep(Duration::from_millis(300));
-    let (l2, t2) = c.agreement(Duration::from_secs(2));
+    let (l2, t2) = wait_for("the elect round", Duration::from_secs(2), || {
+        let (l2, t2) = c.agreement(Duration::from_secs(2));
+        (t2 > t).then_some((l2, t2))
+    });
     assert_eq!(l2, l, "an elect round keeps a live leader");
     assert!(t2 > t, "the round ran: term {t} -> {t2}");
 }
@@ -324,7 +334,8 @@ fn watch_reports_changes() {
     let (l, _) = c.agreement(Duration::from_secs(5));
     let f = if l == 1 { 2 } else { 1 };
     let mut s = UnixStream::connect(c.sock(f)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    s.set_read_timeout(Some(slacked(Duration::from_secs(3))))
+        .unwrap();
     s.write_all(b"watch\n").unwrap();
     let mut r = BufReader::new(s);
     let mut line = String::new();

@@ -10,8 +10,9 @@ use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// A bounded wait: `within` times the slack factor (`common::slack`).
 fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
+    let deadline = Instant::now() + common::slacked(within);
     while !f() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(10));
@@ -60,7 +61,7 @@ fn notify_protocol() {
     let mut got: Vec<String> = Vec::new();
     let mut buf = [0u8; 512];
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(3) {
+    while start.elapsed() < common::slacked(Duration::from_secs(3)) {
         let n = sock.recv(&mut buf).expect("a notification");
         got.push(String::from_utf8_lossy(&buf[..n]).to_string());
         let dogs = got.iter().filter(|m| *m == "WATCHDOG=1").count();
@@ -123,7 +124,7 @@ fn hooks_run_in_order_one_at_a_time() {
     let t = Instant::now();
     assert!(c.status(1).is_some());
     assert!(
-        t.elapsed() < Duration::from_millis(100),
+        t.elapsed() < common::slacked(Duration::from_millis(100)),
         "the loop answers while a hook runs"
     );
     wait_for("three hooks", Duration::from_secs(5), || {

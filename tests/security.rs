@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Cluster, Mode, SERIAL};
+use common::{Cluster, Mode, SERIAL, eventually, slack, wait_for};
 use electd::json::Value;
 use electd::wire::{self, Body, Key, Message};
 use std::io::{BufRead, BufReader, Write};
@@ -91,9 +91,12 @@ fn forgeries_and_replays_change_nothing() {
         "an ELECT was captured"
     );
     // Let the term move on past everything captured.
+    let (_, captured_term) = c.agreement(Duration::from_secs(2));
     c.request(f, "elect");
-    std::thread::sleep(Duration::from_millis(300));
-    let (leader, term) = c.agreement(Duration::from_secs(2));
+    let (leader, term) = wait_for("the term to move on", Duration::from_secs(2), || {
+        let (l, t) = c.agreement(Duration::from_secs(2));
+        (t > captured_term).then_some((l, t))
+    });
 
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let targets: Vec<String> = std::iter::once(group.to_string())
@@ -142,8 +145,9 @@ fn forgeries_and_replays_change_nothing() {
         wire::encode_keyed(m, u64::MAX, &wrong, &mut b);
         send_all(&b);
     }
-    std::thread::sleep(Duration::from_millis(300));
-    let after_tag: u64 = (1..=3).map(|id| dropped(&c, id, "bad_tag")).sum();
+    let tagged = || (1..=3).map(|id| dropped(&c, id, "bad_tag")).sum::<u64>();
+    eventually(Duration::from_millis(500), || tagged() >= before_tag + 9);
+    let after_tag = tagged();
     assert!(
         after_tag >= before_tag + 9,
         "forgeries refused by their tag: {before_tag} -> {after_tag}"
@@ -159,8 +163,11 @@ fn forgeries_and_replays_change_nothing() {
     for b in &captured {
         send_all(b);
     }
-    std::thread::sleep(Duration::from_millis(300));
-    let after_replay: u64 = (1..=3).map(|id| dropped(&c, id, "replay")).sum();
+    let replayed = || (1..=3).map(|id| dropped(&c, id, "replay")).sum::<u64>();
+    eventually(Duration::from_millis(500), || {
+        replayed() >= before_replay + captured.len() as u64
+    });
+    let after_replay = replayed();
     assert!(
         after_replay >= before_replay + captured.len() as u64,
         "replays counted: {before_replay} -> {after_replay} for {}",
@@ -179,16 +186,29 @@ fn forgeries_and_replays_change_nothing() {
     let from_s: Vec<&Vec<u8>> = captured.iter().filter(|b| b[7] as u16 == s).collect();
     c.kill(s);
     c.spawn(s);
-    std::thread::sleep(Duration::from_millis(800));
+    // r has heard s's new boot (and persisted it) once it hears s again after a restart.
+    let t_restart = Instant::now();
+    wait_for("r to hear the restarted s", Duration::from_secs(2), || {
+        let v = c.status(r)?;
+        let ago = v
+            .get("peers")?
+            .as_array()?
+            .iter()
+            .find(|p| p.get("id").and_then(Value::as_u64) == Some(u64::from(s)))?
+            .get("heard_ms_ago")?
+            .as_u64()?;
+        (u128::from(ago) + 50 < t_restart.elapsed().as_millis()).then_some(())
+    });
     c.kill(r);
     c.spawn(r);
-    std::thread::sleep(Duration::from_millis(500));
     let before = dropped(&c, r, "replay");
     let to_r = format!("127.0.0.1:{}", c.ports[usize::from(r) - 1]);
     for b in &from_s {
         tx.send_to(b, &to_r).unwrap();
     }
-    std::thread::sleep(Duration::from_millis(200));
+    eventually(Duration::from_millis(500), || {
+        dropped(&c, r, "replay") - before >= from_s.len() as u64
+    });
     assert_eq!(
         dropped(&c, r, "replay") - before,
         from_s.len() as u64,
@@ -246,23 +266,29 @@ fn key_rotation_without_downtime() {
         std::fs::write(&c.conf, t).unwrap();
     };
     // Each server reads the same file; the steps are staggered by SIGHUP per server.
+    // SIGHUP to server `id`, and a bounded wait until it has reloaded.
+    let reload = |id: u16| {
+        let before = c.log(id).matches("configuration reloaded").count();
+        common::signal(c.child(id), libc::SIGHUP);
+        wait_for("the key reload", Duration::from_secs(2), || {
+            (c.log(id).matches("configuration reloaded").count() > before).then_some(())
+        });
+    };
     set(&old, Some(&new));
     for id in 1..=3 {
-        common::signal(c.child(id), libc::SIGHUP);
+        reload(id);
     }
-    std::thread::sleep(Duration::from_millis(300));
     set(&new, Some(&old));
     for id in 1..=3 {
-        common::signal(c.child(id), libc::SIGHUP);
+        reload(id);
         // Mid-rotation, servers sign with different keys: all must still agree.
         std::thread::sleep(Duration::from_millis(400));
         assert_eq!(c.agreement(Duration::from_secs(1)).0, leader, "step {id}");
     }
     set(&new, None);
     for id in 1..=3 {
-        common::signal(c.child(id), libc::SIGHUP);
+        reload(id);
     }
-    std::thread::sleep(Duration::from_millis(500));
     assert_eq!(c.agreement(Duration::from_secs(1)).0, leader);
     assert!(c.log(1).contains("configuration reloaded"));
     assert_eq!(
@@ -382,9 +408,11 @@ fn control_socket_survives_abuse() {
         "the slow watcher was dropped"
     );
     eprintln!("worst heartbeat gap under abuse: {worst:.1} ms");
+    // HBT + 50 ms, the 50 ms times the slack factor for a loaded machine.
+    let bound = 100.0 + 50.0 * slack();
     assert!(
-        worst < 150.0,
-        "heartbeats kept their 100 ms pace: worst gap {worst:.1} ms"
+        worst < bound,
+        "heartbeats kept their 100 ms pace: worst gap {worst:.1} ms (bound {bound:.0} ms)"
     );
     let v = c.status(l).unwrap();
     assert_eq!(v.get("role").and_then(Value::as_str), Some("leader"));

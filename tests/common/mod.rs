@@ -18,6 +18,106 @@ pub static SERIAL: Mutex<()> = Mutex::new(());
 pub const HBT_MS: u64 = 100;
 pub const RTT_MS: u64 = 20;
 
+/// The factor every latency bound in the integration tests is multiplied by, so that a
+/// loaded machine (a second `cargo test` beside this one on 2 cores) does not turn a
+/// scheduling delay into a failure: `ELECTD_TEST_SLACK`, default 2.0. The bounds stay
+/// below the regressions they guard against (each test says by how much).
+pub fn slack() -> f64 {
+    std::env::var("ELECTD_TEST_SLACK")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 1.0)
+        .unwrap_or(2.0)
+}
+
+/// `d` times the slack factor.
+pub fn slacked(d: Duration) -> Duration {
+    d.mul_f64(slack())
+}
+
+/// Polls `f` every few milliseconds until it returns `Some`, at most `within` times the
+/// slack factor; panics naming `what` past that. The bounded wait that replaces a fixed
+/// sleep used as synchronisation.
+pub fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let limit = slacked(within);
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed() < limit, "waited {limit:?} for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// True once `f` holds, polling at most `within` times the slack factor.
+pub fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let limit = slacked(within);
+    let t0 = Instant::now();
+    loop {
+        if f() {
+            return true;
+        }
+        if t0.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Now on this host's CLOCK_BOOTTIME, in nanoseconds: the one clock every process of a
+/// test on this host shares, which keeps counting through a suspend (SPEC section 8).
+pub fn boottime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own; it is async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// How a test cluster is built: `Cluster::build`.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    pub mode: Mode,
+    /// Servers in the configured list.
+    pub n: u16,
+    /// Servers started (ids 1..=run); the others are only configured.
+    pub run: u16,
+    pub hbt_ms: u64,
+    pub rtt_ms: u64,
+    pub k: u32,
+    /// Fixed ports for some servers (ids from 1): a test socket bound there plays them.
+    pub ports: Vec<(u16, u16)>,
+    /// Lines added to the config.
+    pub extra: String,
+    /// Environment of every daemon.
+    pub env: Vec<(String, String)>,
+}
+
+impl Opts {
+    pub fn new(mode: Mode, n: u16) -> Opts {
+        Opts {
+            mode,
+            n,
+            run: n,
+            hbt_ms: HBT_MS,
+            rtt_ms: RTT_MS,
+            k: 3,
+            ports: Vec::new(),
+            extra: String::new(),
+            env: Vec::new(),
+        }
+    }
+
+    /// The failover bound of SPEC sections 7 and 8 (detection within K*HBT, then L1's
+    /// 5*HBT + 8*RTT), before the slack factor.
+    pub fn failover_bound(&self) -> Duration {
+        Duration::from_millis(u64::from(self.k) * self.hbt_ms + 5 * self.hbt_ms + 8 * self.rtt_ms)
+    }
+}
+
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum Mode {
     Unicast,
@@ -56,8 +156,20 @@ impl Cluster {
 
     /// A cluster whose config gets `extra` lines and whose daemons get `env`.
     pub fn start_with(mode: Mode, n: u16, extra: &str, env: &[(&str, &str)]) -> Cluster {
+        let mut o = Opts::new(mode, n);
+        o.extra = extra.to_string();
+        o.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Cluster::build(&o)
+    }
+
+    /// A cluster as `o` describes it, its first `o.run` servers started.
+    pub fn build(o: &Opts) -> Cluster {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (mode, n) = (o.mode, o.n);
         let dir = std::env::temp_dir().join(format!(
             "electd-cluster-{}-{k}-{:?}-{n}",
             std::process::id(),
@@ -65,8 +177,15 @@ impl Cluster {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let ports: Vec<u16> = (0..n).map(|_| free_udp_port()).collect();
-        let mut text = format!("cluster test-{}-{n}\n", std::process::id());
+        let ports: Vec<u16> = (1..=n)
+            .map(|id| {
+                o.ports
+                    .iter()
+                    .find(|p| p.0 == id)
+                    .map_or_else(free_udp_port, |p| p.1)
+            })
+            .collect();
+        let mut text = format!("cluster test-{}-{k}-{n}\n", std::process::id());
         for (i, p) in ports.iter().enumerate() {
             text += &format!("server {} 127.0.0.1:{p} name s{}\n", i + 1, i + 1);
         }
@@ -83,10 +202,13 @@ impl Cluster {
             }
         }
         text += &format!(
-            "heartbeat {HBT_MS}ms\nrtt {RTT_MS}ms\nmissed-heartbeats 3\nsocket {0}/{{id}}.sock\nstate {0}/{{id}}.state\n",
+            "heartbeat {}ms\nrtt {}ms\nmissed-heartbeats {}\nsocket {3}/{{id}}.sock\nstate {3}/{{id}}.state\n",
+            o.hbt_ms,
+            o.rtt_ms,
+            o.k,
             dir.display()
         );
-        text += extra;
+        text += &o.extra;
         let conf = dir.join("electd.conf");
         std::fs::write(&conf, text).unwrap();
         let mut c = Cluster {
@@ -95,14 +217,11 @@ impl Cluster {
             n,
             ports,
             procs: (0..n).map(|_| None).collect(),
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            env: o.env.clone(),
             netns: None,
             hosts_ns: Vec::new(),
         };
-        for id in 1..=n {
+        for id in 1..=o.run.min(n) {
             c.spawn(id);
         }
         c
@@ -229,9 +348,10 @@ impl Cluster {
             .collect()
     }
 
-    /// The (leader, term) every running server agrees on, once they do.
+    /// The (leader, term) every running server agrees on, once they do: a bounded wait
+    /// of `within` times the slack factor.
     pub fn agreement(&self, within: Duration) -> (u16, u64) {
-        let deadline = Instant::now() + within;
+        let deadline = Instant::now() + slacked(within);
         loop {
             let views: Vec<(u16, Option<Value>)> = self
                 .up()
@@ -274,7 +394,8 @@ impl Cluster {
     }
 
     /// Polls the running servers until one other than `old` reports a lease with a term
-    /// above `term`; returns it and the time since `t0`.
+    /// above `term`; returns it and the time since `t0`. Panics past `limit` times the
+    /// slack factor.
     pub fn new_leader_since(
         &self,
         old: u16,
@@ -282,6 +403,7 @@ impl Cluster {
         t0: Instant,
         limit: Duration,
     ) -> (u16, Duration) {
+        let limit = slacked(limit);
         loop {
             for id in self.up() {
                 if id == old {
@@ -359,9 +481,9 @@ impl Drop for Cluster {
     }
 }
 
-/// Waits for `child` to exit, at most `within`; kills it past that.
+/// Waits for `child` to exit, at most `within` times the slack factor; kills it past that.
 pub fn wait_exit(mut child: Child, within: Duration) -> Option<i32> {
-    let deadline = Instant::now() + within;
+    let deadline = Instant::now() + slacked(within);
     loop {
         if let Some(s) = child.try_wait().unwrap() {
             return s.code();
@@ -373,6 +495,25 @@ pub fn wait_exit(mut child: Child, within: Duration) -> Option<i32> {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// The output of `child` (spawned with piped stderr and/or stdout), waiting at most
+/// `within` times the slack factor; past that it is killed, and the output is what it
+/// wrote until then (its status then shows the signal).
+pub fn output_within(child: Child, within: Duration) -> std::process::Output {
+    let pid = child.id() as i32;
+    let waiter = std::thread::spawn(move || child.wait_with_output());
+    let limit = slacked(within);
+    let t0 = Instant::now();
+    while !waiter.is_finished() && t0.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if !waiter.is_finished() {
+        // SAFETY: kill(2) on a child this test started and saw running a moment ago (the
+        // waiter reaps it; the window for a reused pid is a few microseconds).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    waiter.join().unwrap().unwrap()
 }
 
 /// A network namespace of our own (unique per run, deleted on drop) with loopback up and
@@ -453,21 +594,36 @@ impl Drop for Netns {
 }
 
 /// The environment variable that turns a test binary into the wrapped command of
-/// `electctl run` tests: it stamps start, liveness and stop on CLOCK_MONOTONIC.
+/// `electctl run` tests: it stamps start, liveness, the SIGTERM it got and its own exit
+/// on CLOCK_BOOTTIME (one clock for every process on this host) into that file.
 pub const CMD_LOG_VAR: &str = "ELECTD_TEST_CMD_LOG";
+/// Which server's supervisor started the command (written in every stamp).
+pub const CMD_HOST_VAR: &str = "ELECTD_TEST_CMD_HOST";
+/// How long the command keeps running after SIGTERM before it exits by itself (ms).
+pub const CMD_LINGER_VAR: &str = "ELECTD_TEST_CMD_LINGER_MS";
+/// How often the command stamps that it is alive (ms, default 2).
+pub const CMD_ALIVE_VAR: &str = "ELECTD_TEST_CMD_ALIVE_MS";
 
-static CMD_STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// When SIGTERM arrived (boot clock ns), 0 before.
+static CMD_TERM_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 extern "C" fn cmd_on_term(_: libc::c_int) {
-    CMD_STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+    // clock_gettime is async-signal-safe; the first SIGTERM counts.
+    let now = boottime_ns();
+    let _ = CMD_TERM_AT.compare_exchange(
+        0,
+        now,
+        std::sync::atomic::Ordering::SeqCst,
+        std::sync::atomic::Ordering::SeqCst,
+    );
 }
 
-fn cmd_stamp(log: &str, what: &str) {
-    let now = electd::daemon::monotonic_now().as_nanos();
+fn cmd_stamp_at(log: &str, what: &str, now: u64) {
     let line = format!(
-        "{what} {} {now} {}\n",
+        "{what} {} {now} {} {}\n",
         std::process::id(),
-        std::env::var("ELECTD_TERM").unwrap_or_default()
+        std::env::var("ELECTD_TERM").unwrap_or_default(),
+        std::env::var(CMD_HOST_VAR).unwrap_or_else(|_| "0".into()),
     );
     // One short O_APPEND write per line: lines from several processes never interleave.
     let mut f = std::fs::OpenOptions::new()
@@ -478,35 +634,79 @@ fn cmd_stamp(log: &str, what: &str) {
     f.write_all(line.as_bytes()).unwrap();
 }
 
-/// Acts as the wrapped command if CMD_LOG_VAR is set (call it from a `#[test]`).
+fn cmd_stamp(log: &str, what: &str) {
+    cmd_stamp_at(log, what, boottime_ns());
+}
+
+fn env_ms(var: &str, default: u64) -> Duration {
+    Duration::from_millis(
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default),
+    )
+}
+
+/// Acts as the wrapped command if CMD_LOG_VAR is set (call it from a `#[test]`): stamps
+/// `start`, then `alive` every few ms; on SIGTERM stamps `sigterm` (the moment it
+/// arrived), keeps running for the linger, and stamps `stop` as it exits by itself. A
+/// command killed by SIGKILL has no `stop`.
 pub fn cmd_helper() {
     let Ok(log) = std::env::var(CMD_LOG_VAR) else {
         return;
     };
-    // SAFETY: the handler only stores to an atomic.
+    // SAFETY: the handler only reads the clock and stores to an atomic.
     unsafe {
         libc::signal(
             libc::SIGTERM,
             cmd_on_term as *const () as libc::sighandler_t,
         )
     };
+    let linger = env_ms(CMD_LINGER_VAR, 0);
+    let alive = env_ms(CMD_ALIVE_VAR, 2);
     cmd_stamp(&log, "start");
     let deadline = Instant::now() + Duration::from_secs(300);
-    while !CMD_STOP.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < deadline {
+    let mut termed: Option<Instant> = None;
+    while Instant::now() < deadline {
+        let at = CMD_TERM_AT.load(std::sync::atomic::Ordering::SeqCst);
+        if at != 0 && termed.is_none() {
+            cmd_stamp_at(&log, "sigterm", at);
+            termed = Some(Instant::now());
+        }
+        if termed.is_some_and(|t| t.elapsed() >= linger) {
+            break;
+        }
         cmd_stamp(&log, "alive");
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(alive);
     }
     cmd_stamp(&log, "stop");
     std::process::exit(0);
 }
 
-/// One run of the wrapped command: pid, start, end (its stop or last sign of life).
+/// One run of the wrapped command, on the boot clock (ns).
 #[derive(Debug, Clone, Copy)]
 pub struct Span {
     pub pid: u32,
+    /// The server whose supervisor started it (CMD_HOST_VAR).
+    pub host: u16,
+    /// The term it was started in (ELECTD_TERM).
+    pub term: u64,
     pub start: u64,
+    /// Its exit stamp, or its last sign of life when it was killed.
     pub end: u64,
+    /// It exited by itself (it stamped `stop`).
     pub stopped: bool,
+    /// When it received SIGTERM.
+    pub sigterm: Option<u64>,
+}
+
+impl Span {
+    /// True while the command may have run at `t`: a killed command's end is known only
+    /// to within one alive period, which is added.
+    pub fn overlaps(&self, o: &Span, slop_ns: u64) -> bool {
+        let end = |s: &Span| if s.stopped { s.end } else { s.end + slop_ns };
+        self.start < end(o) && o.start < end(self)
+    }
 }
 
 /// The runs recorded in a command log.
@@ -522,27 +722,95 @@ pub fn spans(log: &str) -> Vec<Span> {
         };
         let s = by_pid.entry(pid).or_insert(Span {
             pid,
+            host: f.get(4).and_then(|v| v.parse().ok()).unwrap_or(0),
+            term: f.get(3).and_then(|v| v.parse().ok()).unwrap_or(0),
             start: t,
             end: t,
             stopped: false,
+            sigterm: None,
         });
-        s.end = s.end.max(t);
+        s.start = s.start.min(t);
+        match f[0] {
+            "sigterm" => s.sigterm = Some(t),
+            _ => s.end = s.end.max(t),
+        }
         s.stopped |= f[0] == "stop";
     }
-    by_pid.into_values().collect()
+    let mut v: Vec<Span> = by_pid.into_values().collect();
+    v.sort_by_key(|s| s.start);
+    v
+}
+
+/// Every pair of runs that overlapped on the boot clock, with the overlap in ns.
+pub fn overlaps(spans: &[Span], slop_ns: u64) -> Vec<(Span, Span, u64)> {
+    let mut out = Vec::new();
+    for (i, a) in spans.iter().enumerate() {
+        for b in &spans[i + 1..] {
+            if a.overlaps(b, slop_ns) {
+                let end = |s: &Span| if s.stopped { s.end } else { s.end + slop_ns };
+                let o = end(a).min(end(b)) - a.start.max(b.start);
+                out.push((*a, *b, o));
+            }
+        }
+    }
+    out
+}
+
+/// `electctl run` supervisors this test started: stopped (SIGTERM, then SIGKILL after a
+/// bounded wait) when dropped, so a failing test leaves none behind.
+pub struct Supervisors(pub Vec<Child>);
+
+impl Supervisors {
+    /// SIGTERM to each, then a bounded wait for each exit.
+    pub fn stop(&mut self) {
+        for s in &self.0 {
+            signal(s, libc::SIGTERM);
+        }
+        for s in self.0.drain(..) {
+            let _ = wait_exit(s, Duration::from_secs(5));
+        }
+    }
+}
+
+impl Drop for Supervisors {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// `electctl run` of this test binary's `cmd_helper` against server `id`'s socket.
 pub fn supervise(c: &Cluster, id: u16, log: &str) -> Child {
+    supervise_with(c, id, log, &["--grace", "50ms"], &[])
+}
+
+/// `electctl run ARGS -- cmd_helper` against server `id`'s socket, the command getting
+/// `env` besides the log and host variables.
+pub fn supervise_with(
+    c: &Cluster,
+    id: u16,
+    log: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Child {
     Command::new(env!("CARGO_BIN_EXE_electctl"))
         .arg("--socket")
         .arg(c.sock(id))
-        .args(["run", "--grace", "50ms", "--"])
+        .arg("run")
+        .args(args)
+        .arg("--")
         .arg(std::env::current_exe().unwrap())
         .args(["cmd_helper", "--exact", "--nocapture", "--test-threads=1"])
         .env(CMD_LOG_VAR, log)
+        .env(CMD_HOST_VAR, id.to_string())
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(c.dir.join(format!("run-{id}.log"))).unwrap())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(c.dir.join(format!("run-{id}.log")))
+                .unwrap(),
+        )
         .spawn()
         .unwrap()
 }
