@@ -57,6 +57,8 @@ pub struct Leadership {
     scratch: Vec<Time>,
     /// The longest lease length any LEAD of this leadership was sent with.
     longest: Duration,
+    /// The lease end moved earlier at some point (must never happen).
+    regressed: bool,
 }
 
 impl Leadership {
@@ -72,6 +74,7 @@ impl Leadership {
             lease_until: None,
             scratch: Vec::with_capacity(n),
             longest: Duration::ZERO,
+            regressed: false,
         }
     }
 
@@ -85,7 +88,13 @@ impl Leadership {
         let end = now + lease_len;
         self.longest = self.longest.max(lease_len);
         self.sent.push_back((self.term, self.seq, end));
-        self.acked[me] = Some(end);
+        // Keep the latest end, as for any voter: after a reload to a shorter hold, a
+        // new LEAD's end can come before one already reported to supervisors, and the
+        // lease must never move earlier than what was reported (the swarm found a
+        // yield that waited only for the shorter end while `electctl run` enforced
+        // the longer one).
+        let e = &mut self.acked[me];
+        *e = Some(e.map_or(end, |old| old.max(end)));
     }
 
     /// Records ACK(term, seq) from `voter`; returns false if that LEAD is unknown.
@@ -108,7 +117,15 @@ impl Leadership {
         }
         let k = self.scratch.len() - quorum;
         let (_, qth, _) = self.scratch.select_nth_unstable(k);
-        self.lease_until = Some(*qth);
+        let qth = *qth;
+        self.regressed |= self.lease_until.is_some_and(|old| qth < old);
+        self.lease_until = Some(qth);
+    }
+
+    /// True if the lease end ever moved earlier (an invariant the core checks: every
+    /// end reported to a supervisor must stay valid).
+    pub fn regressed(&self) -> bool {
+        self.regressed
     }
 
     /// The longest lease length any LEAD of this leadership was sent with: no lease

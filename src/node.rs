@@ -603,6 +603,7 @@ impl Node {
         let Some(l) = self.leadership.take() else {
             return false;
         };
+        self.drop_held_leads(l.term);
         self.tally.clear();
         self.counters.leader_changes += 1;
         self.push_event(Event::SteppedDown { term: l.term });
@@ -1252,6 +1253,17 @@ impl Node {
         self.watch_leader(now, self.me, term, seq, hold);
     }
 
+    /// Forgets the heartbeats of `term` still waiting for a write: that leadership
+    /// has ended, and a LEAD leaving later would promise a hold this server may no
+    /// longer have on disk (the swarm found one after a reload shrank the promise).
+    /// Not sending a LEAD is always safe.
+    fn drop_held_leads(&mut self, term: u64) {
+        self.held.retain(|h| {
+            !matches!(h, Held::Send(_, m) if m.term == term
+                && matches!(m.body, Body::Lead { resign: false, .. }))
+        });
+    }
+
     fn send_lead_msg(&mut self, term: u64, seq: u64, resign: bool) {
         // Rounded up: a follower's faith must never end before the lease the leader
         // computes from its own exact hold (issue 10, finding 2).
@@ -1304,6 +1316,7 @@ impl Node {
         let Some(l) = self.leadership.take() else {
             return;
         };
+        self.drop_held_leads(l.term);
         self.counters.leader_changes += 1;
         self.push_event(Event::SteppedDown { term: l.term });
         if self.leader == Some(self.me) {
@@ -1350,6 +1363,10 @@ impl Node {
                     ),
                 );
             }
+            self.invariant(
+                !l.regressed(),
+                format_args!("the lease end of term {} moved earlier", l.term),
+            );
             self.invariant(
                 l.term <= self.led_term,
                 format_args!("leads term {} above led_term {}", l.term, self.led_term),

@@ -417,3 +417,39 @@ fn resign_early_sabotage_sends_at_once() {
     h.pump(t);
     assert_eq!(h.leads(), vec![(1, 2, 300, true)]);
 }
+
+/// Found by the swarm (seed 11833): after a reload to a shorter hold, the leader's own
+/// entry in its ack table was overwritten with the earlier end of its newest LEAD, so
+/// the lease end moved earlier than one already reported to `electctl run`, and a yield
+/// whose supervisor never confirmed sent its RESIGN at the earlier end while the
+/// supervisor still ran its command to the later one.
+#[test]
+fn the_lease_end_never_moves_earlier_after_a_shorter_reload() {
+    let t = ms(1000);
+    let mut h = leader(1, t, Duration::from_millis(100), Sabotage::default());
+    let reported = h.node.status(t).lease_until.expect("lease");
+    assert_eq!(reported, t + Duration::from_millis(300));
+    h.node
+        .set_timers(
+            Duration::from_millis(50),
+            Duration::from_millis(20),
+            3,
+            0,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    let t2 = t + Duration::from_millis(100);
+    h.tick(t2); // LEAD seq 2 with a 150 ms lease length
+    h.rx(t2, &msg(2, 1, Body::Ack { seq: 2 })).unwrap();
+    assert_eq!(h.node.status(t2).lease_until, Some(reported));
+    assert!(h.node.handle_yield(t2));
+    h.pump(t2);
+    assert!(
+        h.events.contains(&Event::Resigning {
+            term: 1,
+            until: reported
+        }),
+        "{:?}",
+        h.events
+    );
+}
