@@ -450,12 +450,19 @@ fn a_watcher_that_stops_reading_is_dropped() {
         "slots of watchers that stopped reading were not freed: clients {clients:?} (base {base_clients}), watchers {watchers:?} (base {base_watchers})"
     );
     writer.join().unwrap();
-    // Their sockets were closed by the daemon: a read ends (after what was queued).
+    // Their sockets were closed by the daemon: a read ends (after what was queued), or
+    // is reset when the daemon closed with requests of ours still unread (which a
+    // client that pipelines without reading must expect). A timeout means still open.
     for mut w in stuck {
         w.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let mut sink = Vec::new();
         let r = w.read_to_end(&mut sink);
-        assert!(r.is_ok(), "the daemon closed the watcher: {r:?}");
+        assert!(
+            r.is_ok()
+                || r.as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+            "the daemon did not close the watcher: {r:?}"
+        );
     }
 }
 
