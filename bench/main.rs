@@ -9,8 +9,8 @@ mod common;
 mod sim;
 
 use common::{Cluster, Mode};
-use electd::daemon::monotonic_now;
 use electd::json::{self, Value};
+use electd::time::boot_now;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -31,7 +31,7 @@ fn stats(mut v: Vec<f64>) -> [f64; 4] {
     [v[0], q(0.5), q(0.99), v[v.len() - 1]]
 }
 
-/// Watch lines of every server, stamped on arrival: (server, CLOCK_MONOTONIC ns, line).
+/// Watch lines of every server, stamped on arrival: (server, CLOCK_BOOTTIME ns, line).
 struct Watch {
     rx: mpsc::Receiver<(u16, u64, Value)>,
     tx: mpsc::Sender<(u16, u64, Value)>,
@@ -56,7 +56,7 @@ impl Watch {
             let mut r = BufReader::new(s);
             let mut line = String::new();
             while r.read_line(&mut line).is_ok_and(|n| n > 0) {
-                let at = monotonic_now().as_nanos();
+                let at = boot_now().as_nanos();
                 if let Ok(v) = json::parse(line.trim()) {
                     if tx.send((id, at, v)).is_err() {
                         return;
@@ -112,7 +112,7 @@ fn handovers(n: u16, hbt_ms: u64, rtt_ms: u64, fault: Fault, trials: usize) -> V
         // A random phase of the leader's heartbeat.
         std::thread::sleep(Duration::from_millis(rng.below(hbt_ms)));
         w.drain();
-        let t0 = monotonic_now().as_nanos();
+        let t0 = boot_now().as_nanos();
         let stopped = match fault {
             Fault::Kill => {
                 c.kill(old);
@@ -485,7 +485,7 @@ fn control(report: &mut String) {
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(10) {
         let Ok(n) = udp.recv(&mut buf) else { continue };
-        let now = monotonic_now().as_nanos();
+        let now = boot_now().as_nanos();
         if let Ok(m) = electd::wire::decode(&buf[..n]) {
             if m.sender == l && matches!(m.body, electd::wire::Body::Lead { .. }) {
                 if let Some(prev) = last {

@@ -46,10 +46,6 @@ const UDP_BUDGET: usize = 256;
 /// The longest a wait may last even with no deadline (idle clients are swept).
 const MAX_WAIT: Duration = Duration::from_secs(1);
 
-/// The clock the core, `lease_until_ns` and `now_ns` use: CLOCK_BOOTTIME. The old name
-/// stays for the tests and the benchmark, which compare their stamps with leases.
-pub use crate::time::boot_now as monotonic_now;
-
 /// The environment variable that breaks the daemon on purpose for negative controls.
 pub const SABOTAGE_VAR: &str = "ELECTD_TEST_SABOTAGE";
 
