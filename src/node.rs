@@ -399,6 +399,9 @@ pub struct Node {
     voted_for: Option<usize>,
     /// The highest term led (persisted): never lead a term at or below it.
     led_term: u64,
+    /// After a resignation, VOTEs for this server up to this term are ignored until a
+    /// round of its own chooses it again (volatile).
+    refuse_votes_upto: u64,
     /// The longest faith this server may still owe (persisted, rounded up to ms).
     promise: Duration,
 
@@ -478,6 +481,7 @@ impl Node {
             voted_term: durable.voted_term,
             voted_for,
             led_term: durable.led_term,
+            refuse_votes_upto: 0,
             promise,
             leader: None,
             faith_until: Time::ZERO,
@@ -975,6 +979,8 @@ impl Node {
         self.persist();
         debug!("voting for {} in term {term}", self.ids[candidate]);
         if candidate == self.me {
+            // A round after its resignation chose this server: its votes count again.
+            self.refuse_votes_upto = self.refuse_votes_upto.min(term.saturating_sub(1));
             // Delivered locally, but only once the vote is durable, like any other.
             self.held.push_back(Held::SelfVote(term));
             self.release(now);
@@ -1180,7 +1186,11 @@ impl Node {
     }
 
     fn on_vote(&mut self, now: Time, voter: usize, term: u64) {
-        if term < self.term || self.witness[self.me] || self.resign != Resign::Idle {
+        if term < self.term
+            || self.witness[self.me]
+            || self.resign != Resign::Idle
+            || term <= self.refuse_votes_upto
+        {
             return;
         }
         let count = self
@@ -1298,12 +1308,11 @@ impl Node {
         self.push_event(Event::Resigned { term });
         info!("RESIGN of term {term} sent");
         self.resigned_last = true;
-        // VOTEs of a round already in flight must not make this server lead again at
-        // once: it gave up the next term too.
-        if !self.cfg.sabotage.volatile_led {
-            self.led_term = self.led_term.max(term.saturating_add(1));
-            self.persist();
-        }
+        // VOTEs of a round already in flight (cast for this server as the live leader)
+        // must not make it lead again at once: a yield hands over. Volatile on purpose:
+        // leading such a term would be safe (it never led it), only not a handoff, and
+        // a persisted mark cost a whole extra round after a restart (the swarm's L1).
+        self.refuse_votes_upto = self.refuse_votes_upto.max(term.saturating_add(1));
         if self.leader == Some(self.me) {
             self.release_leader(now);
         }
