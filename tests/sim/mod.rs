@@ -1297,7 +1297,7 @@ impl Sim {
     /// Runs until some server holds a lease, at most `limit`; returns it and the time.
     pub fn run_until_leader(&mut self, limit: Real) -> Option<(u16, Real)> {
         let end = self.now + limit;
-        while self.now < end {
+        while self.now < end && self.check.violations.is_empty() {
             if let Some(l) = self.leader() {
                 return Some((l, self.now));
             }
@@ -1310,7 +1310,8 @@ impl Sim {
     /// Runs until a server other than `old` holds a lease; returns it and the time.
     pub fn run_until_new_leader(&mut self, old: u16, limit: Real) -> Option<(u16, Real)> {
         let end = self.now + limit;
-        while self.now < end {
+        // A violation freezes the run (run_until returns at once): stop waiting too.
+        while self.now < end && self.check.violations.is_empty() {
             if let Some(l) = self.leader().filter(|&l| l != old) {
                 return Some((l, self.now));
             }
