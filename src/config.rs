@@ -543,6 +543,7 @@ impl Config {
             heartbeat: self.heartbeat,
             rtt: self.rtt,
             missed_heartbeats: self.missed_heartbeats,
+            preempt_delay: None,
             drift_ppm: self.drift_ppm,
             max_hold: self.max_hold,
             seed,

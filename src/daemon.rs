@@ -632,7 +632,7 @@ impl Daemon {
                         error!("server {other} also led term {term}")
                     }
                     Event::Elected { term } => debug!("won the round of term {term}"),
-                    Event::Resigning { term, until } => self.on_resigning(term, until),
+                    Event::Resigning { term, until, .. } => self.on_resigning(term, until),
                     Event::Resigned { term } => self.on_resigned(term),
                     Event::Voted { .. } | Event::SteppedDown { .. } => {}
                 },

@@ -106,6 +106,8 @@ pub struct DecisionInput<'a> {
     pub voted: (u64, Option<usize>),
     /// Test-only: ignore the heard-count eligibility rule.
     pub ignore_heard: bool,
+    /// The successor named by the RESIGN that opened this round (SPEC section 14).
+    pub successor: Option<usize>,
 }
 
 /// Why a server cast no vote in a round.
@@ -164,12 +166,19 @@ pub fn decide(input: &DecisionInput<'_>) -> Decision {
         // the leader's lease rests on it.
         Some(l) if eligible(input, l) => l,
         Some(_) => return Decision::Abstain(Abstain::LeaderIneligible),
+        // A resigning leader named its successor: chosen when it claims, eligible.
+        None if input.successor.is_some_and(|p| eligible(input, p)) => {
+            input.successor.expect("checked")
+        }
         None => {
+            // The newest term seen, then priority, then smallest id. Not the seq: a
+            // RESIGN advances it, and the servers that heard the RESIGN before the
+            // others' claims would outrank priority (issue 11).
             let best = (0..input.ids.len())
                 .filter(|&i| eligible(input, i))
                 .max_by_key(|&i| {
                     let c = input.slate.get(i).expect("eligible implies a claim");
-                    (c.last, c.priority, std::cmp::Reverse(input.ids[i]))
+                    (c.last.0, c.priority, std::cmp::Reverse(input.ids[i]))
                 });
             match best {
                 Some(i) => i,
@@ -226,6 +235,7 @@ mod tests {
                 live_leader: None,
                 voted: (0, None),
                 ignore_heard: false,
+                successor: None,
             }
         }
     }
@@ -247,12 +257,13 @@ mod tests {
     }
 
     #[test]
-    fn picks_newest_then_priority_then_smallest_id() {
+    fn picks_newest_term_then_priority_then_smallest_id() {
         let mut f = Fixture::new(3);
-        f.slate.record(0, claim(4, (2, 5), 3));
-        f.slate.record(1, claim(4, (2, 7), 3));
+        f.slate.record(0, claim(4, (1, 9), 3));
+        f.slate.record(1, claim(4, (2, 5), 3));
         f.slate.record(2, claim(5, (2, 7), 3));
-        // Newest (2,7) ties between 1 and 2: smallest id wins; E is the highest claim.
+        // Newest term 2 ties between 1 and 2 (the seq does not rank: a RESIGN advances
+        // it): smallest id wins; E is the highest claim.
         assert_eq!(
             decide(&f.input()),
             Decision::Vote {
@@ -267,6 +278,60 @@ mod tests {
             decide(&f.input()),
             Decision::Vote {
                 term: 5,
+                candidate: 2
+            }
+        );
+    }
+
+    #[test]
+    fn a_named_successor_wins_when_eligible_and_only_then() {
+        let mut f = Fixture::new(3);
+        f.slate.record(0, claim(4, (2, 5), 3));
+        f.slate.record(1, claim(4, (2, 5), 3));
+        let mut c = claim(4, (2, 5), 3);
+        c.priority = 9;
+        f.slate.record(2, c);
+        let mut i = f.input();
+        i.successor = Some(1);
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 1
+            },
+            "over a higher priority"
+        );
+        // Ineligible or absent: the usual choice.
+        let mut c = *f.slate.get(1).unwrap();
+        c.ineligible = true;
+        f.slate.record(1, c);
+        let mut i = f.input();
+        i.successor = Some(1);
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 2
+            }
+        );
+        let mut f = Fixture::new(3);
+        f.slate.record(0, claim(4, (2, 5), 3));
+        f.slate.record(2, claim(4, (2, 5), 3));
+        let mut i = f.input();
+        i.successor = Some(1);
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 0
+            }
+        );
+        // Never over a live leader.
+        i.live_leader = Some(2);
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
                 candidate: 2
             }
         );
@@ -305,7 +370,9 @@ mod tests {
     fn live_leader_is_sticky_and_votes_are_never_changed() {
         let mut f = Fixture::new(3);
         f.slate.record(0, claim(4, (3, 1), 3));
-        f.slate.record(1, claim(4, (3, 9), 3));
+        let mut c1 = claim(4, (3, 9), 3);
+        c1.priority = 1;
+        f.slate.record(1, c1);
         let mut i = f.input();
         i.live_leader = Some(0);
         assert_eq!(

@@ -84,6 +84,9 @@ pub struct NodeConfig {
     pub drift_ppm: u32,
     /// The longest hold a LEAD may carry (`max-hold`); longer ones are refused.
     pub max_hold: Duration,
+    /// `preempt-delay`: a leader hands over to a server of strictly higher priority that
+    /// it has heard fit (eligible and healthy) for this long (SPEC section 14).
+    pub preempt_delay: Option<Duration>,
     /// Seed of the retry jitter.
     pub seed: u64,
     /// Panic when an invariant of the core is broken (the simulator and tests); in
@@ -201,6 +204,8 @@ pub struct Durable {
     /// The hold promise, in milliseconds rounded up: the longest faith this server may
     /// still owe a leader (sets the quiet period after a restart).
     pub hold_ms: u32,
+    /// `electctl drain`: this server may not lead until undrained (SPEC section 13).
+    pub drained: bool,
 }
 
 /// Terms at or above this are refused (SPEC section 8): no datagram can exhaust them.
@@ -246,6 +251,10 @@ pub enum Event {
         term: u64,
         /// When the RESIGN leaves at the latest (the lease end, or now).
         until: Time,
+        /// The successor the RESIGN names, if any.
+        to: Option<u16>,
+        /// Why this server hands over.
+        reason: Handover,
     },
     /// The RESIGN of `term` left: followers are released.
     Resigned {
@@ -259,6 +268,31 @@ pub enum Event {
         /// The other leader.
         other: u16,
     },
+}
+
+/// Why a leader hands over (SPEC sections 6, 13, 14).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Handover {
+    /// `yield`, `yield ID` or SIGTERM.
+    Yield,
+    /// This server turned unhealthy and another server is known to be fit.
+    Health,
+    /// This server was drained and another server is known to be fit.
+    Drain,
+    /// A server of higher priority has been fit for `preempt-delay`.
+    Preempt,
+}
+
+impl Handover {
+    /// A short stable name, used as the metrics label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Handover::Yield => "yield",
+            Handover::Health => "health",
+            Handover::Drain => "drain",
+            Handover::Preempt => "preempt",
+        }
+    }
 }
 
 /// One thing the driver must do.
@@ -360,6 +394,10 @@ pub struct Counters {
     pub stale_leads: u64,
     /// ACKs that matched no recent LEAD of this leader.
     pub unmatched_acks: u64,
+    /// Handovers begun, by reason: yield, health, drain, preempt (`Handover as usize`).
+    pub handovers: [u64; 4],
+    /// Rounds in which this server voted for the successor a RESIGN named.
+    pub successor_votes: u64,
 }
 
 /// An output waiting for a durable write.
@@ -376,9 +414,19 @@ enum Resign {
     Idle,
     /// No longer reporting leader; waiting for local supervisors to confirm that their
     /// commands exited, at most until `until` (the lease end). No LEAD leaves meanwhile.
-    Waiting { term: u64, seq: u64, until: Time },
+    Waiting {
+        term: u64,
+        seq: u64,
+        until: Time,
+        to: Option<usize>,
+    },
     /// The first RESIGN left; the second is due at `at`.
-    Again { term: u64, seq: u64, at: Time },
+    Again {
+        term: u64,
+        seq: u64,
+        at: Time,
+        to: Option<usize>,
+    },
 }
 
 /// One server's protocol state: ELECTOR and CANDIDATE.
@@ -404,6 +452,18 @@ pub struct Node {
     refuse_votes_upto: u64,
     /// The longest faith this server may still owe (persisted, rounded up to ms).
     promise: Duration,
+
+    /// The health the driver reports (checks, `electctl run --max-restarts`).
+    healthy: bool,
+    /// Drained by the operator (persisted).
+    drained: bool,
+    /// Per server: when it was last reported fit (ACK without UNFIT, ELECT without
+    /// INELIGIBLE), and since when continuously so (SPEC sections 13, 14).
+    fit_at: Vec<Option<Time>>,
+    fit_since: Vec<Option<Time>>,
+    /// The successor named by the RESIGN that released this server, for the round it
+    /// opened.
+    successor: Option<usize>,
 
     leader: Option<usize>,
     /// No vote for anyone but `leader` before this time (SPEC section 5).
@@ -483,6 +543,11 @@ impl Node {
             led_term: durable.led_term,
             refuse_votes_upto: 0,
             promise,
+            healthy: true,
+            drained: durable.drained,
+            fit_at: vec![None; n],
+            fit_since: vec![None; n],
+            successor: None,
             leader: None,
             faith_until: Time::ZERO,
             last_seen: (0, 0),
@@ -529,9 +594,10 @@ impl Node {
                 seq,
                 hold_ms,
                 resign,
+                successor,
             } => {
                 if resign {
-                    self.on_resign(now, s, msg.term, seq);
+                    self.on_resign(now, s, msg.term, seq, successor);
                 } else {
                     self.on_lead(now, s, msg.term, seq, hold_ms);
                 }
@@ -550,6 +616,7 @@ impl Node {
                     heard,
                     ineligible,
                 };
+                self.note_fitness(now, s, !ineligible);
                 self.on_elect(now, s, claim)
             }
             Body::Vote { candidate } => {
@@ -557,8 +624,12 @@ impl Node {
                     self.on_vote(now, s, msg.term);
                 }
             }
-            Body::Ack { seq } => self.on_ack(s, msg.term, seq),
+            Body::Ack { seq, unfit } => {
+                self.note_fitness(now, s, !unfit);
+                self.on_ack(s, msg.term, seq)
+            }
         }
+        self.consider_handover(now);
         self.check_invariants(now);
         Ok(())
     }
@@ -584,7 +655,57 @@ impl Node {
     /// Handles the passage of time; calling it early or twice does nothing.
     pub fn handle_timeout(&mut self, now: Time) {
         self.on_time(now);
+        self.consider_handover(now);
         self.check_invariants(now);
+    }
+
+    /// Sets this server's health (its checks and supervisors, SPEC section 13). An
+    /// unhealthy server claims INELIGIBLE and says UNFIT in its ACKs; an unhealthy
+    /// leader hands over as soon as another server is known to be fit, and keeps
+    /// leading while none is.
+    pub fn set_health(&mut self, now: Time, healthy: bool) {
+        self.on_time(now);
+        self.healthy = healthy;
+        self.consider_handover(now);
+        self.check_invariants(now);
+    }
+
+    /// Drains (true) or undrains this server (`electctl drain`, SPEC section 13). The
+    /// drain is persisted; a drained leader hands over as an unhealthy one does.
+    pub fn set_drained(&mut self, now: Time, drained: bool) {
+        self.on_time(now);
+        self.drained = drained;
+        self.persist();
+        self.consider_handover(now);
+        self.check_invariants(now);
+    }
+
+    /// The health last set by `set_health`.
+    pub fn healthy(&self) -> bool {
+        self.healthy
+    }
+
+    /// True while drained.
+    pub fn drained(&self) -> bool {
+        self.drained
+    }
+
+    /// True when this server may not lead now: a witness, unhealthy or drained.
+    pub fn unfit(&self) -> bool {
+        self.witness[self.me] || !self.healthy || self.drained
+    }
+
+    /// Whether server `id` is known fit at `now`: `Some(true)` when its latest ACK or
+    /// ELECT, heard within K*HBT + HBT, said it could lead; `Some(false)` when it said it
+    /// could not; `None` when it has not been heard within that window.
+    pub fn peer_fit(&self, now: Time, id: u16) -> Option<bool> {
+        let i = usize::from(self.index[usize::from(id.min(255))]?);
+        let window = self.hold + self.cfg.heartbeat;
+        let heard = self.heard_at[i].is_some_and(|t| now.saturating_since(t) <= window);
+        if !heard || self.fit_at[i].is_none() && self.fit_since[i].is_none() {
+            return None;
+        }
+        Some(self.known_fit(now, i))
     }
 
     /// Starts a round now (the `elect` command).
@@ -603,10 +724,32 @@ impl Node {
     /// `handle_released` (every local supervisor has confirmed that its command exited)
     /// or for the lease end, whichever comes first (SPEC section 6, Resign).
     pub fn handle_yield(&mut self, now: Time) -> bool {
+        self.handle_yield_to(now, None)
+    }
+
+    /// Begins a planned handoff to server `to` (`yield ID`, SPEC section 14): the RESIGN
+    /// names it, and voters choose it when it makes an eligible claim in the round that
+    /// follows (otherwise the usual choice). `None`, an unknown id or this server's own
+    /// is a plain yield. Returns false when not leader.
+    pub fn handle_yield_to(&mut self, now: Time, to: Option<u16>) -> bool {
         self.on_time(now);
+        let to = to
+            .and_then(|id| self.index[usize::from(id.min(255))])
+            .map(usize::from)
+            .filter(|&i| i != self.me);
+        let ok = self.begin_resign(now, to, Handover::Yield);
+        self.check_invariants(now);
+        ok
+    }
+
+    fn begin_resign(&mut self, now: Time, to: Option<usize>, reason: Handover) -> bool {
+        if self.resign != Resign::Idle {
+            return false;
+        }
         let Some(l) = self.leadership.take() else {
             return false;
         };
+        self.counters.handovers[reason as usize] += 1;
         self.drop_held_leads(l.term);
         self.tally.clear();
         self.counters.leader_changes += 1;
@@ -615,22 +758,95 @@ impl Node {
         self.push_event(Event::Resigning {
             term: l.term,
             until,
+            to: to.map(|i| self.ids[i]),
+            reason,
         });
         info!(
-            "resigning leadership of term {}: the RESIGN waits for local supervisors, {} ms at most",
+            "resigning leadership of term {} ({}{}): the RESIGN waits for local supervisors, {} ms at most",
             l.term,
+            reason.name(),
+            to.map_or(String::new(), |i| format!(", to server {}", self.ids[i])),
             until.saturating_since(now).as_millis()
         );
         self.resign = Resign::Waiting {
             term: l.term,
             seq: l.seq,
             until,
+            to,
         };
         if self.cfg.sabotage.resign_early || until <= now {
             self.send_resign(now);
         }
-        self.check_invariants(now);
         true
+    }
+
+    /// Records a fitness report from server `s`: `fit_since` restarts after a report
+    /// that said unfit or after a silence longer than K*HBT + HBT.
+    fn note_fitness(&mut self, now: Time, s: usize, fit: bool) {
+        let window = self.hold + self.cfg.heartbeat;
+        let fresh = self.fit_at[s].is_some_and(|t| now.saturating_since(t) <= window);
+        if !fit {
+            self.fit_since[s] = None;
+            self.fit_at[s] = None;
+            return;
+        }
+        if !fresh || self.fit_since[s].is_none() {
+            self.fit_since[s] = Some(now);
+        }
+        self.fit_at[s] = Some(now);
+    }
+
+    /// Server `i` was reported fit within K*HBT + HBT and never unfit since.
+    fn known_fit(&self, now: Time, i: usize) -> bool {
+        let window = self.hold + self.cfg.heartbeat;
+        i != self.me
+            && !self.witness[i]
+            && self.fit_since[i].is_some()
+            && self.fit_at[i].is_some_and(|t| now.saturating_since(t) <= window)
+    }
+
+    /// A leader with a valid lease hands over when it is unfit and another server is
+    /// known fit, or when a server of higher priority has been fit for `preempt-delay`
+    /// (SPEC sections 13, 14). The successor is the fit server of highest priority, then
+    /// smallest id.
+    fn consider_handover(&mut self, now: Time) {
+        if self.resign != Resign::Idle || !self.is_leader(now) {
+            return;
+        }
+        let mine = self.cfg.servers[self.me].priority;
+        let best = |want: &dyn Fn(usize) -> bool| {
+            (0..self.ids.len())
+                .filter(|&i| self.known_fit(now, i) && want(i))
+                .max_by_key(|&i| (self.cfg.servers[i].priority, std::cmp::Reverse(self.ids[i])))
+        };
+        let (to, reason) = if self.unfit() {
+            let reason = if self.drained {
+                Handover::Drain
+            } else {
+                Handover::Health
+            };
+            (best(&|_| true), reason)
+        } else if let Some(delay) = self.cfg.preempt_delay {
+            let p = best(&|i| {
+                self.cfg.servers[i].priority > mine
+                    && self.fit_since[i].is_some_and(|t| now.saturating_since(t) >= delay)
+            });
+            (p, Handover::Preempt)
+        } else {
+            (None, Handover::Preempt)
+        };
+        if let Some(to) = to {
+            info!(
+                "handing over to server {} ({})",
+                self.ids[to],
+                match reason {
+                    Handover::Health => "this server is unhealthy",
+                    Handover::Drain => "this server is drained",
+                    _ => "it has higher priority and was fit for preempt-delay",
+                }
+            );
+            self.begin_resign(now, Some(to), reason);
+        }
     }
 
     /// Every local supervisor has confirmed that its command exited: the RESIGN of a
@@ -841,9 +1057,9 @@ impl Node {
                 info!("lease ended before every local supervisor confirmed: resigning now");
                 self.send_resign(now);
             }
-            Resign::Again { term, seq, at } if now >= at => {
+            Resign::Again { term, seq, at, to } if now >= at => {
                 self.resign = Resign::Idle;
-                self.send_lead_msg(term, seq, true);
+                self.send_lead_msg(term, seq, true, to);
             }
             _ => {}
         }
@@ -897,7 +1113,7 @@ impl Node {
             priority: self.cfg.servers[self.me].priority,
             heard: self.heard_count(now),
             // A server waiting to resign may not lead the next round either.
-            ineligible: self.witness[self.me] || self.resigned_last || self.resign != Resign::Idle,
+            ineligible: self.unfit() || self.resigned_last || self.resign != Resign::Idle,
         };
         self.slate.record(self.me, claim);
         if now < self.quiet_until {
@@ -947,7 +1163,13 @@ impl Node {
             },
             voted: (self.voted_term, self.voted_for),
             ignore_heard: self.cfg.sabotage.ignore_heard,
+            successor: self.successor,
         });
+        if let (Some(p), Decision::Vote { candidate, .. }) = (self.successor.take(), decision) {
+            if p == candidate {
+                self.counters.successor_votes += 1;
+            }
+        }
         // A round with a majority slate is worth retrying soon (its heard counts may just
         // have been stale); a round without one backs off, so a cut-off server stays quiet.
         if self.slate.len() >= self.quorum {
@@ -1090,6 +1312,7 @@ impl Node {
             }
         }
         self.leader = Some(s);
+        self.successor = None;
         self.faith_until = if self.cfg.sabotage.hold_replaced {
             now + hold
         } else {
@@ -1154,14 +1377,20 @@ impl Node {
         self.persist();
         self.watch_leader(now, s, term, seq, hold);
         self.tally.clear();
-        let ack = self.message(term, Body::Ack { seq });
+        let ack = self.message(
+            term,
+            Body::Ack {
+                seq,
+                unfit: self.unfit(),
+            },
+        );
         self.send(Dest::All, ack);
     }
 
     /// A LEAD with RESIGN: releases this server only if it ends the leadership it
     /// follows (same leader, same term, a seq above the last seen). A late or duplicated
     /// RESIGN of any other leadership is ignored (SPEC section 5).
-    fn on_resign(&mut self, now: Time, s: usize, term: u64, seq: u64) {
+    fn on_resign(&mut self, now: Time, s: usize, term: u64, seq: u64, successor: u16) {
         let follows = if self.cfg.sabotage.volatile_led {
             term >= self.term && self.leader.is_none_or(|l| l == s)
         } else {
@@ -1174,7 +1403,14 @@ impl Node {
             );
             return;
         }
-        info!("leader {} resigned term {term}", self.ids[s]);
+        self.successor = self.index[usize::from(successor.min(255))].map(usize::from);
+        match self.successor {
+            Some(p) => info!(
+                "leader {} resigned term {term}, handing over to server {}",
+                self.ids[s], self.ids[p]
+            ),
+            None => info!("leader {} resigned term {term}", self.ids[s]),
+        }
         self.term = self.term.max(term);
         self.last_seen = self.last_seen.max((term, seq));
         self.release_leader(now);
@@ -1258,7 +1494,7 @@ impl Node {
             l.update_lease(self.quorum);
             (l.term, l.seq)
         };
-        self.send_lead_msg(term, seq, false);
+        self.send_lead_msg(term, seq, false, None);
         // A healthy leader never starts a round against itself.
         self.watch_leader(now, self.me, term, seq, hold);
     }
@@ -1274,7 +1510,7 @@ impl Node {
         });
     }
 
-    fn send_lead_msg(&mut self, term: u64, seq: u64, resign: bool) {
+    fn send_lead_msg(&mut self, term: u64, seq: u64, resign: bool, to: Option<usize>) {
         // Rounded up: a follower's faith must never end before the lease the leader
         // computes from its own exact hold (issue 10, finding 2).
         let hold_ms = if self.cfg.sabotage.hold_rounded_down {
@@ -1288,6 +1524,7 @@ impl Node {
                 seq,
                 hold_ms,
                 resign,
+                successor: to.map_or(0, |i| self.ids[i]),
             },
         );
         self.send(Dest::All, msg);
@@ -1296,15 +1533,18 @@ impl Node {
     /// Sends the first RESIGN of a waiting handoff and schedules the second. Followers
     /// are released only now, once no local command can still run.
     fn send_resign(&mut self, now: Time) {
-        let Resign::Waiting { term, seq, .. } = self.resign else {
+        let Resign::Waiting { term, seq, to, .. } = self.resign else {
             return;
         };
-        self.send_lead_msg(term, seq + 1, true);
+        self.send_lead_msg(term, seq + 1, true, to);
         self.resign = Resign::Again {
             term,
             seq: seq + 2,
             at: now + self.cfg.heartbeat / 10,
+            to,
         };
+        // Its own vote in the round that follows goes to the successor too.
+        self.successor = to;
         self.push_event(Event::Resigned { term });
         info!("RESIGN of term {term} sent");
         self.resigned_last = true;
@@ -1440,6 +1680,7 @@ impl Node {
             voted_for: self.voted_for.map_or(0, |i| self.ids[i]),
             led_term: self.led_term,
             hold_ms: ms_ceil(self.promise),
+            drained: self.drained,
         };
         if self.cfg.sabotage.forget_votes {
             d.term = self.durable.term;

@@ -73,12 +73,13 @@ fn body(d: &Durable, x: &Extra) -> String {
         .map(|(id, b)| format!(" {id}:{b}"))
         .collect();
     format!(
-        "electd-state 2\nterm {}\nvoted_term {}\nvoted_for {}\nled_term {}\nhold_ms {}\nboot {}\npeer_boots{}\n",
+        "electd-state 3\nterm {}\nvoted_term {}\nvoted_for {}\nled_term {}\nhold_ms {}\ndrained {}\nboot {}\npeer_boots{}\n",
         d.term,
         d.voted_term,
         d.voted_for,
         d.led_term,
         d.hold_ms,
+        u8::from(d.drained),
         x.boot,
         peers.concat()
     )
@@ -98,6 +99,7 @@ fn parse(text: &str) -> Result<(Durable, Extra), String> {
     let version = match lines.next() {
         Some("electd-state 1") => 1,
         Some("electd-state 2") => 2,
+        Some("electd-state 3") => 3,
         _ => return Err("unknown header".into()),
     };
     let mut field = |name: &str| -> Result<u64, String> {
@@ -120,6 +122,7 @@ fn parse(text: &str) -> Result<(Durable, Extra), String> {
             voted_for,
             led_term: term,
             hold_ms: u32::try_from(field("max_hold_ms")?).map_err(|_| "bad max_hold_ms")?,
+            drained: false,
         }
     } else {
         Durable {
@@ -128,6 +131,13 @@ fn parse(text: &str) -> Result<(Durable, Extra), String> {
             voted_for,
             led_term: field("led_term")?,
             hold_ms: u32::try_from(field("hold_ms")?).map_err(|_| "bad hold_ms")?,
+            // Version 2 had no drain.
+            drained: version >= 3
+                && match field("drained")? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err("bad drained".into()),
+                },
         }
     };
     if d.voted_term > d.term {
@@ -282,6 +292,7 @@ mod tests {
             voted_for: 3,
             led_term: 7,
             hold_ms: 3000,
+            drained: true,
         };
         let mut x = Extra {
             boot: 4,
@@ -306,6 +317,18 @@ mod tests {
             (d1.term, d1.led_term, d1.hold_ms),
             (3, 3, 300),
             "a version 1 file: every term so far counts as led"
+        );
+        // A version 2 file loads undrained.
+        let v2 = "electd-state 2\nterm 4\nvoted_term 4\nvoted_for 2\nled_term 3\nhold_ms 300\nboot 2\npeer_boots\n";
+        fs::write(
+            s.path(),
+            format!("{v2}crc {:08x}\n", crc32fast::hash(v2.as_bytes())),
+        )
+        .unwrap();
+        let (d2, x2) = s.load().unwrap();
+        assert_eq!(
+            (d2.term, d2.led_term, d2.drained, x2.boot),
+            (4, 3, false, 2)
         );
         assert!(!dir.join("1.state.tmp").exists());
         fs::remove_dir_all(dir).unwrap();
@@ -341,6 +364,7 @@ mod tests {
                 voted_for: 1,
                 led_term: 5,
                 hold_ms: 1,
+                drained: false,
             },
             &Extra::default(),
         )
@@ -348,6 +372,7 @@ mod tests {
         let good = fs::read_to_string(&p).unwrap();
         for bad in [
             good.replace("term 5", "term 6"),
+            good.replace("drained 0", "drained 2"),
             good[..good.len() - 5].to_string(),
             String::new(),
             "\u{0}\u{1}".into(),

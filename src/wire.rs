@@ -31,8 +31,13 @@ const ACK_BODY: usize = 8;
 
 /// LEAD flag: the leader resigns (SPEC section 6).
 pub const FLAG_RESIGN: u8 = 0x01;
-/// ELECT flag: the claimant may not lead now (witness, or resigned last round).
+/// ELECT flag: the claimant may not lead now (witness, unhealthy, drained, or resigned
+/// last round).
 pub const FLAG_INELIGIBLE: u8 = 0x01;
+/// ACK flag: the follower could not take over now (witness, unhealthy or drained), so a
+/// leader that must hand over does not count on it (SPEC section 13). Set only when
+/// unfit, so a follower's ACKs stay what older builds accept whenever it is fit.
+pub const FLAG_UNFIT: u8 = 0x01;
 
 /// The four message kinds.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -89,6 +94,9 @@ pub enum Body {
         hold_ms: u32,
         /// The leader resigns: followers elect at once.
         resign: bool,
+        /// With `resign`: the server the leader hands over to (SPEC section 14), or 0.
+        /// Carried in the header byte after the flags, which is 0 in every other datagram.
+        successor: u16,
     },
     /// A claim in a round; the header's term is the proposed term.
     Elect {
@@ -112,6 +120,8 @@ pub enum Body {
     Ack {
         /// Sequence number of the acknowledged LEAD.
         seq: u64,
+        /// The follower could not take over now (SPEC section 13).
+        unfit: bool,
     },
 }
 
@@ -222,6 +232,16 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) -> usize {
         Body::Elect {
             ineligible: true, ..
         } => FLAG_INELIGIBLE,
+        Body::Ack { unfit: true, .. } => FLAG_UNFIT,
+        _ => 0,
+    };
+    // The byte after the flags names a resigning leader's successor; 0 elsewhere.
+    let successor = match msg.body {
+        Body::Lead {
+            resign: true,
+            successor,
+            ..
+        } if valid_id(successor) => successor as u8,
         _ => 0,
     };
     let mut buf = [0u8; MAX_LEN];
@@ -229,7 +249,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) -> usize {
     buf[2] = VERSION;
     buf[3] = kind as u8;
     buf[4] = flags;
-    buf[5] = 0;
+    buf[5] = successor;
     BigEndian::write_u16(&mut buf[6..8], msg.sender);
     BigEndian::write_u32(&mut buf[8..12], msg.fingerprint);
     BigEndian::write_u64(&mut buf[12..20], msg.term);
@@ -252,7 +272,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) -> usize {
             b[17] = heard;
         }
         Body::Vote { candidate } => BigEndian::write_u16(&mut b[0..2], candidate),
-        Body::Ack { seq } => BigEndian::write_u64(&mut b[0..8], seq),
+        Body::Ack { seq, .. } => BigEndian::write_u64(&mut b[0..8], seq),
     }
     let body_end = HEADER_LEN + kind.body_len();
     let crc = crc32fast::hash(&buf[..body_end]);
@@ -307,10 +327,16 @@ fn parse(signed: &[u8], version: u8, len: usize) -> Result<Message, DecodeError>
     let allowed = match kind {
         Kind::Lead => FLAG_RESIGN,
         Kind::Elect => FLAG_INELIGIBLE,
-        Kind::Vote | Kind::Ack => 0,
+        Kind::Ack => FLAG_UNFIT,
+        Kind::Vote => 0,
     };
-    if flags & !allowed != 0 || signed[5] != 0 {
-        return Err(DecodeError::BadFlags(flags | signed[5]));
+    if flags & !allowed != 0 {
+        return Err(DecodeError::BadFlags(flags));
+    }
+    // Only a RESIGN may name a successor; the byte is 0 in every other datagram.
+    let successor = u16::from(signed[5]);
+    if successor != 0 && !(kind == Kind::Lead && flags & FLAG_RESIGN != 0) {
+        return Err(DecodeError::BadFlags(signed[5]));
     }
     let sender = BigEndian::read_u16(&signed[6..8]);
     if !valid_id(sender) {
@@ -324,6 +350,7 @@ fn parse(signed: &[u8], version: u8, len: usize) -> Result<Message, DecodeError>
             seq: BigEndian::read_u64(&b[0..8]),
             hold_ms: BigEndian::read_u32(&b[8..12]),
             resign: flags & FLAG_RESIGN != 0,
+            successor,
         },
         Kind::Elect => Body::Elect {
             last_term: BigEndian::read_u64(&b[0..8]),
@@ -341,6 +368,7 @@ fn parse(signed: &[u8], version: u8, len: usize) -> Result<Message, DecodeError>
         }
         Kind::Ack => Body::Ack {
             seq: BigEndian::read_u64(&b[0..8]),
+            unfit: flags & FLAG_UNFIT != 0,
         },
     };
     Ok(Message {
@@ -443,6 +471,7 @@ mod tests {
                     seq: 1,
                     hold_ms: 3000,
                     resign: false,
+                    successor: 0,
                 },
             ),
             m(
@@ -451,6 +480,16 @@ mod tests {
                     seq: u64::MAX,
                     hold_ms: u32::MAX,
                     resign: true,
+                    successor: 255,
+                },
+            ),
+            m(
+                4,
+                Body::Lead {
+                    seq: 9,
+                    hold_ms: 300,
+                    resign: true,
+                    successor: 0,
                 },
             ),
             m(
@@ -475,7 +514,20 @@ mod tests {
             ),
             m(5, Body::Vote { candidate: 255 }),
             m(5, Body::Vote { candidate: 1 }),
-            m(77, Body::Ack { seq: 123_456_789 }),
+            m(
+                77,
+                Body::Ack {
+                    seq: 123_456_789,
+                    unfit: false,
+                },
+            ),
+            m(
+                78,
+                Body::Ack {
+                    seq: 1,
+                    unfit: true,
+                },
+            ),
         ]
     }
 
@@ -529,7 +581,7 @@ mod tests {
 
     #[test]
     fn each_field_check_has_its_own_error() {
-        let vote = encode_to_vec(&samples()[4]);
+        let vote = encode_to_vec(&samples()[5]);
         let edit = |i: usize, v: u8| {
             let mut b = vote.clone();
             b[i] = v;
@@ -550,6 +602,18 @@ mod tests {
         assert_eq!(edit(7, 0), Err(DecodeError::BadId(0)));
         assert_eq!(edit(6, 1), Err(DecodeError::BadId(256 + 7)));
         assert_eq!(edit(21, 0), Err(DecodeError::BadId(0)));
+        // A successor byte is allowed only in a RESIGN.
+        let lead = encode_to_vec(&samples()[0]);
+        let mut b = lead.clone();
+        b[5] = 3;
+        assert_eq!(decode(&resign(b)), Err(DecodeError::BadFlags(3)));
+        let ack = encode_to_vec(&samples()[7]);
+        let mut b = ack.clone();
+        b[5] = 3;
+        assert_eq!(decode(&resign(b)), Err(DecodeError::BadFlags(3)));
+        let mut b = ack.clone();
+        b[4] = 2;
+        assert_eq!(decode(&resign(b)), Err(DecodeError::BadFlags(2)));
         assert_eq!(decode(&[0u8; 3]), Err(DecodeError::TooShort(3)));
         assert_eq!(decode(&[0u8; 100]), Err(DecodeError::TooLong(100)));
         assert_eq!(decode(&[0u8; 30]), Err(DecodeError::BadTrailer));

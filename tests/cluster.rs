@@ -39,6 +39,7 @@ fn garbage(c: &Cluster, mode: Mode, target: u16) {
                 seq: 1,
                 hold_ms: 60_000,
                 resign: false,
+                successor: 0,
             },
         })
     };

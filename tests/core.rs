@@ -23,6 +23,7 @@ fn cfg(id: u16, n: u16) -> NodeConfig {
         missed_heartbeats: 3,
         drift_ppm: 10_000,
         max_hold: Duration::from_secs(60),
+        preempt_delay: None,
         seed: 1,
         strict: true,
         sabotage: Sabotage::default(),
@@ -92,6 +93,7 @@ fn vote_leaves_only_after_its_state_is_durable() {
         voted_for: 1,
         led_term: 0,
         hold_ms: 0,
+        drained: false,
     };
     assert_eq!(
         out,
@@ -135,6 +137,7 @@ fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
                 seq: 1,
                 hold_ms: 300,
                 resign: false,
+                successor: 0,
             },
         ),
     )
@@ -152,6 +155,7 @@ fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
                 seq: 5,
                 hold_ms: 500,
                 resign: false,
+                successor: 0,
             },
         ),
     )
@@ -162,12 +166,19 @@ fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
         voted_for: 0,
         led_term: 0,
         hold_ms: 500,
+        drained: false,
     };
     assert_eq!(drain(&mut n), vec![Output::Persist(want)]);
     n.handle_persisted(ms(21), want);
     assert_eq!(
         sends(&drain(&mut n)),
-        vec![(Dest::All, Body::Ack { seq: 5 })]
+        vec![(
+            Dest::All,
+            Body::Ack {
+                seq: 5,
+                unfit: false
+            }
+        )]
     );
     let st = n.status(ms(22));
     assert_eq!((st.leader, st.term), (Some(1), 9));
@@ -184,6 +195,7 @@ fn restarted_server_is_quiet_for_the_largest_hold_it_accepted() {
         voted_for: 1,
         led_term: 0,
         hold_ms: 2000,
+        drained: false,
     };
     let mut n = Node::new(cfg(3, 3), disk, ms(0)).unwrap();
     for (at, votes) in [(ms(1500), false), (ms(2500), true)] {
@@ -283,8 +295,18 @@ fn complete_round_is_decided_early() {
     let mut n = Node::new(cfg(3, 3), Durable::default(), ms(0)).unwrap();
     let t = ms(1000);
     // Server 2 was heard (an ACK), so its claim is awaited.
-    n.handle_datagram(t, &msg(2, 0, Body::Ack { seq: 1 }))
-        .unwrap();
+    n.handle_datagram(
+        t,
+        &msg(
+            2,
+            0,
+            Body::Ack {
+                seq: 1,
+                unfit: false,
+            },
+        ),
+    )
+    .unwrap();
     n.handle_datagram(t, &elect(1, 1, 3)).unwrap();
     let out = drain(&mut n);
     assert!(
@@ -301,7 +323,8 @@ fn complete_round_is_decided_early() {
             voted_term: 1,
             voted_for: 1,
             led_term: 0,
-            hold_ms: 0
+            hold_ms: 0,
+            drained: false
         })]
     );
     assert_eq!(

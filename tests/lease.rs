@@ -3,8 +3,8 @@
 //! reintroduces the finding (so the test can fail).
 
 use electd::node::{
-    Dest, Durable, Event, MAX_TERM, MAX_TERM_JUMP, Node, NodeConfig, Output, Reject, Role,
-    Sabotage, ServerInfo,
+    Dest, Durable, Event, Handover, MAX_TERM, MAX_TERM_JUMP, Node, NodeConfig, Output, Reject,
+    Role, Sabotage, ServerInfo,
 };
 use electd::time::Time;
 use electd::wire::{Body, Message};
@@ -28,6 +28,7 @@ fn cfg(id: u16, heartbeat: Duration, sabotage: Sabotage) -> NodeConfig {
         missed_heartbeats: 3,
         drift_ppm: 0,
         max_hold: Duration::from_secs(60),
+        preempt_delay: None,
         seed: 7,
         strict: true,
         sabotage,
@@ -55,6 +56,7 @@ fn lead(sender: u16, term: u64, seq: u64, hold_ms: u32, resign: bool) -> Message
             seq,
             hold_ms,
             resign,
+            successor: 0,
         },
     )
 }
@@ -118,6 +120,7 @@ impl Host {
                     seq,
                     hold_ms,
                     resign,
+                    ..
                 } => Some((m.term, seq, hold_ms, resign)),
                 _ => None,
             })
@@ -136,7 +139,18 @@ fn leader(term: u64, at: Time, heartbeat: Duration, sabotage: Sabotage) -> Host 
         "{:?}",
         h.events
     );
-    h.rx(at, &msg(2, term, Body::Ack { seq: 1 })).unwrap();
+    h.rx(
+        at,
+        &msg(
+            2,
+            term,
+            Body::Ack {
+                seq: 1,
+                unfit: false,
+            },
+        ),
+    )
+    .unwrap();
     assert_eq!(h.node.status(at).role, Role::Leader);
     h
 }
@@ -365,7 +379,12 @@ fn a_yield_resigns_only_after_release_or_at_the_lease_end() {
         assert!(h.node.handle_yield(t));
         h.pump(t);
         assert_eq!(h.node.status(t).role, Role::Follower, "stops at once");
-        assert!(h.events.contains(&Event::Resigning { term: 1, until }));
+        assert!(h.events.contains(&Event::Resigning {
+            term: 1,
+            until,
+            to: None,
+            reason: Handover::Yield
+        }));
         assert!(h.node.resign_pending() && !h.node.resign_complete());
         // Votes for a next term cannot make it lead while it waits.
         h.rx(t, &vote(2, 2, 1)).unwrap();
@@ -443,14 +462,27 @@ fn the_lease_end_never_moves_earlier_after_a_shorter_reload() {
         .unwrap();
     let t2 = t + Duration::from_millis(100);
     h.tick(t2); // LEAD seq 2 with a 150 ms lease length
-    h.rx(t2, &msg(2, 1, Body::Ack { seq: 2 })).unwrap();
+    h.rx(
+        t2,
+        &msg(
+            2,
+            1,
+            Body::Ack {
+                seq: 2,
+                unfit: false,
+            },
+        ),
+    )
+    .unwrap();
     assert_eq!(h.node.status(t2).lease_until, Some(reported));
     assert!(h.node.handle_yield(t2));
     h.pump(t2);
     assert!(
         h.events.contains(&Event::Resigning {
             term: 1,
-            until: reported
+            until: reported,
+            to: None,
+            reason: Handover::Yield
         }),
         "{:?}",
         h.events

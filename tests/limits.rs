@@ -130,6 +130,7 @@ fn one_datagram_cannot_wedge_the_cluster() {
             seq: 1,
             hold_ms,
             resign: false,
+            successor: 0,
         },
     };
     let before = refused_by_limits(&c);

@@ -117,6 +117,7 @@ fn forgeries_and_replays_change_nothing() {
                 seq: 1,
                 hold_ms: 600_000,
                 resign: false,
+                successor: 0,
             },
         },
         Message {

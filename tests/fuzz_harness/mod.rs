@@ -49,6 +49,7 @@ fn config(id: u16) -> NodeConfig {
         missed_heartbeats: 3,
         drift_ppm: 0,
         max_hold: Duration::from_secs(60),
+        preempt_delay: None,
         seed: u64::from(id),
         strict: true,
         sabotage: Sabotage::default(),

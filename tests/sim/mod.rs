@@ -431,6 +431,7 @@ impl Sim {
                 missed_heartbeats: timers.k,
                 drift_ppm: opts.drift_ppm,
                 max_hold: Duration::from_secs(60),
+                preempt_delay: None,
                 seed: rng.next_u64(),
                 strict: true,
                 sabotage: opts.sabotage.clone(),
