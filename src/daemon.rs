@@ -1430,6 +1430,9 @@ impl Daemon {
             info!("keys reloaded");
         }
         self.keys = keys;
+        for w in new.warnings() {
+            warn!("{w}");
+        }
         if let Err(e) = self.checks.reconfigure(new.check.as_ref()) {
             error!(
                 "reload: the check runner could not start: {e}; the previous check settings stay"
