@@ -485,8 +485,17 @@ impl Daemon {
         }
     }
 
-    /// This server's health: the check's verdict and every supervisor's report, with
-    /// the causes of anything but `ok`.
+    /// This server's health: the check's verdict and every supervisor's report. Cheap:
+    /// it runs at every wakeup.
+    fn verdict(&self) -> Verdict {
+        if self.control.unhealthy_supervisors().next().is_some() {
+            Verdict::Failing
+        } else {
+            self.checks.verdict()
+        }
+    }
+
+    /// The verdict with the causes of anything but `ok`.
     fn health(&self) -> (Verdict, Option<String>) {
         let mut causes: Vec<String> = self.checks.cause().into_iter().collect();
         let mut v = self.checks.verdict();
@@ -500,11 +509,11 @@ impl Daemon {
     /// Tells the core when the combined health changes, and logs it with its cause.
     /// Returns true on a change.
     fn update_health(&mut self) -> Result<bool, Fatal> {
-        let (v, cause) = self.health();
         self.checks.set_leader(self.view.role == Role::Leader);
-        if v == self.health {
+        if self.verdict() == self.health {
             return Ok(false);
         }
+        let (v, cause) = self.health();
         let was = std::mem::replace(&mut self.health, v);
         self.metrics.health_changes += 1;
         let cause = cause.unwrap_or_default();
@@ -768,7 +777,7 @@ impl Daemon {
             leader: st.leader,
             term: st.term,
             lease_until: st.lease_until,
-            health: self.health().0,
+            health: self.verdict(),
             drained: self.node.drained(),
         };
         if view == self.view {
