@@ -430,6 +430,13 @@ fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result<(), String
                     args.len()
                 ));
             }
+            if let Some((first, _)) = &raw.check {
+                // One check: a second line would silently replace the first, and a
+                // failing check hidden that way is a leader that never hands over.
+                return Err(format!(
+                    "'check' is given twice (first on line {first}); run both checks from one script"
+                ));
+            }
             raw.check = Some((lineno, args.iter().map(|s| s.to_string()).collect()));
         }
         "check-interval" => {
@@ -708,6 +715,14 @@ fn check(
     at: &impl Fn(Option<usize>, String) -> ConfigError,
 ) -> Result<Option<Check>, ConfigError> {
     let Some((line, argv)) = raw.check.clone() else {
+        // Settings for a check that is not there: most likely its line was removed by
+        // mistake, and the operator believes this server is checked.
+        if let Some((l, _)) = raw.check_interval.or(raw.check_timeout) {
+            return Err(at(
+                Some(l),
+                "check settings without a 'check' line (add one, or remove them)".into(),
+            ));
+        }
         return Ok(None);
     };
     let interval = raw
@@ -976,12 +991,18 @@ hook-timeout 10s
                 .preempt_delay,
             None
         );
-        // Settings without a check are accepted (and unused).
-        assert!(
+        // Settings without a check, and a second check line, are refused.
+        assert_eq!(
             parse(&format!("{GOOD}check-interval 2s\n"))
-                .unwrap()
-                .check
-                .is_none()
+                .unwrap_err()
+                .to_string(),
+            "electd.conf:15: check settings without a 'check' line (add one, or remove them)"
+        );
+        assert_eq!(
+            parse(&format!("{GOOD}check a\ncheck b\n"))
+                .unwrap_err()
+                .to_string(),
+            "electd.conf:16: 'check' is given twice (first on line 15); run both checks from one script"
         );
     }
 

@@ -462,6 +462,19 @@ pub struct Node {
     /// continuously (None after an unfit report) (SPEC sections 13, 14).
     fit_at: Vec<Option<Time>>,
     fit_since: Vec<Option<Time>>,
+    /// Per server, for a leader: the position (term, seq) of the LEAD acknowledged by its
+    /// latest ACK that said fit ((0, 0) after an unfit one). A handover needs an ACK of a
+    /// recent LEAD: a fit report dated by its receipt could be a late copy, or come from
+    /// a server that crashed or froze since (issue 11 review).
+    fit_ack: Vec<(u64, u64)>,
+    /// The position of the first LEAD this leader sent after it turned unfit: a health or
+    /// drain handover goes only to a server that acknowledged it (or a later one) as fit,
+    /// so a fault shared by every server, noticed a moment later by some, is not handed
+    /// to a server that is already failing.
+    unfit_from: (u64, u64),
+    /// When a RESIGN named this server as successor: its preempt-delay counts from then,
+    /// so `yield --to` is not undone at once by a preemption (issue 11).
+    named_at: Option<Time>,
     /// The successor named by the RESIGN that released this server, for the round it
     /// opened.
     successor: Option<usize>,
@@ -548,6 +561,9 @@ impl Node {
             drained: durable.drained,
             fit_at: vec![None; n],
             fit_since: vec![None; n],
+            fit_ack: vec![(0, 0); n],
+            unfit_from: (0, 0),
+            named_at: None,
             successor: None,
             leader: None,
             faith_until: Time::ZERO,
@@ -596,11 +612,16 @@ impl Node {
                 hold_ms,
                 resign,
                 successor,
+                unfit: lead_unfit,
             } => {
                 if resign {
                     self.on_resign(now, s, msg.term, seq, successor);
                 } else {
+                    let newest = msg.term >= self.term && (msg.term, seq) > self.last_seen;
                     self.on_lead(now, s, msg.term, seq, hold_ms);
+                    if newest && self.leader == Some(s) {
+                        self.note_fitness(now, s, !lead_unfit);
+                    }
                 }
             }
             Body::Elect {
@@ -619,7 +640,11 @@ impl Node {
                 };
                 // Fit means it could be elected: eligible, and hearing a majority (SPEC
                 // section 5). A server that hears too few is no successor, however healthy.
-                self.note_fitness(now, s, !ineligible && usize::from(heard) >= self.quorum);
+                // Only a claim of a round under way (a late claim of an old round says
+                // nothing about now).
+                if msg.term > self.term {
+                    self.note_fitness(now, s, !ineligible && usize::from(heard) >= self.quorum);
+                }
                 self.on_elect(now, s, claim)
             }
             Body::Vote { candidate } => {
@@ -628,7 +653,21 @@ impl Node {
                 }
             }
             Body::Ack { seq, unfit } => {
-                self.note_fitness(now, s, !unfit);
+                // Only an ACK of the newest LEAD, or the one before, tells how the sender
+                // is now: a late copy of an old ACK must not make a failing server look
+                // fit (issue 11 review).
+                let current = match &self.leadership {
+                    Some(l) => msg.term == l.term && seq.saturating_add(1) >= l.seq,
+                    None => (msg.term, seq.saturating_add(1)) >= self.last_seen,
+                };
+                if current {
+                    self.note_fitness(now, s, !unfit);
+                    self.fit_ack[s] = if unfit {
+                        (0, 0)
+                    } else {
+                        self.fit_ack[s].max((msg.term, seq))
+                    };
+                }
                 self.on_ack(s, msg.term, seq)
             }
         }
@@ -668,17 +707,35 @@ impl Node {
     /// leading while none is.
     pub fn set_health(&mut self, now: Time, healthy: bool) {
         self.on_time(now);
+        let was = self.unfit();
         self.healthy = healthy;
+        self.on_unfit(now, was);
         self.consider_handover(now);
         self.check_invariants(now);
+    }
+
+    /// A leader that just turned unfit sends a LEAD at once: its UNFIT flag tells the
+    /// followers, and their ACKs of it say who is fit now. A handover waits for those.
+    fn on_unfit(&mut self, now: Time, was_unfit: bool) {
+        if was_unfit || !self.unfit() || self.resign != Resign::Idle {
+            return;
+        }
+        if self.leadership.is_some() {
+            self.send_lead(now);
+        }
+        if let Some(l) = &self.leadership {
+            self.unfit_from = (l.term, l.seq);
+        }
     }
 
     /// Drains (true) or undrains this server (`electctl drain`, SPEC section 13). The
     /// drain is persisted; a drained leader hands over as an unhealthy one does.
     pub fn set_drained(&mut self, now: Time, drained: bool) {
         self.on_time(now);
+        let was = self.unfit();
         self.drained = drained;
         self.persist();
+        self.on_unfit(now, was);
         self.consider_handover(now);
         self.check_invariants(now);
     }
@@ -803,6 +860,16 @@ impl Node {
         self.fit_at[s] = Some(now);
     }
 
+    /// Server `i` acknowledged, as fit, a LEAD of this leader at or after position
+    /// `from` and no older than the one before the newest: it is alive and fit now.
+    fn acked_fit_since(&self, i: usize, from: (u64, u64)) -> bool {
+        let Some(l) = &self.leadership else {
+            return false;
+        };
+        let ack = self.fit_ack[i];
+        ack >= from && ack.0 == l.term && ack.1.saturating_add(2) >= l.seq
+    }
+
     /// Server `i` was reported fit within K*HBT + HBT and never unfit since.
     fn known_fit(&self, now: Time, i: usize) -> bool {
         let window = self.hold + self.cfg.heartbeat;
@@ -832,11 +899,18 @@ impl Node {
             } else {
                 Handover::Health
             };
-            (best(&|_| true), reason)
+            let from = self.unfit_from;
+            (best(&|i| self.acked_fit_since(i, from)), reason)
         } else if let Some(delay) = self.cfg.preempt_delay {
+            // A server named successor keeps the seat for the delay before preempting.
+            let named = self
+                .named_at
+                .is_some_and(|t| now.saturating_since(t) < delay);
             let p = best(&|i| {
-                self.cfg.servers[i].priority > mine
+                !named
+                    && self.cfg.servers[i].priority > mine
                     && self.fit_since[i].is_some_and(|t| now.saturating_since(t) >= delay)
+                    && self.acked_fit_since(i, (0, 0))
             });
             (p, Handover::Preempt)
         } else {
@@ -1129,7 +1203,7 @@ impl Node {
             priority: self.cfg.servers[self.me].priority,
             heard: self.heard_count(now),
             // A server waiting to resign may not lead the next round either.
-            ineligible: self.unfit() || self.resigned_last || self.resign != Resign::Idle,
+            ineligible: self.unfit() || self.resigned_last || self.resign_pending(),
         };
         self.slate.record(self.me, claim);
         if now < self.quiet_until {
@@ -1417,6 +1491,9 @@ impl Node {
             return;
         }
         self.successor = self.index[usize::from(successor.min(255))].map(usize::from);
+        if self.successor == Some(self.me) {
+            self.named_at = Some(now);
+        }
         match self.successor {
             Some(p) => info!(
                 "leader {} resigned term {term}, handing over to server {}",
@@ -1437,7 +1514,7 @@ impl Node {
     fn on_vote(&mut self, now: Time, voter: usize, term: u64) {
         if term < self.term
             || self.witness[self.me]
-            || self.resign != Resign::Idle
+            || self.resign_pending()
             || term <= self.refuse_votes_upto
         {
             return;
@@ -1538,6 +1615,7 @@ impl Node {
                 hold_ms,
                 resign,
                 successor: to.map_or(0, |i| self.ids[i]),
+                unfit: self.unfit(),
             },
         );
         self.send(Dest::All, msg);

@@ -31,6 +31,9 @@ const ACK_BODY: usize = 8;
 
 /// LEAD flag: the leader resigns (SPEC section 6).
 pub const FLAG_RESIGN: u8 = 0x01;
+/// LEAD flag: the leader could not be elected now (unhealthy or drained), so followers
+/// know their leader's health (SPEC section 13). Set only when unfit.
+pub const FLAG_LEAD_UNFIT: u8 = 0x02;
 /// ELECT flag: the claimant may not lead now (witness, unhealthy, drained, or resigned
 /// last round).
 pub const FLAG_INELIGIBLE: u8 = 0x01;
@@ -97,6 +100,8 @@ pub enum Body {
         /// With `resign`: the server the leader hands over to (SPEC section 14), or 0.
         /// Carried in the header byte after the flags, which is 0 in every other datagram.
         successor: u16,
+        /// The leader could not be elected now (SPEC section 13).
+        unfit: bool,
     },
     /// A claim in a round; the header's term is the proposed term.
     Elect {
@@ -228,7 +233,9 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) -> usize {
     let start = out.len();
     let kind = msg.body.kind();
     let flags = match msg.body {
-        Body::Lead { resign: true, .. } => FLAG_RESIGN,
+        Body::Lead { resign, unfit, .. } => {
+            (if resign { FLAG_RESIGN } else { 0 }) | (if unfit { FLAG_LEAD_UNFIT } else { 0 })
+        }
         Body::Elect {
             ineligible: true, ..
         } => FLAG_INELIGIBLE,
@@ -325,7 +332,7 @@ fn parse(signed: &[u8], version: u8, len: usize) -> Result<Message, DecodeError>
     }
     let flags = signed[4];
     let allowed = match kind {
-        Kind::Lead => FLAG_RESIGN,
+        Kind::Lead => FLAG_RESIGN | FLAG_LEAD_UNFIT,
         Kind::Elect => FLAG_INELIGIBLE,
         Kind::Ack => FLAG_UNFIT,
         Kind::Vote => 0,
@@ -351,6 +358,7 @@ fn parse(signed: &[u8], version: u8, len: usize) -> Result<Message, DecodeError>
             hold_ms: BigEndian::read_u32(&b[8..12]),
             resign: flags & FLAG_RESIGN != 0,
             successor,
+            unfit: flags & FLAG_LEAD_UNFIT != 0,
         },
         Kind::Elect => Body::Elect {
             last_term: BigEndian::read_u64(&b[0..8]),
@@ -472,6 +480,7 @@ mod tests {
                     hold_ms: 3000,
                     resign: false,
                     successor: 0,
+                    unfit: false,
                 },
             ),
             m(
@@ -481,6 +490,7 @@ mod tests {
                     hold_ms: u32::MAX,
                     resign: true,
                     successor: 255,
+                    unfit: false,
                 },
             ),
             m(
@@ -490,6 +500,7 @@ mod tests {
                     hold_ms: 300,
                     resign: true,
                     successor: 0,
+                    unfit: false,
                 },
             ),
             m(

@@ -40,6 +40,7 @@ fn garbage(c: &Cluster, mode: Mode, target: u16) {
                 hold_ms: 60_000,
                 resign: false,
                 successor: 0,
+                unfit: false,
             },
         })
     };

@@ -138,6 +138,7 @@ fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
                 hold_ms: 300,
                 resign: false,
                 successor: 0,
+                unfit: false,
             },
         ),
     )
@@ -156,6 +157,7 @@ fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
                 hold_ms: 500,
                 resign: false,
                 successor: 0,
+                unfit: false,
             },
         ),
     )

@@ -57,6 +57,7 @@ fn lead(sender: u16, term: u64, seq: u64, hold_ms: u32, resign: bool) -> Message
             hold_ms,
             resign,
             successor: 0,
+            unfit: false,
         },
     )
 }

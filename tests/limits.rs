@@ -131,6 +131,7 @@ fn one_datagram_cannot_wedge_the_cluster() {
             hold_ms,
             resign: false,
             successor: 0,
+            unfit: false,
         },
     };
     let before = refused_by_limits(&c);

@@ -118,6 +118,7 @@ fn forgeries_and_replays_change_nothing() {
                 hold_ms: 600_000,
                 resign: false,
                 successor: 0,
+                unfit: false,
             },
         },
         Message {
