@@ -40,7 +40,31 @@ const DIRECTIVES: &[&str] = &[
     "key-file",
     "key-file-next",
     "log-level",
+    "check",
+    "check-interval",
+    "check-timeout",
+    "check-fall",
+    "check-rise",
+    "preempt-delay",
 ];
+
+/// The default `check-interval`.
+pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// The default `check-timeout` (never above the interval: see `Check`).
+pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_millis(500);
+/// The default `check-fall`.
+pub const DEFAULT_CHECK_FALL: u32 = 3;
+/// The default `check-rise`.
+pub const DEFAULT_CHECK_RISE: u32 = 2;
+/// `check-interval` bounds: a check every 10 ms at most, every hour at least.
+const CHECK_INTERVAL_RANGE: (Duration, Duration) =
+    (Duration::from_millis(10), Duration::from_secs(3600));
+/// `check-fall` and `check-rise` are 1..=this.
+pub const MAX_FALL_RISE: u32 = 100;
+/// The most words (command and arguments) a `check` line may hold.
+pub const MAX_CHECK_ARGS: usize = 64;
+/// The longest `preempt-delay`.
+const MAX_PREEMPT_DELAY: Duration = Duration::from_secs(86_400);
 
 /// One server of the list.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,6 +79,24 @@ pub struct Server {
     pub priority: u8,
     /// Votes and acknowledges, never leads.
     pub witness: bool,
+}
+
+/// The health check (SPEC section 13): a command run every `interval`, no shell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    /// The command and its arguments.
+    pub argv: Vec<String>,
+    /// The line of the `check` directive (for warnings).
+    pub line: usize,
+    /// Time between the starts of two checks.
+    pub interval: Duration,
+    /// A check still running after this is killed with its process group: a failure.
+    /// At most `interval`, so checks never queue up behind a slow one.
+    pub timeout: Duration,
+    /// Consecutive failures that make a healthy server unhealthy.
+    pub fall: u32,
+    /// Consecutive successes that make an unhealthy server healthy.
+    pub rise: u32,
 }
 
 /// How broadcasts travel.
@@ -114,6 +156,10 @@ pub struct Config {
     pub key_file: Option<PathBuf>,
     /// A second secret also accepted when receiving (for rotation).
     pub key_file_next: Option<PathBuf>,
+    /// The health check, if any (SPEC section 13).
+    pub check: Option<Check>,
+    /// `preempt-delay`: hand over to a higher-priority server fit this long (section 14).
+    pub preempt_delay: Option<Duration>,
 }
 
 /// A configuration error: file, line (when it is about one line) and problem.
@@ -216,6 +262,12 @@ struct Raw {
     log_level: Option<log::LevelFilter>,
     key_file: Option<String>,
     key_file_next: Option<String>,
+    check: Option<(usize, Vec<String>)>,
+    check_interval: Option<(usize, Duration)>,
+    check_timeout: Option<(usize, Duration)>,
+    check_fall: Option<u32>,
+    check_rise: Option<u32>,
+    preempt_delay: Option<(usize, Option<Duration>)>,
 }
 
 fn one<'a>(args: &[&'a str], what: &str) -> Result<&'a str, String> {
@@ -368,6 +420,60 @@ fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result<(), String
                 format!("unknown log level '{v}' (error, warn, info, debug, trace)")
             })?);
         }
+        "check" => {
+            if args.is_empty() {
+                return Err("'check' needs a command".into());
+            }
+            if args.len() > MAX_CHECK_ARGS {
+                return Err(format!(
+                    "'check' has {} words; at most {MAX_CHECK_ARGS}",
+                    args.len()
+                ));
+            }
+            raw.check = Some((lineno, args.iter().map(|s| s.to_string()).collect()));
+        }
+        "check-interval" => {
+            let d = parse_duration(one(args, "duration")?)?;
+            let (lo, hi) = CHECK_INTERVAL_RANGE;
+            if d < lo || d > hi {
+                return Err(format!(
+                    "check-interval must be between 10ms and 1h, not {d:?}"
+                ));
+            }
+            raw.check_interval = Some((lineno, d));
+        }
+        "check-timeout" => {
+            let d = parse_duration(one(args, "duration")?)?;
+            if d < Duration::from_millis(1) {
+                return Err("check-timeout must be at least 1ms".into());
+            }
+            raw.check_timeout = Some((lineno, d));
+        }
+        "check-fall" | "check-rise" => {
+            let v = one(args, "count")?;
+            let n = v
+                .parse()
+                .ok()
+                .filter(|n| (1..=MAX_FALL_RISE).contains(n))
+                .ok_or_else(|| format!("{directive} '{v}' is not in 1..={MAX_FALL_RISE}"))?;
+            if directive == "check-fall" {
+                raw.check_fall = Some(n);
+            } else {
+                raw.check_rise = Some(n);
+            }
+        }
+        "preempt-delay" => {
+            let v = one(args, "duration or 'off'")?;
+            let d = if v == "off" {
+                None
+            } else {
+                Some(parse_duration(v)?)
+            };
+            if d.is_some_and(|d| d > MAX_PREEMPT_DELAY) {
+                return Err("preempt-delay must be at most 24h".into());
+            }
+            raw.preempt_delay = Some((lineno, d));
+        }
         "key-file" => raw.key_file = Some(one(args, "path")?.to_string()),
         "key-file-next" => raw.key_file_next = Some(one(args, "path")?.to_string()),
         other => return Err(format!("unknown directive '{other}'{}", suggest(other))),
@@ -410,6 +516,8 @@ impl Config {
             }
             parse_line(&mut raw, i + 1, &words).map_err(|m| at(Some(i + 1), m))?;
         }
+        let check = check(&raw, &at)?;
+        let raw_preempt = raw.preempt_delay;
         let cluster = raw
             .cluster
             .ok_or_else(|| at(None, "missing 'cluster NAME'".into()))?;
@@ -463,7 +571,7 @@ impl Config {
                 "missing transport: add 'multicast GROUP:PORT interface NAME' or 'unicast'".into(),
             )
         })?;
-        let cfg = Config {
+        let mut cfg = Config {
             path: path.to_path_buf(),
             cluster,
             servers,
@@ -486,6 +594,8 @@ impl Config {
             log_level: raw.log_level,
             key_file: raw.key_file.as_deref().map(|p| expand(p, id)),
             key_file_next: raw.key_file_next.as_deref().map(|p| expand(p, id)),
+            check,
+            preempt_delay: None,
         };
         if cfg.key_file.is_none() && cfg.key_file_next.is_some() {
             return Err(at(None, "key-file-next needs key-file".into()));
@@ -496,7 +606,36 @@ impl Config {
         if cfg.hook_timeout.is_zero() {
             return Err(at(None, "hook-timeout must be positive".into()));
         }
+        cfg.preempt_delay = preempt_delay(raw_preempt, &cfg, &at)?;
         Ok(cfg)
+    }
+
+    /// Things that do not stop the daemon but that an operator should know
+    /// (`--check-config` prints them): a check command that cannot be run, a
+    /// `preempt-delay` that can never act.
+    pub fn warnings(&self) -> Vec<String> {
+        let file = self.path.display();
+        let mut out = Vec::new();
+        if let Some(c) = &self.check {
+            if let Err(why) = executable(&c.argv[0]) {
+                out.push(format!(
+                    "{file}:{}: check command '{}' {why}: checks will fail and this server will stay unhealthy (it never leads) until it can run",
+                    c.line, c.argv[0]
+                ));
+            }
+        }
+        let mut prios = self
+            .servers
+            .iter()
+            .filter(|s| !s.witness)
+            .map(|s| s.priority);
+        let first = prios.next();
+        if self.preempt_delay.is_some() && prios.all(|p| Some(p) == first) {
+            out.push(format!(
+                "{file}: preempt-delay has no effect: every server that may lead has the same priority"
+            ));
+        }
+        out
     }
 
     /// This server's entry in the list.
@@ -543,7 +682,7 @@ impl Config {
             heartbeat: self.heartbeat,
             rtt: self.rtt,
             missed_heartbeats: self.missed_heartbeats,
-            preempt_delay: None,
+            preempt_delay: self.preempt_delay,
             drift_ppm: self.drift_ppm,
             max_hold: self.max_hold,
             seed,
@@ -558,6 +697,105 @@ impl Config {
             .and_then(|s| s.name.clone())
             .unwrap_or_else(|| id.to_string())
     }
+}
+
+/// The check settings: the command, and the interval, timeout, fall and rise with
+/// their defaults. The timeout defaults to 500ms or the interval, whichever is shorter,
+/// and may not exceed the interval: checks run one at a time, so a longer one would
+/// delay the next and stretch every verdict by as much.
+fn check(
+    raw: &Raw,
+    at: &impl Fn(Option<usize>, String) -> ConfigError,
+) -> Result<Option<Check>, ConfigError> {
+    let Some((line, argv)) = raw.check.clone() else {
+        return Ok(None);
+    };
+    let interval = raw
+        .check_interval
+        .map_or(DEFAULT_CHECK_INTERVAL, |(_, d)| d);
+    let timeout = match raw.check_timeout {
+        Some((l, t)) if t > interval => {
+            return Err(at(
+                Some(l),
+                format!(
+                    "check-timeout {} ms must not exceed check-interval {} ms (checks run one at a time)",
+                    t.as_millis(),
+                    interval.as_millis()
+                ),
+            ));
+        }
+        Some((_, t)) => t,
+        None => DEFAULT_CHECK_TIMEOUT.min(interval),
+    };
+    Ok(Some(Check {
+        argv,
+        line,
+        interval,
+        timeout,
+        fall: raw.check_fall.unwrap_or(DEFAULT_CHECK_FALL),
+        rise: raw.check_rise.unwrap_or(DEFAULT_CHECK_RISE),
+    }))
+}
+
+/// `preempt-delay`, at least heartbeat x missed-heartbeats: fitness is learnt from
+/// ACKs and ELECTs, so a shorter delay would let one report of a server that just
+/// came back move the leadership.
+fn preempt_delay(
+    raw: Option<(usize, Option<Duration>)>,
+    cfg: &Config,
+    at: &impl Fn(Option<usize>, String) -> ConfigError,
+) -> Result<Option<Duration>, ConfigError> {
+    let Some((line, Some(d))) = raw else {
+        return Ok(None);
+    };
+    // Validated: heartbeat <= 1h and missed-heartbeats <= 100.
+    let hold = cfg.heartbeat * cfg.missed_heartbeats;
+    if d < hold {
+        return Err(at(
+            Some(line),
+            format!(
+                "preempt-delay {} ms must be at least heartbeat x missed-heartbeats ({} ms)",
+                d.as_millis(),
+                hold.as_millis()
+            ),
+        ));
+    }
+    Ok(Some(d))
+}
+
+/// Ok when `cmd` names an executable file (searched in PATH when it has no '/');
+/// otherwise why not.
+pub fn executable(cmd: &str) -> Result<(), String> {
+    let candidates: Vec<PathBuf> = if cmd.contains('/') {
+        vec![PathBuf::from(cmd)]
+    } else {
+        std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).map(|d| d.join(cmd)).collect())
+            .unwrap_or_default()
+    };
+    let mut why = if cmd.contains('/') {
+        "does not exist".to_string()
+    } else {
+        "is not found in PATH".to_string()
+    };
+    for p in candidates {
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_dir() => why = "is a directory".into(),
+            Ok(_) => {
+                let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
+                    continue;
+                };
+                // SAFETY: access(2) on a NUL-terminated path we own.
+                if unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 {
+                    return Ok(());
+                }
+                why = "is not executable".into();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => why = format!("cannot be read: {e}"),
+        }
+    }
+    Err(why)
 }
 
 #[cfg(test)]
@@ -698,6 +936,160 @@ hook-timeout 10s
                 .unwrap_err()
                 .msg
                 .starts_with("missing transport")
+        );
+    }
+
+    #[test]
+    fn check_and_preempt_directives() {
+        let c = parse(GOOD).unwrap();
+        assert_eq!((c.check.clone(), c.preempt_delay), (None, None));
+        let c = parse(&format!(
+            "{GOOD}check /usr/local/bin/healthy --fast  -x\npreempt-delay 30s\n"
+        ))
+        .unwrap();
+        let k = c.check.clone().unwrap();
+        assert_eq!(k.argv, ["/usr/local/bin/healthy", "--fast", "-x"]);
+        assert_eq!(k.line, 15);
+        assert_eq!(
+            (k.interval, k.timeout, k.fall, k.rise),
+            (Duration::from_secs(1), Duration::from_millis(500), 3, 2)
+        );
+        assert_eq!(c.preempt_delay, Some(Duration::from_secs(30)));
+        assert_eq!(
+            c.node_config(0).preempt_delay,
+            Some(Duration::from_secs(30))
+        );
+        // A short interval shortens the default timeout with it.
+        let c = parse(&format!(
+            "{GOOD}check x\ncheck-interval 100ms\ncheck-fall 2\ncheck-rise 5\n"
+        ))
+        .unwrap()
+        .check
+        .unwrap();
+        assert_eq!(
+            (c.interval, c.timeout, c.fall, c.rise),
+            (Duration::from_millis(100), Duration::from_millis(100), 2, 5)
+        );
+        assert_eq!(
+            parse(&format!("{GOOD}preempt-delay off\n"))
+                .unwrap()
+                .preempt_delay,
+            None
+        );
+        // Settings without a check are accepted (and unused).
+        assert!(
+            parse(&format!("{GOOD}check-interval 2s\n"))
+                .unwrap()
+                .check
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn check_and_preempt_errors_name_the_line() {
+        let cases = [
+            ("check", "electd.conf:15: 'check' needs a command"),
+            (
+                "check-interval 5ms",
+                "electd.conf:15: check-interval must be between 10ms and 1h, not 5ms",
+            ),
+            (
+                "check-interval 2h",
+                "electd.conf:15: check-interval must be between 10ms and 1h, not 7200s",
+            ),
+            ("check-interval", "electd.conf:15: missing duration"),
+            (
+                "check-timeout 0ms",
+                "electd.conf:15: check-timeout must be at least 1ms",
+            ),
+            (
+                "check x\ncheck-timeout 2s",
+                "electd.conf:16: check-timeout 2000 ms must not exceed check-interval 1000 ms (checks run one at a time)",
+            ),
+            (
+                "check-fall 0",
+                "electd.conf:15: check-fall '0' is not in 1..=100",
+            ),
+            (
+                "check-rise 101",
+                "electd.conf:15: check-rise '101' is not in 1..=100",
+            ),
+            (
+                "check-rise x",
+                "electd.conf:15: check-rise 'x' is not in 1..=100",
+            ),
+            (
+                "preempt-delay 1s",
+                "electd.conf:15: preempt-delay 1000 ms must be at least heartbeat x missed-heartbeats (3000 ms)",
+            ),
+            (
+                "preempt-delay 25h",
+                "electd.conf:15: preempt-delay must be at most 24h",
+            ),
+            (
+                "preempt-delay soon",
+                "electd.conf:15: unknown unit 'soon' in 'soon' (use ms, s, m or h)",
+            ),
+            (
+                "chek /bin/true",
+                "electd.conf:15: unknown directive 'chek' (did you mean 'check'?)",
+            ),
+        ];
+        for (line, want) in cases {
+            let text = format!("{GOOD}{line}\n");
+            assert_eq!(parse(&text).unwrap_err().to_string(), want, "{line}");
+        }
+        let long = format!("{GOOD}check {}\n", "a ".repeat(MAX_CHECK_ARGS + 1));
+        assert!(parse(&long).unwrap_err().msg.contains("at most 64"));
+    }
+
+    #[test]
+    fn warnings_for_a_check_that_cannot_run() {
+        let c = parse(&format!("{GOOD}check /nonexistent/electd-check\n")).unwrap();
+        let w = c.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with(
+                "electd.conf:15: check command '/nonexistent/electd-check' does not exist"
+            ),
+            "{w:?}"
+        );
+        assert!(
+            parse(&format!("{GOOD}check /bin/sh -c true\n"))
+                .unwrap()
+                .warnings()
+                .is_empty()
+        );
+        assert!(
+            parse(&format!("{GOOD}check sh -c true\n"))
+                .unwrap()
+                .warnings()
+                .is_empty()
+        );
+        let plain = std::env::temp_dir().join(format!("electd-check-{}", std::process::id()));
+        std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+        let w = parse(&format!("{GOOD}check {}\n", plain.display()))
+            .unwrap()
+            .warnings();
+        let _ = std::fs::remove_file(&plain);
+        assert!(w[0].contains("is not executable"), "{w:?}");
+        assert!(executable("/").unwrap_err().contains("directory"));
+        assert!(
+            executable("no-such-electd-check")
+                .unwrap_err()
+                .contains("PATH")
+        );
+        // Same priority everywhere: preempt-delay can never act.
+        let same = GOOD.replace(" priority 10", "");
+        let w = parse(&format!("{same}preempt-delay 1m\n"))
+            .unwrap()
+            .warnings();
+        assert!(w[0].contains("preempt-delay has no effect"), "{w:?}");
+        assert!(
+            parse(&format!("{GOOD}preempt-delay 1m\n"))
+                .unwrap()
+                .warnings()
+                .is_empty()
         );
     }
 

@@ -22,6 +22,10 @@
 //! confirmed a number above the last leader line it was sent. One that leaves without
 //! confirming is no confirmation: its last known lease end is kept
 //! (`departed_until_ns`) and a handoff may not be released before it.
+//!
+//! A supervisor may also report its command's health (`health failing REASON`,
+//! `health ok`: `electctl run --max-restarts`, SPEC section 13). The report belongs to
+//! the connection: a supervisor that leaves or disconnects takes it with it.
 
 use mio::net::{UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
@@ -29,6 +33,11 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// The error a leader-only request gets on a follower (`electctl` exits 1 on it).
+pub const NOT_LEADER: &str = "not leader";
+/// The longest reason kept from a supervisor's `health failing` report.
+pub const MAX_HEALTH_REASON: usize = 200;
 
 /// The longest request line accepted.
 pub const MAX_REQUEST: usize = 1024;
@@ -66,8 +75,15 @@ pub enum Request {
     Leave,
     /// Start a round now.
     Elect,
-    /// Resign if leader.
-    Yield,
+    /// Resign if leader; with an id, hand over to that server (`yield ID`).
+    Yield(Option<u64>),
+    /// Make this server ineligible (persisted) until `undrain`.
+    Drain,
+    /// End a drain.
+    Undrain,
+    /// A supervisor reports its command's health: None for `health ok`, the reason
+    /// for `health failing REASON`.
+    Health(Option<String>),
     /// Prometheus text.
     Metrics,
     /// Liveness check.
@@ -82,6 +98,9 @@ impl Request {
     fn parse(line: &str) -> Request {
         let mut words = line.split_whitespace();
         let word = words.next().unwrap_or("");
+        if word == "health" {
+            return Self::parse_health(line);
+        }
         let rest: Vec<&str> = words.take(2).collect();
         match (word, rest.as_slice()) {
             ("status", []) => Request::Status,
@@ -94,10 +113,47 @@ impl Request {
             ("released", _) => Request::Invalid("usage: released N".into()),
             ("leave", []) => Request::Leave,
             ("elect", []) => Request::Elect,
-            ("yield", []) => Request::Yield,
+            ("yield", []) => Request::Yield(None),
+            ("yield", [id]) => match id.parse::<u64>() {
+                Ok(n) => Request::Yield(Some(n)),
+                Err(_) => Request::Invalid(format!(
+                    "yield: '{}' is not a server id (a number)",
+                    id.chars().take(32).collect::<String>()
+                )),
+            },
+            ("yield", _) => Request::Invalid("usage: yield [ID]".into()),
+            ("drain", []) => Request::Drain,
+            ("undrain", []) => Request::Undrain,
+            ("drain" | "undrain", _) => Request::Invalid(format!("{word} takes no arguments")),
             ("metrics", []) => Request::Metrics,
             ("ping", []) => Request::Ping,
             _ => Request::Unknown(line.trim().chars().take(64).collect()),
+        }
+    }
+
+    /// `health ok` or `health failing REASON...` (the reason is free text).
+    fn parse_health(line: &str) -> Request {
+        let rest = line
+            .trim()
+            .strip_prefix("health")
+            .unwrap_or("")
+            .trim_start();
+        let (state, reason) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        match (state, reason.trim()) {
+            ("ok", "") => Request::Health(None),
+            ("failing", r) => {
+                let r: String = r
+                    .chars()
+                    .map(|c| if c.is_control() { '?' } else { c })
+                    .take(MAX_HEALTH_REASON)
+                    .collect();
+                Request::Health(Some(if r.is_empty() {
+                    "no reason given".into()
+                } else {
+                    r
+                }))
+            }
+            _ => Request::Invalid("usage: health ok | health failing REASON".into()),
         }
     }
 }
@@ -151,6 +207,8 @@ struct Client {
     outbuf: Vec<u8>,
     watching: bool,
     sup: Option<Supervisor>,
+    /// A supervisor's report that its command is unhealthy (`health failing`).
+    unhealthy: Option<String>,
     /// The peer finished sending: answer what is buffered, then close.
     eof: bool,
     /// Being dropped (a limit or an error): nothing more is queued, freed soon.
@@ -276,6 +334,7 @@ impl Control {
                         outbuf: Vec::new(),
                         watching: false,
                         sup: None,
+                        unhealthy: None,
                         eof: false,
                         dropping: None,
                         last_active: now,
@@ -321,6 +380,11 @@ impl Control {
             return;
         };
         let _ = registry.deregister(&mut c.stream);
+        if let Some(why) = c.unhealthy.take().filter(|_| c.sup.is_some()) {
+            log::warn!(
+                "supervisor on control client {slot} disconnected: its unhealthy report ({why}) goes with it"
+            );
+        }
         if let Some(s) = c.sup.filter(|s| !s.clear()) {
             self.counters.departed_unconfirmed += 1;
             self.departed_until_ns = self.departed_until_ns.max(s.leader_until_ns);
@@ -553,8 +617,47 @@ impl Control {
     /// its departure is no unconfirmed lease.
     pub fn leave(&mut self, slot: usize) {
         if let Some(c) = self.clients[slot].as_mut() {
+            if let Some(why) = c.unhealthy.take().filter(|_| c.sup.is_some()) {
+                log::info!(
+                    "supervisor on control client {slot} left: its unhealthy report ({why}) goes with it"
+                );
+            }
             c.sup = None;
         }
+    }
+
+    /// Records a supervisor's health report (None: healthy). Only a supervisor may
+    /// report; the report lasts until the next one or until it leaves.
+    pub fn set_supervisor_health(
+        &mut self,
+        slot: usize,
+        report: Option<String>,
+    ) -> Result<(), String> {
+        let Some(c) = self.clients[slot].as_mut().filter(|c| c.sup.is_some()) else {
+            return Err("health: not a supervisor (send 'supervise' first)".into());
+        };
+        match (&c.unhealthy, &report) {
+            (None, Some(why)) => {
+                log::warn!(
+                    "supervisor on control client {slot} reports its command unhealthy: {why}"
+                )
+            }
+            (Some(_), None) => {
+                log::info!("supervisor on control client {slot} reports its command healthy again")
+            }
+            _ => {}
+        }
+        c.unhealthy = report;
+        Ok(())
+    }
+
+    /// The supervisors that report their command unhealthy: (slot, reason).
+    pub fn unhealthy_supervisors(&self) -> impl Iterator<Item = (usize, &str)> + '_ {
+        self.clients.iter().enumerate().filter_map(|(slot, c)| {
+            let c = c.as_ref()?;
+            c.sup?;
+            Some((slot, c.unhealthy.as_deref()?))
+        })
     }
 
     /// True when every supervisor is clear and no supervisor that left unconfirmed can
@@ -664,6 +767,54 @@ mod tests {
             Request::Invalid(_)
         ));
         assert_eq!(Request::parse("leave"), Request::Leave);
+        assert_eq!(Request::parse("yield"), Request::Yield(None));
+        assert_eq!(Request::parse("yield 2"), Request::Yield(Some(2)));
+        // A number is always an id: 0 and 999 reach the daemon, which knows the list.
+        assert_eq!(Request::parse("yield 0"), Request::Yield(Some(0)));
+        assert_eq!(Request::parse("yield 999"), Request::Yield(Some(999)));
+        assert_eq!(
+            Request::parse("yield abc"),
+            Request::Invalid("yield: 'abc' is not a server id (a number)".into())
+        );
+        assert_eq!(
+            Request::parse("yield -1"),
+            Request::Invalid("yield: '-1' is not a server id (a number)".into())
+        );
+        assert_eq!(
+            Request::parse("yield 1 2"),
+            Request::Invalid("usage: yield [ID]".into())
+        );
+        assert_eq!(Request::parse("drain"), Request::Drain);
+        assert_eq!(Request::parse(" undrain\r"), Request::Undrain);
+        assert_eq!(
+            Request::parse("drain extra"),
+            Request::Invalid("drain takes no arguments".into())
+        );
+        assert_eq!(
+            Request::parse("undrain now please"),
+            Request::Invalid("undrain takes no arguments".into())
+        );
+        assert_eq!(Request::parse("health ok"), Request::Health(None));
+        assert_eq!(
+            Request::parse("health failing 3 exits in 60s"),
+            Request::Health(Some("3 exits in 60s".into()))
+        );
+        assert_eq!(
+            Request::parse("health failing"),
+            Request::Health(Some("no reason given".into()))
+        );
+        assert!(matches!(Request::parse("health"), Request::Invalid(_)));
+        assert!(matches!(
+            Request::parse("health ok really"),
+            Request::Invalid(_)
+        ));
+        assert!(matches!(Request::parse("health bad"), Request::Invalid(_)));
+        let Request::Health(Some(long)) =
+            Request::parse(&format!("health failing {}", "x".repeat(900)))
+        else {
+            panic!("a long reason is truncated, not refused");
+        };
+        assert_eq!(long.len(), MAX_HEALTH_REASON);
         assert_eq!(Request::parse("bogus"), Request::Unknown("bogus".into()));
         assert_eq!(json_str("a\"b\\c\n"), r#""a\"b\\c\u000a""#);
         assert_eq!(error_line("x"), "{\"error\":\"x\"}\n");
@@ -819,6 +970,45 @@ mod tests {
         assert!(!f.control.supervisors_clear(8_999));
         assert!(f.control.supervisors_clear(9_000));
         assert_eq!(f.control.counters.departed_unconfirmed, 1);
+    }
+
+    #[test]
+    fn a_supervisors_health_report_goes_with_it() {
+        let mut f = Fixture::new("health");
+        let s = f.connect();
+        let _other = f.connect();
+        assert!(
+            f.control
+                .set_supervisor_health(1, Some("x".into()))
+                .is_err(),
+            "only a supervisor reports health"
+        );
+        f.control.supervise(0);
+        f.control
+            .set_supervisor_health(0, Some("3 exits in 60s".into()))
+            .unwrap();
+        let all: Vec<_> = f.control.unhealthy_supervisors().collect();
+        assert_eq!(all, vec![(0, "3 exits in 60s")]);
+        f.control.set_supervisor_health(0, None).unwrap();
+        assert_eq!(f.control.unhealthy_supervisors().count(), 0);
+        f.control
+            .set_supervisor_health(0, Some("again".into()))
+            .unwrap();
+        drop(s);
+        f.read_all();
+        f.flush();
+        assert_eq!(f.control.unhealthy_supervisors().count(), 0);
+        // `leave` takes it too.
+        let _t = f.connect();
+        let slot = (0..MAX_CLIENTS)
+            .find(|&i| f.control.clients[i].is_some() && i != 1)
+            .unwrap();
+        f.control.supervise(slot);
+        f.control
+            .set_supervisor_health(slot, Some("x".into()))
+            .unwrap();
+        f.control.leave(slot);
+        assert_eq!(f.control.unhealthy_supervisors().count(), 0);
     }
 
     #[test]

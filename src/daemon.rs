@@ -16,13 +16,20 @@
 //! supervisor that left unconfirmed is no confirmation, and the core's own deadline
 //! lets the RESIGN go at the lease end. SIGTERM and SIGINT take the same path and the
 //! daemon exits once both RESIGNs are out.
+//!
+//! Health (SPEC section 13): the core is told one bool, the AND of the check's verdict
+//! (`health::Checks`, run on its own thread, results through a `mio::Waker`) and of
+//! every supervisor's report (`electctl run --max-restarts`). The core decides the
+//! handovers; they take the same planned-handoff path. `drain` and `undrain` are
+//! answered only once the state file holds the new drain.
 
 use crate::auth::{self, Keys, ReplayWindow};
 use crate::config::{Config, Transport as Mode};
-use crate::control::{Control, Request, error_line, json_str};
+use crate::control::{Control, NOT_LEADER, Request, error_line, json_str};
+use crate::health::{Checks, REASONS, Verdict};
 use crate::hooks::Hooks;
 
-use crate::node::{Durable, Event, Node, Output, Reject, Role, Sabotage};
+use crate::node::{Durable, Event, Handover, Node, Output, Reject, Role, Sabotage};
 use crate::notify::Notifier;
 use crate::store::{Extra, Store};
 use crate::time::{Time, boot_now};
@@ -35,12 +42,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const UDP_UNICAST: Token = Token(0);
 const UDP_GROUP: Token = Token(1);
 const SIGNALS: Token = Token(2);
 const CONTROL: Token = Token(3);
+/// The check runner's waker; far above the control clients' tokens (CONTROL + 1..).
+const HEALTH: Token = Token(1 << 20);
 /// Datagrams read from one socket per wakeup before other sources get their turn.
 const UDP_BUDGET: usize = 256;
 /// The longest a wait may last even with no deadline (idle clients are swept).
@@ -123,6 +133,10 @@ struct View {
     /// The end of this server's lease: watchers see each renewal, so a process on this
     /// host knows exactly until when this server may act as leader.
     lease_until: Option<Time>,
+    /// `ok`, `failing` or `unknown` (SPEC section 13).
+    health: Verdict,
+    /// `electctl drain`.
+    drained: bool,
 }
 
 /// Counters for `metrics` beyond the core's.
@@ -142,6 +156,8 @@ struct Metrics {
     handoffs_waited: u64,
     /// How long the last handoff's RESIGN waited, in ms.
     last_handoff_wait_ms: u64,
+    /// Changes of `health` (ok, failing, unknown).
+    health_changes: u64,
 }
 
 /// A planned handoff under way: when it began and why its RESIGN left.
@@ -193,6 +209,11 @@ pub struct Daemon {
     durable: Durable,
     extra: Extra,
     send_seq: u32,
+    checks: Checks,
+    /// The health the core was last told of (the view's may change first).
+    health: Verdict,
+    /// The successor named by the latest handover begun (for the answer to `drain`).
+    last_handover_to: Option<u16>,
 }
 
 impl Daemon {
@@ -257,7 +278,20 @@ impl Daemon {
                 "{SABOTAGE_VAR}=resign_early: this daemon is DELIBERATELY UNSAFE: a planned handoff releases the followers before local commands have stopped (for tests only)"
             );
         }
-        let node = Node::new(node_cfg, durable, now).map_err(|e| Fatal(e.to_string()))?;
+        let mut node = Node::new(node_cfg, durable, now).map_err(|e| Fatal(e.to_string()))?;
+        if cfg.check.is_some() {
+            // SPEC section 13: a server with a check starts unhealthy.
+            node.set_health(now, false);
+        }
+        for w in cfg.warnings() {
+            warn!("{w}");
+        }
+        let waker = mio::Waker::new(poll.registry(), HEALTH)
+            .map_err(|e| Fatal(format!("poll waker: {e}")))?;
+        // After signal_fd: the runner thread inherits the mask, so signals still reach
+        // the signalfd and never the thread.
+        let checks = Checks::start(cfg.check.as_ref(), Arc::new(waker), cfg.id)
+            .map_err(|e| Fatal(format!("check runner: {e}")))?;
         info!(
             "electd {} started: server {} ({}) of cluster '{}', {} servers, {}, term {}, state {}",
             env!("CARGO_PKG_VERSION"),
@@ -274,11 +308,26 @@ impl Daemon {
             durable.term,
             cfg.state.display()
         );
+        if node.drained() {
+            warn!("this server is drained (state file): it will not lead until 'electctl undrain'");
+        }
+        if let Some(c) = &cfg.check {
+            info!(
+                "health check: {} every {:?} (timeout {:?}, fall {}, rise {}); unhealthy until it passes",
+                c.argv.join(" "),
+                c.interval,
+                c.timeout,
+                c.fall,
+                c.rise
+            );
+        }
         let view = View {
             role: Role::Follower,
             leader: None,
             term: durable.term,
             lease_until: None,
+            health: checks.verdict(),
+            drained: node.drained(),
         };
         let notifier = Notifier::from_env().map_err(|e| Fatal(format!("NOTIFY_SOCKET: {e}")))?;
         let hooks = Hooks::new(
@@ -313,6 +362,9 @@ impl Daemon {
             durable,
             extra,
             send_seq: 0,
+            health: checks.verdict(),
+            checks,
+            last_handover_to: None,
         })
     }
 
@@ -359,6 +411,8 @@ impl Daemon {
                     UDP_GROUP => self.read_udp(1)?,
                     SIGNALS => self.on_signals()?,
                     CONTROL => self.control.accept(self.poll.registry(), Instant::now()),
+                    // Results are taken below, every wakeup.
+                    HEALTH => {}
                     t if self.control.owns(t) => {
                         if ev.is_readable() || ev.is_read_closed() {
                             self.control.readable(t, Instant::now());
@@ -386,7 +440,13 @@ impl Daemon {
                 self.flush_node()?;
             }
             self.check_release()?;
+            self.checks.drain();
+            self.update_health()?;
             self.control.flush(self.poll.registry(), Instant::now());
+            // A supervisor freed by the flush takes its health report with it.
+            if self.update_health()? {
+                self.control.flush(self.poll.registry(), Instant::now());
+            }
             self.hooks.poll(Instant::now());
             if let Some(next) = self.next_watchdog {
                 // Sent from the loop itself: a wedged loop stops petting, and systemd acts.
@@ -409,6 +469,46 @@ impl Daemon {
                 }
             }
         }
+    }
+
+    /// This server's health: the check's verdict and every supervisor's report, with
+    /// the causes of anything but `ok`.
+    fn health(&self) -> (Verdict, Option<String>) {
+        let mut causes: Vec<String> = self.checks.cause().into_iter().collect();
+        let mut v = self.checks.verdict();
+        for (slot, why) in self.control.unhealthy_supervisors() {
+            v = Verdict::Failing;
+            causes.push(format!("electctl run on control client {slot}: {why}"));
+        }
+        (v, (!causes.is_empty()).then(|| causes.join("; ")))
+    }
+
+    /// Tells the core when the combined health changes, and logs it with its cause.
+    /// Returns true on a change.
+    fn update_health(&mut self) -> Result<bool, Fatal> {
+        let (v, cause) = self.health();
+        self.checks.set_leader(self.view.role == Role::Leader);
+        if v == self.health {
+            return Ok(false);
+        }
+        let was = std::mem::replace(&mut self.health, v);
+        self.metrics.health_changes += 1;
+        let cause = cause.unwrap_or_default();
+        match v {
+            Verdict::Ok => info!("health ok (was {}): this server may lead", was.name()),
+            Verdict::Failing if self.node.leads().is_some() => warn!(
+                "health failing: {cause}; this leader hands over as soon as another server is known fit, and leads on meanwhile"
+            ),
+            Verdict::Failing => warn!("health failing: {cause}; this server may not lead"),
+            Verdict::Unknown => info!("health unknown: {cause}"),
+        }
+        let healthy = v == Verdict::Ok;
+        if healthy != self.node.healthy() {
+            self.node.set_health(boot_now(), healthy);
+        }
+        // The view's health changes here, even when the core's bool does not.
+        self.flush_node()?;
+        Ok(true)
     }
 
     /// During a planned handoff: releases the RESIGN once every supervisor is clear.
@@ -632,7 +732,12 @@ impl Daemon {
                         error!("server {other} also led term {term}")
                     }
                     Event::Elected { term } => debug!("won the round of term {term}"),
-                    Event::Resigning { term, until, .. } => self.on_resigning(term, until),
+                    Event::Resigning {
+                        term,
+                        until,
+                        to,
+                        reason,
+                    } => self.on_resigning(term, until, to, reason),
                     Event::Resigned { term } => self.on_resigned(term),
                     Event::Voted { .. } | Event::SteppedDown { .. } => {}
                 },
@@ -649,14 +754,23 @@ impl Daemon {
             leader: st.leader,
             term: st.term,
             lease_until: st.lease_until,
+            health: self.health().0,
+            drained: self.node.drained(),
         };
         if view == self.view {
             return;
         }
-        let changed = (view.role, view.leader, view.term)
-            != (self.view.role, self.view.leader, self.view.term);
+        let changed = (view.role, view.leader, view.term, view.health, view.drained)
+            != (
+                self.view.role,
+                self.view.leader,
+                self.view.term,
+                self.view.health,
+                self.view.drained,
+            );
         if view.role != self.view.role {
-            self.hooks.transition(view.role, view.leader, view.term);
+            self.hooks
+                .transition(view.role, view.leader, view.term, view.health.name());
         }
         if view.role != self.view.role || view.leader != self.view.leader {
             self.metrics.role_changes += 1;
@@ -681,9 +795,18 @@ impl Daemon {
 
     /// A planned handoff began: supervisors are told by the follower line pushed next;
     /// with none engaged the RESIGN leaves at once.
-    fn on_resigning(&mut self, term: u64, until: Time) {
+    fn on_resigning(&mut self, term: u64, until: Time, to: Option<u16>, reason: Handover) {
         let now = boot_now();
         self.metrics.handoffs += 1;
+        self.last_handover_to = to;
+        info!(
+            "handoff of term {term} begins ({}){}",
+            reason.name(),
+            to.map_or(String::new(), |t| format!(
+                ": the RESIGN names server {t} ({}) as successor",
+                self.cfg.name_of(t)
+            ))
+        );
         let mut h = Handoff {
             term,
             began: now,
@@ -752,7 +875,7 @@ impl Daemon {
     /// The STATUS= line for systemd: role, leader and term.
     fn status_text(&self) -> String {
         let v = self.view;
-        match (v.role, v.leader) {
+        let mut s = match (v.role, v.leader) {
             (Role::Leader, _) => format!("STATUS=leader, term {}", v.term),
             (Role::Follower, Some(l)) => format!(
                 "STATUS=follower, leader {l} ({}), term {}",
@@ -760,7 +883,14 @@ impl Daemon {
                 v.term
             ),
             (Role::Follower, None) => format!("STATUS=follower, no leader, term {}", v.term),
+        };
+        if v.health != Verdict::Ok {
+            s.push_str(&format!(", health {}", v.health.name()));
         }
+        if v.drained {
+            s.push_str(", drained");
+        }
+        s
     }
 
     fn status_line(&self) -> String {
@@ -784,11 +914,16 @@ impl Daemon {
             None => write!(s, "\"lease_ms\":null,\"lease_until_ns\":null,"),
         }
         .expect("write to String");
+        let (health, cause) = self.health();
         write!(
             s,
-            "\"elector\":\"{}\",\"voted_term\":{},\"now_ns\":{},\"peers\":[",
+            "\"elector\":\"{}\",\"voted_term\":{},\"healthy\":{},\"drained\":{},\"health\":\"{}\",\"health_cause\":{},\"now_ns\":{},\"peers\":[",
             st.elector.name(),
             st.voted_term,
+            self.node.healthy(),
+            self.node.drained(),
+            health.name(),
+            cause.as_deref().map_or("null".into(), json_str),
             now.as_nanos()
         )
         .expect("write to String");
@@ -796,9 +931,13 @@ impl Daemon {
             let ago = heard.map_or("null".into(), |t| {
                 now.saturating_since(t).as_millis().to_string()
             });
+            let fit = self
+                .node
+                .peer_fit(now, id)
+                .map_or("null".into(), |f| f.to_string());
             write!(
                 s,
-                "{}{{\"id\":{id},\"heard_ms_ago\":{ago}}}",
+                "{}{{\"id\":{id},\"heard_ms_ago\":{ago},\"healthy\":{fit}}}",
                 if i > 0 { "," } else { "" }
             )
             .expect("write to String");
@@ -898,7 +1037,7 @@ impl Daemon {
         family(
             "counter",
             "handoffs",
-            "Planned handoffs begun (yield, SIGTERM).",
+            "Planned handoffs begun (yield, SIGTERM, health, drain, preempt).",
             m.handoffs.to_string(),
         );
         family(
@@ -912,6 +1051,36 @@ impl Daemon {
             "handoff_last_wait_ms",
             "How long the last planned handoff's RESIGN waited, in milliseconds.",
             m.last_handoff_wait_ms.to_string(),
+        );
+        family(
+            "gauge",
+            "healthy",
+            "1 while this server is healthy (its check passes and no supervisor reports failing).",
+            u8::from(self.node.healthy()).to_string(),
+        );
+        family(
+            "gauge",
+            "drained",
+            "1 while this server is drained (electctl drain).",
+            u8::from(self.node.drained()).to_string(),
+        );
+        family(
+            "counter",
+            "health_changes",
+            "Changes of health (ok, failing, unknown).",
+            self.metrics.health_changes.to_string(),
+        );
+        family(
+            "counter",
+            "check_runs",
+            "Health check runs finished.",
+            self.checks.counters.runs.to_string(),
+        );
+        family(
+            "counter",
+            "successor_votes",
+            "Rounds in which this server voted for the successor a RESIGN named.",
+            c.successor_votes.to_string(),
         );
         family(
             "counter",
@@ -963,6 +1132,20 @@ impl Daemon {
                 .collect::<Vec<_>>()
         };
         let dropped: Vec<_> = m.dropped.iter().map(|(r, v)| ("reason", *r, *v)).collect();
+        let check_failures: Vec<_> = REASONS
+            .iter()
+            .zip(self.checks.counters.failures)
+            .map(|(r, v)| ("reason", *r, v))
+            .collect();
+        let handovers: Vec<_> = [
+            Handover::Yield,
+            Handover::Health,
+            Handover::Drain,
+            Handover::Preempt,
+        ]
+        .iter()
+        .map(|&h| ("reason", h.name(), c.handovers[h as usize]))
+        .collect();
         for (name, help, rows) in [
             (
                 "datagrams_received",
@@ -978,6 +1161,16 @@ impl Daemon {
                 "datagrams_dropped",
                 "Datagrams dropped, by reason.",
                 dropped,
+            ),
+            (
+                "check_failures",
+                "Health check runs that failed, by reason (exit: non-zero status; exec: could not run, or status 126 or 127; signal; timeout).",
+                check_failures,
+            ),
+            (
+                "handovers",
+                "Handovers this leader began, by reason (yield includes SIGTERM).",
+                handovers,
             ),
         ] {
             let _ = writeln!(
@@ -1045,21 +1238,122 @@ impl Daemon {
                 self.flush_node()?;
                 "{\"ok\":true}\n".into()
             }
-            Request::Yield => {
+            Request::Yield(None) => {
                 if self.node.handle_yield(boot_now()) {
                     info!("leadership yielded on request");
                     self.flush_node()?;
                     "{\"ok\":true}\n".into()
                 } else {
-                    error_line("not leader")
+                    error_line(NOT_LEADER)
                 }
             }
+            Request::Yield(Some(id)) => self.yield_to(id)?,
+            Request::Drain => self.drain(true)?,
+            Request::Undrain => self.drain(false)?,
+            Request::Health(report) => match self.control.set_supervisor_health(slot, report) {
+                // Like `released`: a supervisor's stream holds numbered lines only.
+                Ok(()) => return Ok(()),
+                Err(e) => error_line(&e),
+            },
             Request::Unknown(w) => error_line(&format!(
-                "unknown command '{w}' (status, watch, supervise, released N, leave, elect, yield, metrics, ping)"
+                "unknown command '{w}' (status, watch, elect, yield [ID], drain, undrain, metrics, ping; supervisors: supervise, released N, health, leave)"
             )),
         };
         self.control.reply(slot, &line);
         Ok(())
+    }
+
+    /// `yield ID`: hand over to server `id` (SPEC section 14). A number that names no
+    /// server, this server or a witness is an error; a server not known fit still gets
+    /// the handover named, and the answer says that voters may fall back.
+    fn yield_to(&mut self, id: u64) -> Result<String, Fatal> {
+        let Some(to) = u16::try_from(id)
+            .ok()
+            .filter(|&i| self.cfg.server(i).is_some())
+        else {
+            return Ok(error_line(&format!(
+                "yield: no server {id} in the server list"
+            )));
+        };
+        if to == self.cfg.id {
+            return Ok(error_line(&format!(
+                "yield: server {to} is this server; name another"
+            )));
+        }
+        if self.cfg.server(to).is_some_and(|s| s.witness) {
+            return Ok(error_line(&format!(
+                "yield: server {to} is a witness and never leads"
+            )));
+        }
+        let now = boot_now();
+        let fit = self.node.peer_fit(now, to);
+        if !self.node.handle_yield_to(now, Some(to)) {
+            return Ok(error_line(NOT_LEADER));
+        }
+        info!(
+            "leadership yielded on request to server {to} ({})",
+            self.cfg.name_of(to)
+        );
+        self.flush_node()?;
+        let note = match fit {
+            Some(true) => String::new(),
+            Some(false) => format!(
+                ",\"note\":{}",
+                json_str(&format!(
+                    "server {to} last reported itself unfit (unhealthy or drained): voters choose it only if it claims eligibly, otherwise the usual choice"
+                ))
+            ),
+            None => format!(
+                ",\"note\":{}",
+                json_str(&format!(
+                    "server {to} has not been heard recently: voters choose it only if it claims eligibly, otherwise the usual choice"
+                ))
+            ),
+        };
+        Ok(format!(
+            "{{\"ok\":true,\"to\":{to},\"to_fit\":{}{note}}}\n",
+            fit.map_or("null".into(), |f| f.to_string())
+        ))
+    }
+
+    /// `drain` and `undrain` (SPEC section 13): answered once the state file holds the
+    /// new value (`flush_node` writes it before returning). A drained leader hands over
+    /// only when another server is known fit; until then it leads on, and says so.
+    fn drain(&mut self, drain: bool) -> Result<String, Fatal> {
+        let now = boot_now();
+        let changed = self.node.drained() != drain;
+        let handoffs = self.metrics.handoffs;
+        if changed {
+            self.node.set_drained(now, drain);
+            self.flush_node()?;
+            if drain {
+                warn!("drained on request: this server will not lead until 'electctl undrain'");
+            } else {
+                info!("undrained on request: this server may lead again");
+            }
+        }
+        let handover = if !drain {
+            "null".to_string()
+        } else if self.metrics.handoffs > handoffs {
+            let to = self.last_handover_to;
+            format!(
+                "\"started\",\"to\":{}",
+                to.map_or("null".into(), |t| t.to_string())
+            )
+        } else if self.node.resign_pending() {
+            "\"started\"".into()
+        } else if self.node.leads().is_some() {
+            json_str(
+                "waiting: no other fit server known; this server leads on and hands over as soon as one is",
+            )
+        } else {
+            "null".into()
+        };
+        Ok(format!(
+            "{{\"ok\":true,\"drained\":{},\"changed\":{changed},\"role\":\"{}\",\"handover\":{handover}}}\n",
+            self.node.drained(),
+            self.node.status(boot_now()).role.name()
+        ))
     }
 
     fn on_signals(&mut self) -> Result<(), Fatal> {
@@ -1136,6 +1430,23 @@ impl Daemon {
             info!("keys reloaded");
         }
         self.keys = keys;
+        for w in new.warnings() {
+            warn!("{w}");
+        }
+        if let Err(e) = self.checks.reconfigure(new.check.as_ref()) {
+            error!(
+                "reload: the check runner could not start: {e}; the previous check settings stay"
+            );
+            return;
+        }
+        if new.preempt_delay != self.cfg.preempt_delay {
+            info!(
+                "preempt-delay {}",
+                new.preempt_delay
+                    .map_or("off".to_string(), |d| format!("{d:?}"))
+            );
+        }
+        self.node.set_preempt_delay(boot_now(), new.preempt_delay);
         self.hooks.reconfigure(
             new.on_leader.clone(),
             new.on_follower.clone(),

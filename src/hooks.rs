@@ -1,7 +1,8 @@
 //! `on-leader` and `on-follower` hooks (SPEC section 12).
 //!
 //! Hooks run one at a time, in the order of the transitions, each in its own process
-//! group with ELECTD_ROLE, ELECTD_LEADER, ELECTD_TERM and ELECTD_ID set. The event loop
+//! group with ELECTD_ROLE, ELECTD_LEADER, ELECTD_TERM, ELECTD_ID and ELECTD_HEALTH set
+//! (and the daemon's own systemd variables removed, see [`scrub_env`]). The event loop
 //! never waits for one: it starts a hook, is told of its exit by SIGCHLD (through the
 //! daemon's signalfd), and kills the group of a hook that outlives `hook-timeout`.
 
@@ -15,6 +16,29 @@ use std::time::{Duration, Instant};
 /// Transitions waiting for their hook, at most; the oldest is dropped beyond it.
 pub const MAX_QUEUED: usize = 32;
 
+/// Variables that speak for the daemon itself and must not reach what it runs: a
+/// child that inherited NOTIFY_SOCKET or WATCHDOG_PID could report READY, STOPPING or
+/// a watchdog ping in the daemon's name, LISTEN_* would hand it sockets it does not
+/// own, and the test sabotage switch is for the daemon only.
+pub const SCRUBBED_ENV: &[&str] = &[
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+    crate::daemon::SABOTAGE_VAR,
+];
+
+/// Removes [`SCRUBBED_ENV`] from a child's environment; the rest is inherited (the
+/// unit's environment, PATH included), as a hook or check expects.
+pub fn scrub_env(cmd: &mut Command) -> &mut Command {
+    for v in SCRUBBED_ENV {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
 #[derive(Clone, Debug)]
 struct Job {
     name: &'static str,
@@ -22,6 +46,7 @@ struct Job {
     role: Role,
     leader: Option<u16>,
     term: u64,
+    health: &'static str,
 }
 
 #[derive(Debug)]
@@ -79,8 +104,9 @@ impl Hooks {
         self.timeout = timeout;
     }
 
-    /// Queues the hook for a change of role, and starts it if none runs.
-    pub fn transition(&mut self, role: Role, leader: Option<u16>, term: u64) {
+    /// Queues the hook for a change of role, and starts it if none runs. `health` is
+    /// this server's health at the transition (`ok`, `failing`, `unknown`).
+    pub fn transition(&mut self, role: Role, leader: Option<u16>, term: u64, health: &'static str) {
         let (name, argv) = match role {
             Role::Leader => ("on-leader", self.on_leader.clone()),
             Role::Follower => ("on-follower", self.on_follower.clone()),
@@ -100,6 +126,7 @@ impl Hooks {
             role,
             leader,
             term,
+            health,
         });
         self.start_next();
     }
@@ -110,7 +137,8 @@ impl Hooks {
                 return;
             };
             let mut cmd = Command::new(&job.argv[0]);
-            cmd.args(&job.argv[1..])
+            scrub_env(&mut cmd)
+                .args(&job.argv[1..])
                 .env("ELECTD_ROLE", job.role.name())
                 .env(
                     "ELECTD_LEADER",
@@ -118,6 +146,7 @@ impl Hooks {
                 )
                 .env("ELECTD_TERM", job.term.to_string())
                 .env("ELECTD_ID", self.id.to_string())
+                .env("ELECTD_HEALTH", job.health)
                 .stdin(Stdio::null())
                 .process_group(0);
             self.runs += 1;

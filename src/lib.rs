@@ -18,6 +18,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod elector;
+pub mod health;
 pub mod hooks;
 pub mod json;
 pub mod node;

@@ -457,8 +457,9 @@ pub struct Node {
     healthy: bool,
     /// Drained by the operator (persisted).
     drained: bool,
-    /// Per server: when it was last reported fit (ACK without UNFIT, ELECT without
-    /// INELIGIBLE), and since when continuously so (SPEC sections 13, 14).
+    /// Per server: when it last reported its fitness (an ACK, with or without UNFIT; an
+    /// ELECT, with or without INELIGIBLE), and since when it has been reported fit
+    /// continuously (None after an unfit report) (SPEC sections 13, 14).
     fit_at: Vec<Option<Time>>,
     fit_since: Vec<Option<Time>>,
     /// The successor named by the RESIGN that released this server, for the round it
@@ -697,12 +698,15 @@ impl Node {
 
     /// Whether server `id` is known fit at `now`: `Some(true)` when its latest ACK or
     /// ELECT, heard within K*HBT + HBT, said it could lead; `Some(false)` when it said it
-    /// could not; `None` when it has not been heard within that window.
+    /// could not (a witness never can); `None` when no such report came within that
+    /// window (a leader's, for one: LEADs carry none).
     pub fn peer_fit(&self, now: Time, id: u16) -> Option<bool> {
         let i = usize::from(self.index[usize::from(id.min(255))]?);
         let window = self.hold + self.cfg.heartbeat;
-        let heard = self.heard_at[i].is_some_and(|t| now.saturating_since(t) <= window);
-        if !heard || self.fit_at[i].is_none() && self.fit_since[i].is_none() {
+        // A leader sends no ACKs and no ELECTs: its last report goes stale, and
+        // stale is unknown, not unfit.
+        let reported = self.fit_at[i].is_some_and(|t| now.saturating_since(t) <= window);
+        if !reported {
             return None;
         }
         Some(self.known_fit(now, i))
@@ -786,8 +790,9 @@ impl Node {
         let window = self.hold + self.cfg.heartbeat;
         let fresh = self.fit_at[s].is_some_and(|t| now.saturating_since(t) <= window);
         if !fit {
+            // Remembered as a report (for `peer_fit`); `known_fit` needs `fit_since`.
             self.fit_since[s] = None;
-            self.fit_at[s] = None;
+            self.fit_at[s] = Some(now);
             return;
         }
         if !fresh || self.fit_since[s].is_none() {
@@ -927,6 +932,15 @@ impl Node {
         self.lease_len = lease_len(self.hold, drift_ppm);
         self.cfg = cfg;
         Ok(())
+    }
+
+    /// Applies a new `preempt-delay` (SIGHUP). Fitness already heard keeps counting:
+    /// `fit_since` does not depend on the delay, so the new value applies at once.
+    pub fn set_preempt_delay(&mut self, now: Time, delay: Option<Duration>) {
+        self.on_time(now);
+        self.cfg.preempt_delay = delay;
+        self.consider_handover(now);
+        self.check_invariants(now);
     }
 
     // ----- outputs ------------------------------------------------------------------

@@ -22,9 +22,18 @@
 //! A command that exits while this server still leads is restarted with a doubling
 //! backoff (0.1 s, 0.2 s, 0.4 s, ... 10 s). ELECTD_TERM holds the term the command was
 //! started in: the fencing token to hand downstream.
+//!
+//! With `--max-restarts N --restart-window D` (SPEC section 13), N exits (or failures
+//! to start) within D make the supervisor report `health failing N exits within D` on
+//! its connection, so the daemon turns unhealthy and hands over once another server is
+//! known fit; it reports `health ok` once D has passed since the last exit (if this
+//! server no longer leads, nothing runs and nothing exits, so that is D after the
+//! last one). The report belongs to the connection: after a reconnect it is sent
+//! again, and a supervisor that dies takes it with it.
 
 use crate::json::{self, Value};
 use crate::time::boot_now;
+use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -42,6 +51,12 @@ pub const MARGIN: Duration = Duration::from_millis(20);
 const MAX_LINE: usize = 4096;
 /// Re-check the command this often when no pidfd could be opened.
 const CHILD_TICK: Duration = Duration::from_millis(10);
+/// The largest `--max-restarts`.
+pub const MAX_RESTARTS: u32 = 1000;
+/// `--restart-window` when only `--max-restarts` is given.
+pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(60);
+/// The longest `--restart-window`.
+pub const MAX_RESTART_WINDOW: Duration = Duration::from_secs(86_400);
 
 /// The supervisor's settings.
 #[derive(Clone, Debug)]
@@ -54,6 +69,64 @@ pub struct RunOptions {
     pub poll: Duration,
     /// The command and its arguments.
     pub argv: Vec<String>,
+    /// `--max-restarts N --restart-window D`: N exits within D make this server
+    /// unhealthy.
+    pub restarts: Option<(u32, Duration)>,
+}
+
+/// Counts a command's exits: failing once `n` fall within `window`, healthy again
+/// once `window` has passed since the last exit (SPEC section 13: "until it has run
+/// for D without exiting"). A pure function of the exit times it is given.
+#[derive(Clone, Debug)]
+pub struct RestartWindow {
+    n: u32,
+    window: Duration,
+    /// The latest exits, at most `n`.
+    exits: VecDeque<Instant>,
+    failing: bool,
+}
+
+impl RestartWindow {
+    /// A window of `n` (at least 1) exits within `window`.
+    pub fn new(n: u32, window: Duration) -> RestartWindow {
+        RestartWindow {
+            n: n.max(1),
+            window,
+            exits: VecDeque::new(),
+            failing: false,
+        }
+    }
+
+    /// Records an exit at `now`.
+    pub fn exit(&mut self, now: Instant) {
+        if self.exits.len() >= self.n as usize {
+            self.exits.pop_front();
+        }
+        self.exits.push_back(now);
+        let first = self.exits[0];
+        if self.exits.len() >= self.n as usize && now.duration_since(first) <= self.window {
+            self.failing = true;
+        }
+    }
+
+    /// True while the command counts as failing at `now`.
+    pub fn failing(&mut self, now: Instant) -> bool {
+        if self.failing && self.clears_at().is_some_and(|t| now >= t) {
+            self.failing = false;
+        }
+        self.failing
+    }
+
+    /// When a failing command counts as healthy again, unless it exits before.
+    pub fn clears_at(&self) -> Option<Instant> {
+        let last = self.exits.back()?;
+        self.failing.then(|| *last + self.window)
+    }
+
+    /// "3 exits within 60s", for the report and the logs.
+    pub fn describe(&self) -> String {
+        format!("{} exits within {:?}", self.n, self.window)
+    }
 }
 
 /// The daemon's timers, as a supervisor line carries them.
@@ -192,6 +265,8 @@ struct Conn {
     last_line: Instant,
     /// The highest non-leader line not yet confirmed.
     to_confirm: Option<u64>,
+    /// This connection was told the command is failing (`health failing`).
+    reported_failing: bool,
 }
 
 impl Conn {
@@ -208,6 +283,7 @@ impl Conn {
             inbuf: Vec::new(),
             last_line: Instant::now(),
             to_confirm: None,
+            reported_failing: false,
         })
     }
 
@@ -262,6 +338,8 @@ struct Supervisor<'a> {
     next_start: Instant,
     last_error: String,
     stopping: bool,
+    /// `--max-restarts`: the command's exits.
+    restarts: Option<RestartWindow>,
 }
 
 /// Runs the supervisor until SIGTERM or SIGINT; returns the exit code.
@@ -286,6 +364,7 @@ pub fn run(opts: &RunOptions) -> i32 {
         next_start: Instant::now(),
         last_error: String::new(),
         stopping: false,
+        restarts: opts.restarts.map(|(n, w)| RestartWindow::new(n, w)),
     };
     loop {
         if let Err(code) = s.step() {
@@ -330,7 +409,44 @@ impl Supervisor<'_> {
         self.enforce();
         self.confirm();
         self.maybe_start();
+        self.report_health();
         Ok(())
+    }
+
+    /// Records an exit of the command (or a failure to start it) for --max-restarts.
+    fn count_exit(&mut self) {
+        if let Some(w) = self.restarts.as_mut() {
+            w.exit(Instant::now());
+        }
+    }
+
+    /// Tells the daemon when --max-restarts turns the command failing or healthy.
+    fn report_health(&mut self) {
+        let Some(w) = self.restarts.as_mut() else {
+            return;
+        };
+        let failing = w.failing(Instant::now());
+        let Some(c) = self.conn.as_mut() else { return };
+        if failing == c.reported_failing {
+            return;
+        }
+        let line = if failing {
+            eprintln!(
+                "electctl run: the command exited {} times within {:?}: reporting this server unhealthy to electd",
+                w.n, w.window
+            );
+            format!("health failing {}\n", w.describe())
+        } else {
+            eprintln!(
+                "electctl run: no exit for {:?}: reporting this server healthy again",
+                w.window
+            );
+            "health ok\n".to_string()
+        };
+        match c.send(&line) {
+            Ok(()) => c.reported_failing = failing,
+            Err(e) => self.lost(e),
+        }
     }
 
     fn read_daemon(&mut self) -> Result<(), i32> {
@@ -430,7 +546,8 @@ impl Supervisor<'_> {
             r.term,
             r.started.elapsed()
         );
-        if r.kill_at_ns.is_none() {
+        let by_itself = r.kill_at_ns.is_none();
+        if by_itself {
             // It exited by itself while leader: restart later, with a doubling backoff.
             if r.started.elapsed() > Duration::from_secs(10) {
                 self.backoff = Duration::from_millis(100);
@@ -439,6 +556,9 @@ impl Supervisor<'_> {
             self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
         }
         self.running = None;
+        if by_itself {
+            self.count_exit();
+        }
     }
 
     /// SIGTERM on a planned stop or near the lease end; SIGKILL after the grace or at
@@ -540,6 +660,7 @@ impl Supervisor<'_> {
                 eprintln!("electctl run: cannot start {}: {e}", argv[0]);
                 self.next_start = Instant::now() + self.backoff;
                 self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
+                self.count_exit();
             }
         }
     }
@@ -567,6 +688,9 @@ impl Supervisor<'_> {
             }
             None if self.leader => t = t.min(self.next_start.saturating_duration_since(now)),
             None => {}
+        }
+        if let Some(at) = self.restarts.as_ref().and_then(RestartWindow::clears_at) {
+            t = t.min(at.saturating_duration_since(now));
         }
         t
     }
@@ -648,6 +772,38 @@ mod tests {
         assert!(check_grace(Duration::from_millis(1821), &t).is_err());
         // A lease shorter than a heartbeat: nothing fits, no panic.
         assert!(check_grace(Duration::ZERO, &timers(50, 100, 20)).is_err());
+    }
+
+    #[test]
+    fn restart_window_fails_at_n_exits_and_clears_after_a_quiet_window() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut w = RestartWindow::new(3, s(60));
+        w.exit(t0);
+        w.exit(t0 + s(1));
+        assert!(!w.failing(t0 + s(2)));
+        assert_eq!(w.clears_at(), None);
+        w.exit(t0 + s(2));
+        assert!(w.failing(t0 + s(2)));
+        assert_eq!(w.describe(), "3 exits within 60s");
+        // Healthy again only once the window has passed since the last exit.
+        assert_eq!(w.clears_at(), Some(t0 + s(62)));
+        assert!(w.failing(t0 + s(61)));
+        // An exit meanwhile (slower than the failing rate) keeps it failing.
+        w.exit(t0 + s(50));
+        assert!(w.failing(t0 + s(100)));
+        assert!(!w.failing(t0 + s(110)));
+        // Exits spread wider than the window never fail.
+        let mut w = RestartWindow::new(2, s(10));
+        for i in 0..10 {
+            w.exit(t0 + s(11 * i));
+            assert!(!w.failing(t0 + s(11 * i)), "{i}");
+        }
+        // N = 1: the first exit fails.
+        let mut w = RestartWindow::new(1, s(5));
+        w.exit(t0);
+        assert!(w.failing(t0));
+        assert!(!w.failing(t0 + s(5)));
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //!
 //! Exit codes: 0 success (for `is-leader`: this server holds a valid lease), 1 a
 //! negative answer (`is-leader`: not leader; `yield`: not leader), 2 an error (no
-//! daemon, refused connection, bad usage, unreadable answer).
+//! daemon, refused connection, bad usage, an unknown `yield --to` id, unreadable
+//! answer).
 
 use electd::config::{Config, DEFAULT_PATH, DEFAULT_SOCKET, parse_duration};
+use electd::control::NOT_LEADER;
 use electd::json::{self, Value};
 use electd::supervise::{self, RunOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -15,14 +17,21 @@ use std::time::Duration;
 const USAGE: &str = "Usage: electctl [--socket PATH] COMMAND
 
 Commands:
-  status [--json]   this server's view: role, leader, term, lease, peers
+  status [--json]   this server's view: role, leader, term, lease, health, drain, peers
   leader            the leader's id, or 'none'
   is-leader         exit 0 while this server holds a valid lease, 1 otherwise, 2 on error
-  watch             one JSON line now and one per change of role, leader, term or lease
+  watch             one JSON line now and one per change of role, leader, term, lease,
+                    health or drain
   elect             start an election round now
-  yield             make this server resign if it leads
+  yield [--to ID]   make this server resign if it leads (exit 1 if it does not); with
+                    --to, the RESIGN names server ID as successor, and voters choose it
+                    if it claims eligibly (otherwise the usual choice). An ID that is
+                    not in the server list, or is this server, exits 2.
+  drain             make this server ineligible to lead until 'undrain', across
+                    restarts; a leader hands over once another server is known fit
+  undrain           end the drain
   metrics           Prometheus text
-  run [--grace D] [--poll D] -- CMD [ARGS]
+  run [--grace D] [--poll D] [--max-restarts N [--restart-window D]] -- CMD [ARGS]
                     run CMD only while this server holds the lease. run registers with
                     electd ('supervise') and is told at once when the lease is given up:
                     it sends SIGTERM to CMD's process group, SIGKILL after the grace
@@ -35,7 +44,11 @@ Commands:
                     --poll (default 20ms) is only the reconnect interval and the longest
                     silence before electd is asked again; any value is safe.
                     CMD is restarted with backoff (0.1s, 0.2s, 0.4s ...) if it exits while
-                    this server leads; ELECTD_TERM holds the term (the fencing token)
+                    this server leads; ELECTD_TERM holds the term (the fencing token).
+                    --max-restarts N: when CMD exits (or cannot start) N times within
+                    --restart-window (default 1m), run reports this server unhealthy to
+                    electd, which then hands over as soon as another server is known
+                    fit; healthy again once the window has passed since the last exit
 ";
 
 fn default_socket() -> PathBuf {
@@ -125,6 +138,20 @@ fn table(v: &Value) -> String {
     }
     out.push_str(&format!("elector   {}\n", show(v, "elector")));
     out.push_str(&format!("voted in  term {}\n", show(v, "voted_term")));
+    let health = show(v, "health");
+    match v.get("health_cause").and_then(Value::as_str) {
+        Some(c) => out.push_str(&format!("health    {health} ({c})\n")),
+        None => out.push_str(&format!("health    {health}\n")),
+    }
+    let drained = v.get("drained") == Some(&Value::Bool(true));
+    out.push_str(&format!(
+        "drained   {}\n",
+        if drained {
+            "yes: will not lead until 'electctl undrain'"
+        } else {
+            "no"
+        }
+    ));
     out.push_str("peers     ");
     let peers: Vec<String> = v
         .get("peers")
@@ -136,7 +163,12 @@ fn table(v: &Value) -> String {
                 .get("heard_ms_ago")
                 .and_then(Value::as_u64)
                 .map_or("never heard".into(), |a| format!("{a} ms ago"));
-            format!("{}: {ago}", show(p, "id"))
+            let fit = match p.get("healthy") {
+                Some(Value::Bool(true)) => ", fit",
+                Some(Value::Bool(false)) => ", unfit",
+                _ => "",
+            };
+            format!("{}: {ago}{fit}", show(p, "id"))
         })
         .collect();
     out.push_str(&peers.join(", "));
@@ -197,20 +229,27 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
             println!("election started");
             Ok(0)
         }
-        ("yield", []) => {
-            let mut c = Conn::open(socket, one_shot)?;
-            c.send("yield")?;
-            let v = json::parse(c.line()?.trim()).map_err(|e| format!("unreadable answer: {e}"))?;
-            match v.get("error").and_then(Value::as_str) {
-                Some(e) => {
-                    eprintln!("electctl: {e}");
-                    Ok(1)
+        ("yield", []) => yield_to(socket, None),
+        ("yield", [flag, id]) if flag == "--to" => yield_to(socket, Some(id)),
+        ("yield", [flag]) if flag.starts_with("--to=") => yield_to(socket, Some(&flag[5..])),
+        ("drain", []) => {
+            let v = Conn::open(socket, one_shot)?.request("drain")?;
+            match v.get("handover") {
+                Some(Value::Str(h)) if h == "started" => {
+                    match v.get("to").and_then(Value::as_u64) {
+                        Some(to) => println!("drained; handing over to server {to}"),
+                        None => println!("drained; handing over"),
+                    }
                 }
-                None => {
-                    println!("leadership yielded");
-                    Ok(0)
-                }
+                Some(Value::Str(h)) => println!("drained; still leader: {h}"),
+                _ => println!("drained"),
             }
+            Ok(0)
+        }
+        ("undrain", []) => {
+            Conn::open(socket, one_shot)?.request("undrain")?;
+            println!("undrained");
+            Ok(0)
         }
         ("metrics", []) => {
             let mut c = Conn::open(socket, one_shot)?;
@@ -231,6 +270,40 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
     }
 }
 
+/// `yield` and `yield --to ID`: exit 1 when this server does not lead, 2 for an id
+/// that is not a number, not in the list, or this server's own.
+fn yield_to(socket: &Path, to: Option<&str>) -> Result<i32, String> {
+    let cmd = match to {
+        None => "yield".to_string(),
+        Some(id) => {
+            let n: u64 = id
+                .parse()
+                .map_err(|_| format!("yield --to: '{id}' is not a server id (a number)"))?;
+            format!("yield {n}")
+        }
+    };
+    let mut c = Conn::open(socket, Some(Duration::from_secs(5)))?;
+    c.send(&cmd)?;
+    let v = json::parse(c.line()?.trim()).map_err(|e| format!("unreadable answer: {e}"))?;
+    match v.get("error").and_then(Value::as_str) {
+        Some(e) if e == NOT_LEADER => {
+            eprintln!("electctl: {e}");
+            Ok(1)
+        }
+        Some(e) => Err(e.to_string()),
+        None => {
+            match v.get("to").and_then(Value::as_u64) {
+                Some(to) => println!("leadership yielded to server {to}"),
+                None => println!("leadership yielded"),
+            }
+            if let Some(note) = v.get("note").and_then(Value::as_str) {
+                println!("note: {note}");
+            }
+            Ok(0)
+        }
+    }
+}
+
 fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
     let mut opts = getopts::Options::new();
     opts.parsing_style(getopts::ParsingStyle::StopAtFirstFree);
@@ -246,6 +319,18 @@ fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
         "reconnect interval and longest silence before asking again (default 20ms)",
         "DURATION",
     );
+    opts.optopt(
+        "",
+        "max-restarts",
+        "exits within --restart-window that make this server unhealthy",
+        "N",
+    );
+    opts.optopt(
+        "",
+        "restart-window",
+        "the window for --max-restarts (default 1m)",
+        "DURATION",
+    );
     let m = opts.parse(rest).map_err(|e| format!("run: {e}\n{USAGE}"))?;
     let duration = |name: &str, default: u64| -> Result<Duration, String> {
         match m.opt_str(name) {
@@ -258,6 +343,30 @@ fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
     if poll.is_zero() || poll > Duration::from_secs(10) {
         return Err("run --poll must be between 1ms and 10s".into());
     }
+    let restarts = match (m.opt_str("max-restarts"), m.opt_str("restart-window")) {
+        (None, None) => None,
+        (None, Some(_)) => return Err("run --restart-window needs --max-restarts".into()),
+        (Some(n), w) => {
+            let n: u32 = n
+                .parse()
+                .ok()
+                .filter(|n| (1..=supervise::MAX_RESTARTS).contains(n))
+                .ok_or_else(|| {
+                    format!(
+                        "run --max-restarts '{n}' must be a count from 1 to {}",
+                        supervise::MAX_RESTARTS
+                    )
+                })?;
+            let window = match w {
+                None => supervise::DEFAULT_RESTART_WINDOW,
+                Some(w) => parse_duration(&w).map_err(|e| format!("run --restart-window: {e}"))?,
+            };
+            if window.is_zero() || window > supervise::MAX_RESTART_WINDOW {
+                return Err("run --restart-window must be more than 0 and at most 24h".into());
+            }
+            Some((n, window))
+        }
+    };
     let argv: Vec<String> = m
         .free
         .iter()
@@ -272,6 +381,7 @@ fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
         grace,
         poll,
         argv,
+        restarts,
     }))
 }
 

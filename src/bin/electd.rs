@@ -126,6 +126,10 @@ fn run() -> i32 {
         return 1;
     }
     if m.opt_present("check-config") {
+        // Warnings do not fail the check: the daemon runs with them (SPEC section 13).
+        for w in cfg.warnings() {
+            eprintln!("electd: warning: {w}");
+        }
         println!(
             "{}: OK: cluster '{}', {} servers, this server {} ({}), fingerprint {:08x}",
             path.display(),
