@@ -379,9 +379,14 @@ fn leaderships(samples: &[Sample]) -> Vec<(u16, u64)> {
 /// it (the first server to claim has heard nobody yet, so its claim is not eligible), so
 /// the leader yields until it is, a plain yield picking by priority (issue 11).
 fn lead_by_priority(c: &Cluster, want: u16, bound: Duration) -> (u16, u64) {
-    for _ in 0..3 {
+    for i in 0..3 {
         let (l, term) = c.agreement(bound);
         if l == want {
+            if i > 0 {
+                // A server that resigned is ineligible for HBT/10 after (its second
+                // RESIGN is pending): let that pass before the next handoff.
+                std::thread::sleep(Duration::from_millis(300));
+            }
             return (l, term);
         }
         eprintln!("cold start elected {l}, not {want}: {l} yields");
@@ -742,7 +747,8 @@ fn a_check_that_cannot_execute_keeps_its_server_ineligible() {
 }
 
 /// SPEC 13: exit 126, exit 127, death by a signal and a timeout are failures; a timeout
-/// kills the check's whole process group (a grandchild it left behind too); and checks
+/// kills the check's whole process group (a grandchild it left behind too, both ignoring
+/// SIGTERM, so only SIGKILL ends them); and checks
 /// never delay the event loop: with a check that hangs on both followers, their control
 /// sockets answer at once and the leader never loses its lease.
 #[test]
@@ -755,7 +761,7 @@ fn check_failures_of_every_kind_and_a_hung_check_never_delays_the_loop() {
         write_exec(
             &d.join("hang.sh"),
             &format!(
-                "#!/bin/sh\nsleep 30 &\necho \"$! $(cat /proc/uptime)\" >> {}\nwait\n",
+                "#!/bin/sh\ntrap '' TERM\nsleep 30 &\necho \"$! $(cat /proc/uptime)\" >> {}\nwait\n",
                 d.join("grandchildren").display()
             ),
         );
@@ -1417,5 +1423,291 @@ fn a_plain_handoff_picks_by_priority_after_an_earlier_yield() {
             "2 yielded a second after 1 had: 1 (priority 20) before 3 (priority 5)\n{}",
             c.logs()
         );
+        // Not back to back (see back_to_back_handoffs_keep_the_priority_order).
+        std::thread::sleep(Duration::from_millis(300));
     }
+}
+
+/// SPEC 13: a failing check is never ignored. keepalived users list several
+/// `track_script`s; a config with two `check` lines must either be refused or run both:
+/// a server whose config holds a passing and a failing check (in either order) must not
+/// turn healthy.
+#[test]
+fn a_second_check_line_never_hides_a_failing_check() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let per = |d: &Path, id: u16| {
+        write_exec(&d.join("pass.sh"), "#!/bin/sh\nexit 0\n");
+        write_exec(&d.join("fail.sh"), "#!/bin/sh\necho down\nexit 1\n");
+        let (pass, fail) = (d.join("pass.sh"), d.join("fail.sh"));
+        match id {
+            2 => format!("check {}\ncheck {}\n", fail.display(), pass.display()),
+            3 => format!("check {}\ncheck {}\n", pass.display(), fail.display()),
+            _ => String::new(),
+        }
+    };
+    let mut o = Opts::new(Mode::Unicast, 3);
+    o.run = 0;
+    let c = Cluster::build(&o);
+    for id in 2..=3 {
+        c.set_server_conf(id, &per(&c.dir, id));
+    }
+    let refused: Vec<bool> = (2..=3u16)
+        .map(|id| {
+            let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+                .arg("--config")
+                .arg(c.conf_of(id))
+                .args(["--id", &id.to_string(), "--check-config"])
+                .output()
+                .unwrap();
+            out.status.code() != Some(0)
+        })
+        .collect();
+    if refused.iter().all(|&r| r) {
+        return;
+    }
+    drop(c);
+    let c = cluster(3, HBT_MS, RTT_MS, &check_timers(100, 2, 2), &[], per);
+    std::thread::sleep(Duration::from_millis(1000));
+    for id in 2..=3 {
+        assert_eq!(
+            healthy(&c, id),
+            Some(false),
+            "server {id} runs a failing check and is healthy: its config has two `check` lines, one ignored without a word:\n{}\n{}",
+            std::fs::read_to_string(c.conf_of(id)).unwrap(),
+            c.log(id)
+        );
+    }
+}
+
+/// SPEC 13, per-peer `healthy`: every server knows every peer's health, the leader's
+/// included (it is heard every heartbeat). A follower asked for the health of its
+/// leader answers true while the leader is healthy and false once it is failing (it
+/// keeps leading: the other follower is unhealthy too), never null.
+#[test]
+fn a_follower_knows_its_leaders_health() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = cluster(3, HBT_MS, RTT_MS, &check_timers(100, 2, 2), &[], check_line);
+    let bound = failover_bound(HBT_MS, RTT_MS);
+    all_healthy(&c, &[1, 2, 3], Duration::from_secs(3));
+    let (l, term) = c.agreement(bound);
+    let fs: Vec<u16> = (1..=3).filter(|&i| i != l).collect();
+    // Long after the election: what the followers knew from the leader's claim in the
+    // round has expired, only its heartbeats remain.
+    std::thread::sleep(Duration::from_millis(1000));
+    let ok = eventually(Duration::from_secs(1), || {
+        fs.iter().all(|&f| peer_healthy(&c, f, l) == Some(Some(true)))
+    });
+    let views: Vec<_> = fs.iter().map(|&f| (f, peer_healthy(&c, f, l))).collect();
+    assert!(
+        ok,
+        "followers' view of healthy leader {l}'s health: {views:?} (Some(None) is null)\n{:?}",
+        c.status(fs[0])
+    );
+    for &f in &fs {
+        flag(&c, f, true);
+    }
+    wait_for("followers unhealthy", Duration::from_secs(2), || {
+        fs.iter()
+            .all(|&f| peer_healthy(&c, l, f) == Some(Some(false)))
+            .then_some(())
+    });
+    flag(&c, l, true);
+    wait_for("leader failing", Duration::from_secs(2), || {
+        (health(&c, l).as_deref() == Some("failing")).then_some(())
+    });
+    assert_eq!(c.agreement(bound), (l, term));
+    let ok = eventually(Duration::from_secs(1), || {
+        peer_healthy(&c, fs[0], l) == Some(Some(false))
+    });
+    assert!(
+        ok,
+        "follower {}'s view of failing leader {l}: {:?}",
+        fs[0],
+        peer_healthy(&c, fs[0], l)
+    );
+}
+
+/// S5 through every kind of planned handoff of issue 11 at random: checks failing and
+/// recovering, drains and undrains, `yield --to` and plain yields, on a seeded schedule
+/// (`ELECTD_HEALTH_SEED=N` replays one), with `electctl run` on every server. No two
+/// processors ever run at once, every processor stop is graceful (SIGTERM, then its
+/// linger to its own exit: no handoff here is a crash), and once the faults stop a
+/// leader runs its processor within the failover bound.
+#[test]
+fn random_health_drain_and_yield_to_keep_s5() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let seed = std::env::var("ELECTD_HEALTH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| boottime_ns() ^ u64::from(std::process::id()));
+    eprintln!("seed {seed} (replay: ELECTD_HEALTH_SEED={seed})");
+    let mut rng = electd::rng::SplitMix64::new(seed);
+    let c = cluster(3, HBT_MS, RTT_MS, &check_timers(50, 2, 2), &[], check_line);
+    let bound = failover_bound(HBT_MS, RTT_MS);
+    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let mut sups = supervisors(&c, &log, 1..=3);
+    all_healthy(&c, &[1, 2, 3], Duration::from_secs(3));
+    c.agreement(bound);
+    let mut failing = [false; 4];
+    let mut drained_ = [false; 4];
+    let mut ops = Vec::new();
+    for _ in 0..40 {
+        let id = 1 + rng.below(3) as u16;
+        let leader = (1..=3).find(|&i| leads(&c, i));
+        let op = match rng.below(4) {
+            0 | 1 => {
+                failing[usize::from(id)] ^= true;
+                flag(&c, id, failing[usize::from(id)]);
+                format!("check {id} {}", if failing[usize::from(id)] { "fails" } else { "passes" })
+            }
+            2 => {
+                drained_[usize::from(id)] ^= true;
+                let cmd = if drained_[usize::from(id)] { "drain" } else { "undrain" };
+                let out = electctl(&c, id, &[cmd]);
+                assert_eq!(out.status.code(), Some(0), "{cmd} {id}: {}", describe(&out));
+                format!("{cmd} {id}")
+            }
+            _ => match leader {
+                Some(l) if id != l => {
+                    let out = electctl(&c, l, &["yield", "--to", &id.to_string()]);
+                    format!("yield --to {id} on {l}: {:?}", out.status.code())
+                }
+                Some(l) => {
+                    let out = electctl(&c, l, &["yield"]);
+                    format!("yield on {l}: {:?}", out.status.code())
+                }
+                None => "no leader".to_string(),
+            },
+        };
+        ops.push(op);
+        std::thread::sleep(Duration::from_millis(50 + rng.below(350)));
+    }
+    eprintln!("ops: {ops:?}");
+    for id in 1..=3 {
+        flag(&c, id, false);
+        if drained_[usize::from(id)] {
+            let out = electctl(&c, id, &["undrain"]);
+            assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        }
+    }
+    all_healthy(&c, &[1, 2, 3], Duration::from_secs(2));
+    let (l, _) = c.agreement(bound);
+    running_on(&c, &log, l, bound);
+    sups.stop();
+    assert_no_overlap(&c, &log);
+    let all = spans(&log);
+    let graceless: Vec<&Span> = all
+        .iter()
+        .filter(|s| {
+            !s.stopped
+                || s.sigterm
+                    .is_none_or(|t| s.end.saturating_sub(t) < (LINGER_MS - 1) * 1_000_000)
+        })
+        .collect();
+    assert!(
+        graceless.is_empty(),
+        "seed {seed}: processors stopped without SIGTERM and their linger: {graceless:?}\nops {ops:?}\n{}",
+        supervisor_logs(&c)
+    );
+    assert!(all.len() >= 3, "seed {seed}: the processor moved: {all:?}");
+}
+
+/// FINDING (design; ignored until decided): a failing leader hands over to a follower it
+/// heard fit up to K*HBT + HBT ago; if that follower has just frozen (or crashed, or
+/// been cut off), no one can lead: the old leader and the other follower are unhealthy,
+/// hence INELIGIBLE, and stay so. Before the handover the cluster had a (failing)
+/// leader, as SPEC 13 wants ("one shared fault does not leave the cluster leaderless");
+/// after it, none until the frozen server returns. Run:
+/// `cargo test --release --test health -- --ignored frozen_successor`.
+#[test]
+#[ignore = "finding: a handover to a successor that froze leaves no leader at all"]
+fn a_failing_leader_whose_successor_froze_is_not_left_leaderless() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = cluster(3, HBT_MS, RTT_MS, &check_timers(100, 2, 2), &[], check_line);
+    let bound = failover_bound(HBT_MS, RTT_MS);
+    all_healthy(&c, &[1, 2, 3], Duration::from_secs(3));
+    let (l, _) = c.agreement(bound);
+    let fs: Vec<u16> = (1..=3).filter(|&i| i != l).collect();
+    let (frozen, sick) = (fs[0], fs[1]);
+    flag(&c, sick, true);
+    wait_for("unhealthy follower", Duration::from_secs(2), || {
+        (peer_healthy(&c, l, sick) == Some(Some(false))).then_some(())
+    });
+    common::signal(c.child(frozen), libc::SIGSTOP);
+    flag(&c, l, true);
+    // Some server among the two running ones leads again within the failover bound
+    // after the frozen one's reports have expired.
+    // The scenario: the failing leader hands over to the server that just froze.
+    let handed = eventually(Duration::from_secs(1), || handovers(&c, l, "health") >= 1.0);
+    if !handed {
+        common::signal(c.child(frozen), libc::SIGCONT);
+        panic!("scenario not reached: {l} did not hand over to frozen {frozen}\n{}", c.log(l));
+    }
+    let led = eventually(bound + Duration::from_secs(1), || leads(&c, l) || leads(&c, sick));
+    let views = (c.status(l), c.status(sick));
+    common::signal(c.child(frozen), libc::SIGCONT);
+    assert!(led, "no leader while {frozen} is frozen: {views:?}\n{}", c.log(l));
+}
+
+/// FINDING (design; ignored until decided): with every server's check failing, the
+/// leader keeps its seat (SPEC 13), but only as long as it lives: once it crashes, the
+/// others are unhealthy, hence INELIGIBLE, and no one leads until a check recovers. The
+/// same shared fault at a cold start leaves the cluster without a leader. Run:
+/// `cargo test --release --test health -- --ignored leader_crash_during`.
+#[test]
+#[ignore = "finding: a shared fault plus one crash leaves the cluster leaderless"]
+fn a_leader_crash_during_a_shared_fault_leaves_a_leader() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = cluster(3, HBT_MS, RTT_MS, &check_timers(100, 2, 2), &[], check_line);
+    let bound = failover_bound(HBT_MS, RTT_MS);
+    all_healthy(&c, &[1, 2, 3], Duration::from_secs(3));
+    let (l, _) = c.agreement(bound);
+    let fs: Vec<u16> = (1..=3).filter(|&i| i != l).collect();
+    for &f in &fs {
+        flag(&c, f, true);
+    }
+    wait_for("followers unhealthy", Duration::from_secs(2), || {
+        fs.iter()
+            .all(|&f| peer_healthy(&c, l, f) == Some(Some(false)))
+            .then_some(())
+    });
+    flag(&c, l, true);
+    wait_for("leader failing", Duration::from_secs(2), || {
+        (health(&c, l).as_deref() == Some("failing")).then_some(())
+    });
+    c.kill(l);
+    let led = eventually(bound + Duration::from_secs(1), || fs.iter().any(|&f| leads(&c, f)));
+    assert!(
+        led,
+        "no leader after the failing leader crashed: {:?}",
+        fs.iter().map(|&f| c.status(f)).collect::<Vec<_>>()
+    );
+}
+
+/// FINDING (minor; ignored): a server stays INELIGIBLE for HBT/10 after its RESIGN (its
+/// second RESIGN is pending), also in a round that is not "the next round" (SPEC 6):
+/// at heartbeat 1 s, 2 yields, 1 (priority 20) takes over at once and yields within
+/// 100 ms; the usual choice is 2 (priority 10), but 3 (priority 5) is elected. Run:
+/// `cargo test --release --test health -- --ignored back_to_back`.
+#[test]
+#[ignore = "finding: back-to-back handoffs within HBT/10 skip the priority order"]
+fn back_to_back_handoffs_keep_the_priority_order() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = cluster(3, 1000, 100, "", &[(1, 20), (2, 10), (3, 5)], |_, _| String::new());
+    let bound = failover_bound(1000, 100);
+    let (_, _) = lead_by_priority(&c, 1, bound);
+    // 1 yields: 2 leads; a second later 2 yields: 1 leads, and yields again at once.
+    let (_, term) = c.agreement(bound);
+    c.request(1, "yield");
+    let (n, _) = c.new_leader_since(1, term, Instant::now(), bound);
+    assert_eq!(n, 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    let (_, term) = c.agreement(bound);
+    c.request(2, "yield");
+    let (n, _) = c.new_leader_since(2, term, Instant::now(), bound);
+    assert_eq!(n, 1);
+    let term = c.status(1).unwrap().get("term").and_then(Value::as_u64).unwrap();
+    c.request(1, "yield");
+    let (n, dt) = c.new_leader_since(1, term, Instant::now(), bound);
+    assert_eq!(n, 2, "1 yielded {dt:?} after taking over from 2: 2 (priority 10) before 3 (5)");
 }
