@@ -116,6 +116,11 @@ impl Request {
             ("yield", []) => Request::Yield(None),
             ("yield", [id]) => match id.parse::<u64>() {
                 Ok(n) => Request::Yield(Some(n)),
+                // A number is always an id, however large: no such server.
+                Err(_) if id.bytes().all(|b| b.is_ascii_digit()) => Request::Invalid(format!(
+                    "yield: no server {} in the server list",
+                    id.chars().take(32).collect::<String>()
+                )),
                 Err(_) => Request::Invalid(format!(
                     "yield: '{}' is not a server id (a number)",
                     id.chars().take(32).collect::<String>()
@@ -779,6 +784,10 @@ mod tests {
         assert_eq!(
             Request::parse("yield -1"),
             Request::Invalid("yield: '-1' is not a server id (a number)".into())
+        );
+        assert_eq!(
+            Request::parse("yield 99999999999999999999"),
+            Request::Invalid("yield: no server 99999999999999999999 in the server list".into())
         );
         assert_eq!(
             Request::parse("yield 1 2"),

@@ -88,6 +88,20 @@ fn random_seed() -> u64 {
     }
 }
 
+/// The server `yield ID` may name: one in the list that may lead and is not this one.
+fn yield_target(cfg: &Config, id: u64) -> Result<u16, String> {
+    let Some(s) = u16::try_from(id).ok().and_then(|i| cfg.server(i)) else {
+        return Err(format!("yield: no server {id} in the server list"));
+    };
+    if s.id == cfg.id {
+        return Err(format!("yield: server {id} is this server; name another"));
+    }
+    if s.witness {
+        return Err(format!("yield: server {id} is a witness and never leads"));
+    }
+    Ok(s.id)
+}
+
 /// Blocks SIGTERM, SIGINT, SIGHUP and SIGCHLD and returns a signalfd that reports them.
 fn signal_fd() -> io::Result<i32> {
     // SAFETY: plain libc calls on a local sigset; the mask applies to this thread,
@@ -471,8 +485,17 @@ impl Daemon {
         }
     }
 
-    /// This server's health: the check's verdict and every supervisor's report, with
-    /// the causes of anything but `ok`.
+    /// This server's health: the check's verdict and every supervisor's report. Cheap:
+    /// it runs at every wakeup.
+    fn verdict(&self) -> Verdict {
+        if self.control.unhealthy_supervisors().next().is_some() {
+            Verdict::Failing
+        } else {
+            self.checks.verdict()
+        }
+    }
+
+    /// The verdict with the causes of anything but `ok`.
     fn health(&self) -> (Verdict, Option<String>) {
         let mut causes: Vec<String> = self.checks.cause().into_iter().collect();
         let mut v = self.checks.verdict();
@@ -486,11 +509,11 @@ impl Daemon {
     /// Tells the core when the combined health changes, and logs it with its cause.
     /// Returns true on a change.
     fn update_health(&mut self) -> Result<bool, Fatal> {
-        let (v, cause) = self.health();
         self.checks.set_leader(self.view.role == Role::Leader);
-        if v == self.health {
+        if self.verdict() == self.health {
             return Ok(false);
         }
+        let (v, cause) = self.health();
         let was = std::mem::replace(&mut self.health, v);
         self.metrics.health_changes += 1;
         let cause = cause.unwrap_or_default();
@@ -754,7 +777,7 @@ impl Daemon {
             leader: st.leader,
             term: st.term,
             lease_until: st.lease_until,
-            health: self.health().0,
+            health: self.verdict(),
             drained: self.node.drained(),
         };
         if view == self.view {
@@ -1267,24 +1290,10 @@ impl Daemon {
     /// server, this server or a witness is an error; a server not known fit still gets
     /// the handover named, and the answer says that voters may fall back.
     fn yield_to(&mut self, id: u64) -> Result<String, Fatal> {
-        let Some(to) = u16::try_from(id)
-            .ok()
-            .filter(|&i| self.cfg.server(i).is_some())
-        else {
-            return Ok(error_line(&format!(
-                "yield: no server {id} in the server list"
-            )));
+        let to = match yield_target(&self.cfg, id) {
+            Ok(to) => to,
+            Err(e) => return Ok(error_line(&e)),
         };
-        if to == self.cfg.id {
-            return Ok(error_line(&format!(
-                "yield: server {to} is this server; name another"
-            )));
-        }
-        if self.cfg.server(to).is_some_and(|s| s.witness) {
-            return Ok(error_line(&format!(
-                "yield: server {to} is a witness and never leads"
-            )));
-        }
         let now = boot_now();
         let fit = self.node.peer_fit(now, to);
         if !self.node.handle_yield_to(now, Some(to)) {
@@ -1462,5 +1471,36 @@ impl Daemon {
             new.heartbeat, new.rtt, new.missed_heartbeats
         );
         self.cfg = new;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn yield_names_a_server_that_may_lead_and_is_not_this_one() {
+        let cfg = Config::parse(
+            "cluster c\nserver 1 10.0.0.1:7400\nserver 2 10.0.0.2:7400\nserver 3 10.0.0.3:7400 witness\nid 1\nunicast\n",
+            Path::new("electd.conf"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(yield_target(&cfg, 2), Ok(2));
+        for (id, want) in [
+            (0, "yield: no server 0 in the server list"),
+            (999, "yield: no server 999 in the server list"),
+            (4, "yield: no server 4 in the server list"),
+            (
+                u64::MAX,
+                "yield: no server 18446744073709551615 in the server list",
+            ),
+            (65_538, "yield: no server 65538 in the server list"),
+            (1, "yield: server 1 is this server; name another"),
+            (3, "yield: server 3 is a witness and never leads"),
+        ] {
+            assert_eq!(yield_target(&cfg, id), Err(want.to_string()), "{id}");
+        }
     }
 }

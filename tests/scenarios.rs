@@ -684,3 +684,56 @@ fn s5_checker_detects_overlapping_commands() {
         "a suspended clock moved 3's end past 2's start"
     );
 }
+
+/// SPEC 6 Resign, 8 S5: the late confirmation of a planned stop that the lease end
+/// overtook releases no later handoff (swarm seed 52839). The daemon counts `released
+/// N` only for a line sent after the last leader line (`control::Supervisor::clear`);
+/// the simulator's daemon must do the same. Servers 1 and 2 may lead, 3 is a witness;
+/// every supervisor confirms 500 ms after it is told, longer than a lease (294 ms). The
+/// leader yields: its RESIGN leaves at the lease end, and with the other eligible server
+/// paused it wins the next round but one and yields again before that first
+/// confirmation comes. The first confirmation must not release the second RESIGN: the
+/// command still runs, and the other server, resumed, would be elected at once.
+#[test]
+fn late_confirmation_of_an_earlier_stop_releases_nothing() {
+    for seed in 0..20 {
+        let mut o = Options::new(seed, 3);
+        o.witnesses = vec![3];
+        o.confirm_min = ms(500);
+        o.confirm_max = ms(500);
+        let mut s = Sim::new(o);
+        let (l, _) = s.run_until_leader(ms(3000)).expect("a leader");
+        let other = 3 - l;
+        s.run_for(ms(500));
+        s.pause(other, ms(1500));
+        s.run_for(ms(200));
+        assert_eq!(
+            s.leader(),
+            Some(l),
+            "seed {seed}: the leader keeps its seat"
+        );
+        let t0 = s.now;
+        assert!(s.resign(l));
+        s.run_for(ms(1));
+        let (again, t1) = s
+            .run_until_leader(ms(450))
+            .expect("the only eligible server leads again");
+        assert_eq!(again, l);
+        assert!(
+            t1 < t0 + ms(450),
+            "seed {seed}: re-elected {} ms after the yield, after the confirmation",
+            (t1 - t0) / ms(1)
+        );
+        assert!(s.resign(l));
+        s.resume(other);
+        s.run_for(ms(2000));
+        s.assert_safe(&format!(
+            "{REPLAY} late_confirmation_of_an_earlier_stop_releases_nothing -- --nocapture"
+        ));
+        assert_eq!(
+            s.leader(),
+            Some(other),
+            "seed {seed}: the other server leads"
+        );
+    }
+}

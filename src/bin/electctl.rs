@@ -275,12 +275,11 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
 fn yield_to(socket: &Path, to: Option<&str>) -> Result<i32, String> {
     let cmd = match to {
         None => "yield".to_string(),
-        Some(id) => {
-            let n: u64 = id
-                .parse()
-                .map_err(|_| format!("yield --to: '{id}' is not a server id (a number)"))?;
-            format!("yield {n}")
+        // Digits go as they are: the daemon knows the server list.
+        Some(id) if !id.is_empty() && id.len() <= 32 && id.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("yield {id}")
         }
+        Some(id) => return Err(format!("yield --to: '{id}' is not a server id (a number)")),
     };
     let mut c = Conn::open(socket, Some(Duration::from_secs(5)))?;
     c.send(&cmd)?;

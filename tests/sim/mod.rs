@@ -80,6 +80,8 @@ pub struct Options {
     /// A planned stop's confirmation comes this long after the supervisor is told, at
     /// most (drawn uniformly; 0: at once).
     pub confirm_max: Real,
+    /// ... and at least this long (at most `confirm_max`).
+    pub confirm_min: Real,
     /// Per mille of planned stops whose supervisor never confirms (hung): the RESIGN
     /// waits for the lease end, and the command is stopped by the supervisor's own
     /// lease-end enforcement at the latest.
@@ -132,6 +134,7 @@ impl Options {
             late_max: 0,
             aim_pm: 0,
             confirm_max: 0,
+            confirm_min: 0,
             confirm_hung_pm: 0,
             monotonic_suspend: false,
         }
@@ -340,7 +343,8 @@ pub struct Host {
     /// Crash the process at a random moment of its next state write.
     crash_in_write: bool,
     /// The supervisor: the last lease end the host reported (its local clock), the
-    /// planned stop under way, and a counter of planned stops.
+    /// planned stop under way, and a counter of the lines it was told that matter (each
+    /// planned stop and each lease report), as the daemon numbers them.
     sup_end: Option<Time>,
     sup_stopping: bool,
     sup_gen: u64,
@@ -645,6 +649,19 @@ impl Sim {
                     h.backlog.push(Ev::Released { host, inc, stop });
                     return;
                 }
+                if h.sup_gen != stop {
+                    // The daemon counts `released N` only for a line sent after the last
+                    // leader line (control.rs, `Supervisor::clear`): the late confirmation
+                    // of a stop that the lease end and a new lease overtook releases no
+                    // later handoff (swarm seed 52839).
+                    if self.opts.trace {
+                        self.trace.push(format!(
+                            "{} {} supervisor: late confirmation of stop {stop} ignored",
+                            self.now, h.id
+                        ));
+                    }
+                    return;
+                }
                 let local = h.clock.local(self.now);
                 if let Some(node) = h.node.as_mut() {
                     node.handle_released(local);
@@ -831,11 +848,10 @@ impl Sim {
         let (id, inc) = (h.id, h.inc);
         if let (Some(u), Some(end)) = (status.lease_until, lease_end) {
             // The supervisor learns the lease (at once: the soonest it could start) and
-            // runs the command until that end at least.
-            if h.sup_stopping {
-                h.sup_stopping = false;
-                h.sup_gen += 1;
-            }
+            // runs the command until that end at least. A leader line: no confirmation
+            // of an earlier stop counts any more.
+            h.sup_stopping = false;
+            h.sup_gen += 1;
             h.sup_end = Some(u);
             self.check.cmd_lease(self.now, id, end);
         }
@@ -864,11 +880,24 @@ impl Sim {
         self.stats.planned_stops += 1;
         self.mark();
         let hung = self.rng.below(1000) < u64::from(self.opts.confirm_hung_pm);
-        let d = self.rng.below(self.opts.confirm_max + 1);
+        let min = self.opts.confirm_min.min(self.opts.confirm_max);
+        let d = min + self.rng.below(self.opts.confirm_max - min + 1);
         let h = &mut self.hosts[host];
         h.sup_stopping = true;
         h.sup_gen += 1;
         let (inc, stop) = (h.life, h.sup_gen);
+        if self.opts.trace {
+            let when = if hung {
+                "never".to_string()
+            } else {
+                format!("at {}", self.now + d)
+            };
+            self.trace.push(format!(
+                "{} {} supervisor: told to stop (stop {stop}), confirms {when}",
+                self.now,
+                host + 1
+            ));
+        }
         if hung {
             self.stats.hung += 1;
             return;
