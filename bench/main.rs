@@ -566,11 +566,17 @@ fn health_report(report: &mut String, n: usize) {
         report,
         "\n### Health failover and `yield --to` (issue 11: 3 servers, heartbeat 100 ms, rtt 20 ms, {n} trials)\n\nEvery server has a check (this benchmark binary in its check mode) every 100 ms, check-timeout 100 ms, fall 2, rise 2, and `electctl run --grace 150ms` around a processor that exits {PROC_STOP_MS} ms after SIGTERM. Health failover: the leader's check starts failing; times from its first failing result, which the check stamps on CLOCK_BOOTTIME just before it exits, to the first `watch` line of the new leader's lease and to the new processor's start. `yield`: from the request on the socket (`yield`, or `yield ID` naming the follower that is not the usual choice) to the same two events. Targets (issue 11): new lease within fall x interval + 30 ms = 230 ms of the first failure, new processor within that plus the old processor's stop time ({PROC_STOP_MS} ms); `yield --to` within the plain graceful handoff + 5 ms.\n"
     );
-    let _ = writeln!(report, "| measure | min | median | p99 | max (ms) | target |");
+    let _ = writeln!(
+        report,
+        "| measure | min | median | p99 | max (ms) | target |"
+    );
     let _ = writeln!(report, "| --- | --- | --- | --- | --- | --- |");
     let row = |report: &mut String, name: &str, v: &[f64], target: &str| {
         if v.is_empty() {
-            let _ = writeln!(report, "| {name} | - | - | - | - | {target} (not measured) |");
+            let _ = writeln!(
+                report,
+                "| {name} | - | - | - | - | {target} (not measured) |"
+            );
             return;
         }
         let [mn, md, p99, mx] = stats(v.to_vec());
@@ -587,17 +593,36 @@ fn health_report(report: &mut String, n: usize) {
         &start,
         &format!("< {}", 230 + PROC_STOP_MS),
     );
-    row(report, "old processor exit -> new processor start", &gap, ">= 0 (S5)");
+    row(
+        report,
+        "old processor exit -> new processor start",
+        &gap,
+        ">= 0 (S5)",
+    );
     let (plain, named, hits) = yields_to(n);
-    let plain_md = if plain[0].is_empty() { f64::NAN } else { stats(plain[0].clone())[1] };
-    row(report, "plain `yield` -> new lease", &plain[0], "graceful handoff");
+    let plain_md = if plain[0].is_empty() {
+        f64::NAN
+    } else {
+        stats(plain[0].clone())[1]
+    };
+    row(
+        report,
+        "plain `yield` -> new lease",
+        &plain[0],
+        "graceful handoff",
+    );
     row(
         report,
         "`yield ID` -> new lease",
         &named[0],
         &format!("<= plain + 5 = {:.1} (median)", plain_md + 5.0),
     );
-    row(report, "plain `yield` -> new processor start", &plain[1], "");
+    row(
+        report,
+        "plain `yield` -> new processor start",
+        &plain[1],
+        "",
+    );
     row(report, "`yield ID` -> new processor start", &named[1], "");
     let _ = writeln!(
         report,
