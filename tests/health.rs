@@ -607,7 +607,22 @@ fn a_server_with_a_check_starts_unhealthy_and_leads_only_once_healthy() {
 #[test]
 fn failing_check_on_the_leader_hands_over_gracefully() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let c = cluster(3, HBT_MS, RTT_MS, &check_timers(100, 2, 2), &[], check_line);
+    // Hooks record ELECTD_HEALTH with every transition.
+    let with_hooks = |d: &Path, id: u16| {
+        write_exec(
+            &d.join("hook.sh"),
+            &format!(
+                "#!/bin/sh\necho \"$ELECTD_ID $ELECTD_ROLE $ELECTD_HEALTH\" >> {}/hooks.log\n",
+                d.display()
+            ),
+        );
+        format!(
+            "{}on-leader {d}/hook.sh\non-follower {d}/hook.sh\n",
+            check_line(d, id),
+            d = d.display()
+        )
+    };
+    let c = cluster(3, HBT_MS, RTT_MS, &check_timers(100, 2, 2), &[], with_hooks);
     let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
     let mut sups = supervisors(&c, &log, 1..=3);
     let bound = failover_bound(HBT_MS, RTT_MS);
@@ -688,6 +703,19 @@ fn failing_check_on_the_leader_hands_over_gracefully() {
         "electd_check_runs_total did not grow ({runs0:?})"
     );
     assert!(metric_sum(&c, l, "electd_check_failures_total") >= 2.0);
+    // Hooks get ELECTD_HEALTH: the old leader's on-follower says failing, the new
+    // leader's on-leader ok.
+    let hooks = c.dir.join("hooks.log");
+    let want = [format!("{l} follower failing"), format!("{good} leader ok")];
+    let ok = eventually(Duration::from_secs(2), || {
+        let t = std::fs::read_to_string(&hooks).unwrap_or_default();
+        want.iter().all(|w| t.lines().any(|x| x == w))
+    });
+    assert!(
+        ok,
+        "hooks did not get ELECTD_HEALTH {want:?}: {:?}",
+        std::fs::read_to_string(&hooks)
+    );
     let text = c.log(l);
     assert!(
         text.contains(&format!("flagged-unhealthy-{l}")),
@@ -1918,5 +1946,46 @@ fn back_to_back_handoffs_keep_the_priority_order() {
     assert_eq!(
         n, 2,
         "1 yielded {dt:?} after taking over from 2: 2 (priority 10) before 3 (5)"
+    );
+}
+
+/// FINDING (design; ignored until decided): with `preempt-delay`, `yield --to` a server
+/// of lower priority than another fit one is undone at once. The named server is elected
+/// and, having heard the other one fit for longer than the delay ("time before this
+/// server became leader counts", SPEC 14), preempts to it within a millisecond; after
+/// the delay that one preempts back to the original leader: 1 -> 3 -> 2 -> 1, three
+/// handoffs (three processor stops) for one `yield --to 3` that reported success. Run:
+/// `cargo test --release --test health -- --ignored yield_to_under_preempt`.
+#[test]
+#[ignore = "finding: under preempt-delay, yield --to a lower priority bounces at once"]
+fn yield_to_under_preempt_delay_keeps_the_named_server() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = preferred_cluster("preempt-delay 1500ms\n");
+    let bound = failover_bound(HBT_MS, RTT_MS);
+    lead_by_priority(&c, 1, bound);
+    // Everyone has heard everyone fit for longer than the delay.
+    std::thread::sleep(Duration::from_millis(2000));
+    let (_, term) = c.agreement(bound);
+    let m = Monitor::start(&c);
+    let out = electctl(&c, 1, &["yield", "--to", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    std::thread::sleep(Duration::from_millis(1000));
+    let samples = m.stop();
+    let (n, _) = c.agreement(bound);
+    let handovers: Vec<String> = (1..=3)
+        .flat_map(|id| {
+            c.log(id)
+                .lines()
+                .filter(|l| l.contains("resigning leadership"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        n,
+        3,
+        "the server named by yield --to did not keep its seat (leaderships seen from term {term}: {:?}):\n{}",
+        leaderships(&samples),
+        handovers.join("\n")
     );
 }
