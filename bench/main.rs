@@ -323,6 +323,314 @@ fn handoff_report(report: &mut String, n: usize) {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// Issue 11: health failover and `yield --to` (BENCH_ONLY_HEALTH=1 runs only this).
+
+/// The argument that turns this benchmark binary into a server's health check:
+/// `BIN --health-check DIR ID` fails while DIR/fail-ID exists, and stamps each failing
+/// result on CLOCK_BOOTTIME (`fail ID ns` in DIR/checks.log) just before it exits.
+const HEALTH_CHECK_ARG: &str = "--health-check";
+
+fn health_check(dir: &str, id: &str) -> ! {
+    let dir = std::path::Path::new(dir);
+    if !dir.join(format!("fail-{id}")).exists() {
+        std::process::exit(0);
+    }
+    let line = format!("fail {id} {}\n", boot_ns());
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(dir.join("checks.log"))
+        .expect("check log");
+    f.write_all(line.as_bytes()).expect("check log");
+    std::process::exit(1);
+}
+
+/// The first failing result server `id`'s check stamped at or after `since` (boot ns).
+fn first_failure(dir: &std::path::Path, id: u16, since: u64) -> Option<u64> {
+    std::fs::read_to_string(dir.join("checks.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.first() == Some(&"fail") && f.get(1)?.parse::<u16>().ok()? == id)
+                .then(|| f.get(2)?.parse::<u64>().ok())
+                .flatten()
+        })
+        .filter(|&t| t >= since)
+        .min()
+}
+
+impl Watch {
+    /// Like `new_leader`, also naming the new leader.
+    fn new_leader_id(&self, old: u16, term: u64, limit: Duration) -> Option<(u16, u64)> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            let (id, at, v) = self.rx.recv_timeout(left).ok()?;
+            let leads = v.get("role").and_then(Value::as_str) == Some("leader");
+            if id != old && leads && v.get("term").and_then(Value::as_u64).unwrap_or(0) > term {
+                return Some((id, at));
+            }
+        }
+    }
+}
+
+/// Three servers at heartbeat 100 ms, rtt 20 ms, each with this binary as its check
+/// (every 100 ms, fall 2, rise 2) and `electctl run --grace 150ms` around the
+/// processor that exits 50 ms after SIGTERM; watchers on every server.
+fn health_cluster() -> (Cluster, Watch, Vec<std::process::Child>) {
+    let mut o = common::Opts::new(Mode::Unicast, 3);
+    o.hbt_ms = 100;
+    o.rtt_ms = 20;
+    o.run = 0;
+    o.extra = "check-interval 100ms\ncheck-timeout 100ms\ncheck-fall 2\ncheck-rise 2\n".into();
+    let mut c = Cluster::build(&o);
+    let me = std::env::current_exe().expect("own path");
+    for id in 1..=3 {
+        c.set_server_conf(
+            id,
+            &format!(
+                "check {} {HEALTH_CHECK_ARG} {} {id}\n",
+                me.display(),
+                c.dir.display()
+            ),
+        );
+    }
+    for id in 1..=3 {
+        c.spawn(id);
+    }
+    let w = Watch::new();
+    for id in 1..=3 {
+        w.follow(&c, id);
+    }
+    let log = c.dir.join("proc.log");
+    let sups = (1..=3)
+        .map(|id| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_electctl"))
+                .arg("--socket")
+                .arg(c.sock(id))
+                .args(["run", "--grace", "150ms", "--"])
+                .arg(&me)
+                .env(PROC_LOG, &log)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::fs::File::create(c.dir.join(format!("run-{id}.log"))).expect("log"))
+                .spawn()
+                .expect("electctl run")
+        })
+        .collect();
+    (c, w, sups)
+}
+
+fn stop_supervisors(mut sups: Vec<std::process::Child>) {
+    for s in &sups {
+        common::signal(s, libc::SIGTERM);
+    }
+    for s in sups.iter_mut() {
+        let _ = s.wait();
+    }
+}
+
+fn healthy_now(c: &Cluster, id: u16) -> bool {
+    c.status(id)
+        .is_some_and(|v| matches!(v.get("healthy"), Some(Value::Bool(true))))
+}
+
+/// Waits (at most 5 s) until every server is healthy, the cluster agrees on a leader and
+/// that leader's processor runs; returns the leader and its term.
+fn health_ready(c: &Cluster, log: &std::path::Path) -> Option<(u16, u64)> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !(1..=3).all(|id| healthy_now(c, id)) {
+        if Instant::now() > deadline {
+            eprintln!("bench: not every server turned healthy");
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (l, term) = c.agreement(Duration::from_secs(20));
+    let running = |s: &[(String, u32, u64)]| {
+        s.iter()
+            .filter(|x| x.0 == "start")
+            .any(|x| !s.iter().any(|y| y.0 == "exit" && y.1 == x.1))
+    };
+    while !running(&proc_stamps(log)) {
+        if Instant::now() > deadline {
+            eprintln!("bench: no processor runs on leader {l}");
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Some((l, term))
+}
+
+/// After a handover begun at stamp index `before`: the new processor's start and the old
+/// one's exit (boot ns), waiting at most 5 s.
+fn next_processor(log: &std::path::Path, before: usize) -> Option<(u64, Option<u64>)> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = proc_stamps(log);
+        let start = s[before..].iter().find(|x| x.0 == "start").map(|x| x.2);
+        let exit = s[before..].iter().find(|x| x.0 == "exit").map(|x| x.2);
+        if let (Some(st), Some(ex)) = (start, exit) {
+            return Some((st, Some(ex)));
+        }
+        if Instant::now() > deadline {
+            return start.map(|st| (st, exit));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Health failover: the leader's check starts failing. From its first failing result
+/// (stamped by the check itself) to the first `watch` line of the new leader's lease and
+/// to the new processor's start; and the gap from the old processor's exit to the new
+/// one's start.
+fn health_failovers(trials: usize) -> [Vec<f64>; 3] {
+    let (c, w, sups) = health_cluster();
+    let log = c.dir.join("proc.log");
+    let (mut lease, mut start, mut gap) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..trials {
+        let Some((old, term)) = health_ready(&c, &log) else {
+            break;
+        };
+        let before = proc_stamps(&log).len();
+        w.drain();
+        let flip = boot_ns();
+        let flag = c.dir.join(format!("fail-{old}"));
+        std::fs::write(&flag, "").expect("flag");
+        let got = w.new_leader_id(old, term, Duration::from_secs(5));
+        let next = next_processor(&log, before);
+        let _ = std::fs::remove_file(&flag);
+        let first = first_failure(&c.dir, old, flip);
+        match (got, first, next) {
+            (Some((_, at)), Some(f), Some((st, ex))) => {
+                lease.push((at as f64 - f as f64) / 1e6);
+                start.push((st as f64 - f as f64) / 1e6);
+                match ex {
+                    Some(ex) => gap.push((st as f64 - ex as f64) / 1e6),
+                    None => eprintln!("bench: the old processor was killed, not stopped"),
+                }
+            }
+            other => eprintln!("bench: health failover of {old} not measured: {other:?}"),
+        }
+        // The old leader turns healthy again before the next trial.
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stop_supervisors(sups);
+    [lease, start, gap]
+}
+
+/// Plain `yield` and `yield ID` (to the follower that is not the usual choice), in
+/// alternation: from the request to the new lease and to the new processor's start.
+/// Returns ([plain lease, plain start], [to lease, to start], named hits).
+fn yields_to(trials: usize) -> ([Vec<f64>; 2], [Vec<f64>; 2], usize) {
+    let (c, w, sups) = health_cluster();
+    let log = c.dir.join("proc.log");
+    let mut plain = [Vec::new(), Vec::new()];
+    let mut named = [Vec::new(), Vec::new()];
+    let mut hits = 0;
+    for trial in 0..2 * trials {
+        let Some((old, term)) = health_ready(&c, &log) else {
+            break;
+        };
+        // Equal priorities: the usual choice is the smaller id; name the larger.
+        let to = (1..=3u16).filter(|&i| i != old).max().expect("a follower");
+        let with_to = trial % 2 == 1;
+        let before = proc_stamps(&log).len();
+        w.drain();
+        let t0 = boot_ns();
+        let answer = if with_to {
+            c.request(old, &format!("yield {to}"))
+        } else {
+            c.request(old, "yield")
+        };
+        let got = w.new_leader_id(old, term, Duration::from_secs(5));
+        let next = next_processor(&log, before);
+        match (got, next) {
+            (Some((id, at)), Some((st, _))) => {
+                let into = if with_to { &mut named } else { &mut plain };
+                into[0].push((at - t0) as f64 / 1e6);
+                into[1].push((st - t0) as f64 / 1e6);
+                hits += usize::from(with_to && id == to);
+            }
+            other => eprintln!("bench: yield of {old} ({answer:?}) not measured: {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    stop_supervisors(sups);
+    (plain, named, hits)
+}
+
+fn health_report(report: &mut String, n: usize) {
+    let _ = writeln!(
+        report,
+        "\n### Health failover and `yield --to` (issue 11: 3 servers, heartbeat 100 ms, rtt 20 ms, {n} trials)\n\nEvery server has a check (this benchmark binary in its check mode) every 100 ms, check-timeout 100 ms, fall 2, rise 2, and `electctl run --grace 150ms` around a processor that exits {PROC_STOP_MS} ms after SIGTERM. Health failover: the leader's check starts failing; times from its first failing result, which the check stamps on CLOCK_BOOTTIME just before it exits, to the first `watch` line of the new leader's lease and to the new processor's start. `yield`: from the request on the socket (`yield`, or `yield ID` naming the follower that is not the usual choice) to the same two events. Targets (issue 11): new lease within fall x interval + 30 ms = 230 ms of the first failure, new processor within that plus the old processor's stop time ({PROC_STOP_MS} ms); `yield --to` within the plain graceful handoff + 5 ms.\n"
+    );
+    let _ = writeln!(
+        report,
+        "| measure | min | median | p99 | max (ms) | target |"
+    );
+    let _ = writeln!(report, "| --- | --- | --- | --- | --- | --- |");
+    let row = |report: &mut String, name: &str, v: &[f64], target: &str| {
+        if v.is_empty() {
+            let _ = writeln!(
+                report,
+                "| {name} | - | - | - | - | {target} (not measured) |"
+            );
+            return;
+        }
+        let [mn, md, p99, mx] = stats(v.to_vec());
+        let _ = writeln!(
+            report,
+            "| {name} | {mn:.1} | {md:.1} | {p99:.1} | {mx:.1} | {target} |"
+        );
+    };
+    let [lease, start, gap] = health_failovers(n);
+    row(report, "first failing check -> new lease", &lease, "< 230");
+    row(
+        report,
+        "first failing check -> new processor start",
+        &start,
+        &format!("< {}", 230 + PROC_STOP_MS),
+    );
+    row(
+        report,
+        "old processor exit -> new processor start",
+        &gap,
+        ">= 0 (S5)",
+    );
+    let (plain, named, hits) = yields_to(n);
+    let plain_md = if plain[0].is_empty() {
+        f64::NAN
+    } else {
+        stats(plain[0].clone())[1]
+    };
+    row(
+        report,
+        "plain `yield` -> new lease",
+        &plain[0],
+        "graceful handoff",
+    );
+    row(
+        report,
+        "`yield ID` -> new lease",
+        &named[0],
+        &format!("<= plain + 5 = {:.1} (median)", plain_md + 5.0),
+    );
+    row(
+        report,
+        "plain `yield` -> new processor start",
+        &plain[1],
+        "",
+    );
+    row(report, "`yield ID` -> new processor start", &named[1], "");
+    let _ = writeln!(
+        report,
+        "\n`yield ID` handed over to the named server in {hits} of {} trials (the usual choice would have been the other follower).",
+        named[0].len()
+    );
+}
+
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
@@ -562,8 +870,18 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == HEALTH_CHECK_ARG) {
+        health_check(&args[i + 1], &args[i + 2]);
+    }
     if let Ok(log) = std::env::var(PROC_LOG) {
         processor(&log);
+    }
+    if std::env::var_os("BENCH_ONLY_HEALTH").is_some() {
+        let mut report = String::new();
+        health_report(&mut report, trials());
+        println!("{report}");
+        return;
     }
     if std::env::var_os("BENCH_ONLY_HANDOFF").is_some() {
         let mut report = String::new();
@@ -617,6 +935,7 @@ fn main() {
         }
     }
     handoff_report(&mut report, n);
+    health_report(&mut report, n);
     control(&mut report);
     idle(&mut report);
     scale(&mut report);

@@ -268,8 +268,24 @@ impl Cluster {
         c
     }
 
+    /// The config file server `id` starts with: its own, once `set_server_conf` has
+    /// written one, else the shared file.
+    pub fn conf_of(&self, id: u16) -> PathBuf {
+        let own = self.dir.join(format!("electd-{id}.conf"));
+        if own.exists() { own } else { self.conf.clone() }
+    }
+
+    /// Gives server `id` a config file of its own: the shared file followed by `extra`
+    /// (lines that differ per server, such as a `check` reading that server's flag file).
+    /// It takes effect at the server's next `spawn`; the fingerprint does not change.
+    pub fn set_server_conf(&self, id: u16, extra: &str) {
+        let base = std::fs::read_to_string(&self.conf).unwrap();
+        std::fs::write(self.dir.join(format!("electd-{id}.conf")), base + extra).unwrap();
+    }
+
     pub fn spawn(&mut self, id: u16) {
         let log = std::fs::File::create(self.dir.join(format!("{id}.log"))).unwrap();
+        let conf = self.conf_of(id);
         let ns = self
             .hosts_ns
             .get(usize::from(id) - 1)
@@ -285,7 +301,7 @@ impl Cluster {
         let child = cmd
             .args([
                 "--config",
-                self.conf.to_str().unwrap(),
+                conf.to_str().unwrap(),
                 "--id",
                 &id.to_string(),
                 "--log-level",
