@@ -160,6 +160,9 @@ pub struct Config {
     pub check: Option<Check>,
     /// `preempt-delay`: hand over to a higher-priority server fit this long (section 14).
     pub preempt_delay: Option<Duration>,
+    /// The line of a `check-interval` or `check-timeout` given without a `check`
+    /// (a warning: a shared file may set them for servers that have no check).
+    pub unused_check_settings: Option<usize>,
 }
 
 /// A configuration error: file, line (when it is about one line) and problem.
@@ -603,6 +606,11 @@ impl Config {
             key_file_next: raw.key_file_next.as_deref().map(|p| expand(p, id)),
             check,
             preempt_delay: None,
+            unused_check_settings: if raw.check.is_none() {
+                raw.check_interval.or(raw.check_timeout).map(|(l, _)| l)
+            } else {
+                None
+            },
         };
         if cfg.key_file.is_none() && cfg.key_file_next.is_some() {
             return Err(at(None, "key-file-next needs key-file".into()));
@@ -630,6 +638,13 @@ impl Config {
                     c.line, c.argv[0]
                 ));
             }
+        }
+        if let Some(l) = self.unused_check_settings {
+            // Most likely the check line was removed by mistake, and the operator
+            // believes this server is checked.
+            out.push(format!(
+                "{file}:{l}: check settings without a 'check' line: this server is not health-checked"
+            ));
         }
         let mut prios = self
             .servers
@@ -715,14 +730,6 @@ fn check(
     at: &impl Fn(Option<usize>, String) -> ConfigError,
 ) -> Result<Option<Check>, ConfigError> {
     let Some((line, argv)) = raw.check.clone() else {
-        // Settings for a check that is not there: most likely its line was removed by
-        // mistake, and the operator believes this server is checked.
-        if let Some((l, _)) = raw.check_interval.or(raw.check_timeout) {
-            return Err(at(
-                Some(l),
-                "check settings without a 'check' line (add one, or remove them)".into(),
-            ));
-        }
         return Ok(None);
     };
     let interval = raw
@@ -991,12 +998,15 @@ hook-timeout 10s
                 .preempt_delay,
             None
         );
-        // Settings without a check, and a second check line, are refused.
-        assert_eq!(
-            parse(&format!("{GOOD}check-interval 2s\n"))
-                .unwrap_err()
-                .to_string(),
-            "electd.conf:15: check settings without a 'check' line (add one, or remove them)"
+        // Settings without a check are a warning; a second check line is refused.
+        let c = parse(&format!("{GOOD}check-interval 2s\n")).unwrap();
+        assert!(c.check.is_none());
+        assert!(
+            c.warnings().iter().any(|w| w.ends_with(
+                ":15: check settings without a 'check' line: this server is not health-checked"
+            )),
+            "{:?}",
+            c.warnings()
         );
         assert_eq!(
             parse(&format!("{GOOD}check a\ncheck b\n"))

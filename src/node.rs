@@ -472,6 +472,12 @@ pub struct Node {
     /// so a fault shared by every server, noticed a moment later by some, is not handed
     /// to a server that is already failing.
     unfit_from: (u64, u64),
+    /// Until when an unfit leader collects the ACKs of that LEAD before it picks a
+    /// successor (RTT after it left; sooner once every live server has answered), so
+    /// the successor is the best fit server, not the first to answer.
+    unfit_wait: Option<Time>,
+    /// Per server, the position of the newest current LEAD it acknowledged (fit or not).
+    ack_pos: Vec<(u64, u64)>,
     /// When a RESIGN named this server as successor: its preempt-delay counts from then,
     /// so `yield --to` is not undone at once by a preemption (issue 11).
     named_at: Option<Time>,
@@ -563,6 +569,8 @@ impl Node {
             fit_since: vec![None; n],
             fit_ack: vec![(0, 0); n],
             unfit_from: (0, 0),
+            unfit_wait: None,
+            ack_pos: vec![(0, 0); n],
             named_at: None,
             successor: None,
             leader: None,
@@ -661,6 +669,7 @@ impl Node {
                     None => (msg.term, seq.saturating_add(1)) >= self.last_seen,
                 };
                 if current {
+                    self.ack_pos[s] = self.ack_pos[s].max((msg.term, seq));
                     self.note_fitness(now, s, !unfit);
                     self.fit_ack[s] = if unfit {
                         (0, 0)
@@ -725,6 +734,7 @@ impl Node {
         }
         if let Some(l) = &self.leadership {
             self.unfit_from = (l.term, l.seq);
+            self.unfit_wait = Some(now + self.cfg.rtt);
         }
     }
 
@@ -900,6 +910,18 @@ impl Node {
                 Handover::Health
             };
             let from = self.unfit_from;
+            // Wait for the answers to the LEAD sent when this server turned unfit: all
+            // of them from the servers heard lately, or RTT.
+            let window = self.hold + self.cfg.heartbeat;
+            let answered = (0..self.ids.len()).all(|i| {
+                i == self.me
+                    || self.witness[i]
+                    || self.ack_pos[i] >= from
+                    || self.heard_at[i].is_none_or(|t| now.saturating_since(t) > window)
+            });
+            if !answered && self.unfit_wait.is_some_and(|t| now < t) {
+                return;
+            }
             (best(&|i| self.acked_fit_since(i, from)), reason)
         } else if let Some(delay) = self.cfg.preempt_delay {
             // A server named successor keeps the seat for the delay before preempting.
@@ -1034,6 +1056,11 @@ impl Node {
             // The lease end changes the reported role; once past, it is no deadline.
             if let Some(u) = l.lease_until().filter(|&u| u > self.last_now) {
                 d = d.min(u);
+            }
+        }
+        if let Some(w) = self.unfit_wait.filter(|&w| w > self.last_now) {
+            if self.leadership.is_some() && self.resign == Resign::Idle {
+                d = d.min(w);
             }
         }
         match self.resign {
