@@ -344,6 +344,8 @@ pub struct Host {
     sup_end: Option<Time>,
     sup_stopping: bool,
     sup_gen: u64,
+    /// The planned stop whose command the supervisor last confirmed exited.
+    sup_confirmed: u64,
     pub timers: Timers,
 }
 
@@ -454,6 +456,7 @@ impl Sim {
                 sup_end: None,
                 sup_stopping: false,
                 sup_gen: 0,
+                sup_confirmed: 0,
                 timers,
             });
         }
@@ -630,6 +633,7 @@ impl Sim {
                 }
                 if h.sup_gen == stop && h.sup_stopping {
                     h.sup_stopping = false;
+                    h.sup_confirmed = stop;
                     let id = h.id;
                     self.check.cmd_stop(self.now, id);
                     if self.opts.trace {
@@ -639,6 +643,14 @@ impl Sim {
                 }
                 let h = &mut self.hosts[host];
                 if h.life != inc || h.node.is_none() {
+                    return;
+                }
+                // Only the confirmation of the stop under way releases the RESIGN. One of
+                // a stop that a new lease cancelled (the host was re-elected before it
+                // came) says nothing about a later handoff, whose command may still run:
+                // letting it through released a health handover's RESIGN while the
+                // command ran on (S5; found by health_flapping_never_breaks_safety).
+                if h.sup_confirmed != stop || h.sup_gen != stop {
                     return;
                 }
                 if h.paused {
