@@ -1,0 +1,644 @@
+//! Issue 11 on the deterministic simulator: health, drain, named successors and the
+//! preferred leader (SPEC sections 13 and 14). Each scenario asserts what would fail if
+//! its feature broke; replay any of them with SIM_TRACE=1 to print the last events.
+
+mod sim;
+
+use electd::node::Handover;
+use sim::{Options, Real, Sim, ms};
+use std::time::Duration;
+
+const REPLAY: &str = "SIM_TRACE=1 cargo test --release --test health_sim";
+
+fn hbt(o: &Options) -> Real {
+    o.heartbeat.as_nanos() as u64
+}
+
+fn rtt(o: &Options) -> Real {
+    o.rtt.as_nanos() as u64
+}
+
+/// A graceful handoff: the VOTING window plus a few one-way delays (SPEC section 7).
+fn handoff_bound(o: &Options) -> Real {
+    rtt(o) + 6 * o.delay_max
+}
+
+/// Starts the cluster of `o` and returns it once a leader holds a lease and has kept it
+/// for a second.
+fn settled(o: Options) -> (Sim, u16) {
+    let seed = o.seed;
+    let mut s = Sim::new(o);
+    let (l, _) = s
+        .run_until_leader(ms(3000))
+        .unwrap_or_else(|| panic!("seed {seed}: a leader within 3 s of a cold start"));
+    s.run_for(ms(1000));
+    s.assert_safe(REPLAY);
+    assert_eq!(
+        s.leader(),
+        Some(l),
+        "seed {seed}: the first leader keeps its seat"
+    );
+    (s, l)
+}
+
+/// Distinct priorities, a permutation of 1..=n drawn from the seed: no two servers tie,
+/// so "by priority, then id" has one answer that differs from "smallest id".
+fn shuffled_priorities(seed: u64, n: usize) -> Vec<(u16, u8)> {
+    let mut rng = electd::rng::SplitMix64::new(seed ^ 0x5052_494F);
+    let mut p: Vec<u8> = (1..=n as u8).collect();
+    for i in (1..n).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        p.swap(i, j);
+    }
+    (1..=n as u16).zip(p).collect()
+}
+
+/// The usual choice among `ids` (SPEC section 5 with issue 11's ranking, every claim
+/// on the same last term): the highest priority, then the smallest id.
+fn usual_choice(s: &Sim, ids: impl Iterator<Item = u16>) -> Option<u16> {
+    let prio = |id: u16| {
+        s.opts
+            .priorities
+            .iter()
+            .find(|p| p.0 == id)
+            .map_or(0, |p| p.1)
+    };
+    ids.max_by_key(|&id| (prio(id), std::cmp::Reverse(id)))
+}
+
+/// SPEC 13: a leader whose processor turns unhealthy hands over (a planned handoff that
+/// waits for its supervisor) to a follower known to be healthy, and the new leader is
+/// that follower. With every other follower unhealthy, the only healthy one must win;
+/// with all of them healthy, the RESIGN names the best (priority, then id) and it wins.
+#[test]
+fn unhealthy_leader_hands_over_to_a_healthy_follower() {
+    let mut times = Vec::new();
+    for seed in 0..60 {
+        let n = [3, 5][seed as usize % 2];
+        let mut o = Options::new(seed, n);
+        o.priorities = shuffled_priorities(seed, n);
+        o.confirm_max = ms(5);
+        let (mut s, old) = settled(o);
+        let others: Vec<u16> = (1..=n as u16).filter(|&x| x != old).collect();
+        let only_one = seed % 4 < 2;
+        let expected = if only_one {
+            // Every follower but one is unhealthy; the leader hears their UNFIT ACKs
+            // before its own processor fails.
+            let f = others[s.rand(others.len() as u64) as usize];
+            for &x in others.iter().filter(|&&x| x != f) {
+                s.set_health(x, false);
+            }
+            s.run_for(hbt(&s.opts) + ms(20));
+            f
+        } else {
+            usual_choice(&s, others.iter().copied()).unwrap()
+        };
+        let stops = s.stats.planned_stops;
+        let phase = s.rand(hbt(&s.opts));
+        s.run_for(phase);
+        s.set_health(old, false);
+        let t0 = s.now;
+        assert!(
+            s.leaders().is_empty(),
+            "seed {seed}: an unhealthy leader that knows a healthy follower stops at once"
+        );
+        let h = *s.check.handoffs.last().expect("a handoff began");
+        assert_eq!(
+            (h.from, h.to, h.reason),
+            (old, Some(expected), Handover::Health),
+            "seed {seed}: the RESIGN names the healthy follower"
+        );
+        assert_eq!(
+            s.stats.planned_stops,
+            stops + 1,
+            "seed {seed}: the supervisor is told, as for a yield"
+        );
+        let bound = s.opts.confirm_max + handoff_bound(&s.opts);
+        let (new, t1) = s.run_until_new_leader(old, ms(3000)).expect("a new leader");
+        s.assert_safe(REPLAY);
+        assert_eq!(
+            new, expected,
+            "seed {seed}: the new leader is the named follower"
+        );
+        assert!(
+            t1 - t0 <= bound,
+            "seed {seed}: handover took {} ms > {} ms",
+            (t1 - t0) / ms(1),
+            bound / ms(1)
+        );
+        times.push(t1 - t0);
+        // The old leader's command stopped before the new one's started (S5 checked
+        // after every event), and the unhealthy server does not come back.
+        s.run_for(ms(3000));
+        s.assert_safe(REPLAY);
+        assert_eq!(s.leader(), Some(new), "seed {seed}");
+        assert!(s.status(old).unwrap().leader == Some(new));
+    }
+    times.sort_unstable();
+    eprintln!(
+        "health handover (HBT 100ms, RTT 20ms, 60 seeds): median {:.1} ms, max {:.1} ms",
+        times[times.len() / 2] as f64 / 1e6,
+        times[times.len() - 1] as f64 / 1e6
+    );
+}
+
+/// SPEC 13: when every processor fails (one shared fault), the leader stays, through
+/// its own health flapping, and no round elects anybody; recovery needs no restart: a
+/// follower that recovers is handed the seat, or the leader that recovers just goes on.
+/// The shared fault reaches the followers first (by at least a heartbeat and the
+/// delays): an unhealthy leader hands over while it knows a healthy server, so if it
+/// failed first it would hand over to a follower that is about to fail (see
+/// `finding_shared_fault_race` for that case).
+#[test]
+fn all_unhealthy_the_leader_stays_and_recovers_without_restart() {
+    for seed in 0..40 {
+        let n = [3, 5][seed as usize % 2];
+        let mut o = Options::new(seed, n);
+        o.priorities = shuffled_priorities(seed, n);
+        o.checks = seed % 3 == 0;
+        o.rise_max = ms(50);
+        let (mut s, l) = settled(o);
+        let others: Vec<u16> = (1..=n as u16).filter(|&x| x != l).collect();
+        for &x in &others {
+            let at = s.now + s.rand(ms(50));
+            s.health_at(x, at, false);
+        }
+        s.run_for(ms(50) + hbt(&s.opts) + ms(20));
+        let t0 = s.now;
+        let elections = s.check.won.len();
+        // The leader's own processor fails, recovers and fails again, sometimes right
+        // at a lease or timer end.
+        for k in 0..6 {
+            let at = if k % 2 == 0 {
+                s.aimed_instant().unwrap_or(s.now)
+            } else {
+                s.now + s.rand(hbt(&s.opts) * 3)
+            };
+            s.health_at(l, at, k % 2 == 1);
+            s.run_until(at);
+            let d = s.rand(ms(200));
+            s.run_for(d);
+        }
+        s.set_health(l, false);
+        s.run_for(ms(3000));
+        let t1 = s.now;
+        s.assert_safe(REPLAY);
+        assert!(
+            s.check.lease_covers(l, t0, t1),
+            "seed {seed}: the unhealthy leader {l} must keep its lease while nobody is \
+             healthy ({:?})",
+            s.check
+                .intervals
+                .iter()
+                .filter(|x| x.end > t0)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            s.check.won.len(),
+            elections,
+            "seed {seed}: nobody was elected"
+        );
+        assert!(
+            s.check.handoffs.iter().all(|h| h.at < t0),
+            "seed {seed}: no handover"
+        );
+        assert!(s.status(l).unwrap().lease_until.is_some());
+        // Recovery, without a restart: a follower recovers (it is handed the seat), or
+        // the leader does (it keeps it).
+        let restarts: u32 = s.hosts.iter().map(|h| h.restarts).sum();
+        let r = if seed % 2 == 0 {
+            others[s.rand(others.len() as u64) as usize]
+        } else {
+            l
+        };
+        s.set_health(r, true);
+        let t2 = s.now;
+        let bound = hbt(&s.opts) + s.opts.l1_bound();
+        s.run_for(bound);
+        s.assert_safe(REPLAY);
+        let lead = s
+            .check
+            .first_lease_by(t2 + 1, |x| x == r)
+            .unwrap_or_else(|| panic!("seed {seed}: {r} recovered but does not lead"));
+        assert!(lead.1 <= t2 + bound, "seed {seed}");
+        s.run_for(ms(1000));
+        assert_eq!(s.leader(), Some(r), "seed {seed}: the healthy server leads");
+        let now: u32 = s.hosts.iter().map(|h| h.restarts).sum();
+        assert_eq!(now, restarts, "no restart was needed");
+    }
+}
+
+/// SPEC 13, fall and rise are the daemon's business: at the core a check result takes
+/// effect at once. Here every processor flips at random moments, some aimed within 1 ns
+/// to 1 ms of a lease end, a faith end or a timer deadline, some 0-5 ms after a yield,
+/// through drains, named yields, loss and slow or hung supervisors: S1-S5 must hold
+/// throughout (checked after every event), and once all are healthy a leader comes.
+#[test]
+fn health_flapping_never_breaks_safety() {
+    let mut flips = 0;
+    for seed in 0..80 {
+        let n = [3, 4, 5][seed as usize % 3];
+        let mut o = Options::new(seed, n);
+        o.priorities = shuffled_priorities(seed, n);
+        o.loss_pm = [0, 20, 100][seed as usize % 3];
+        o.confirm_max = [0, ms(30), 2 * o.hold()][seed as usize % 3];
+        o.confirm_hung_pm = if seed % 4 == 0 { 300 } else { 0 };
+        o.checks = seed % 2 == 0;
+        o.rise_max = ms(150);
+        o.preempt_delay =
+            [None, Some(Duration::ZERO), Some(Duration::from_millis(300))][seed as usize % 3];
+        let mut s = Sim::new(o);
+        let end = ms(20_000);
+        while s.now < end && s.check.violations.is_empty() {
+            let id = 1 + s.rand(n as u64) as u16;
+            match s.rand(10) {
+                0..=3 => {
+                    let at = s.now + s.rand(ms(50));
+                    let v = s.rand(2) == 0;
+                    s.health_at(id, at, v);
+                }
+                4 | 5 => {
+                    if let Some(at) = s.aimed_instant() {
+                        let v = s.rand(2) == 0;
+                        s.health_at(id, at, v);
+                    }
+                }
+                6 => {
+                    if let Some(l) = s.leader() {
+                        let to = 1 + s.rand(n as u64) as u16;
+                        s.yield_to(l, Some(to));
+                        let at = s.now + s.rand(ms(5));
+                        let who = if s.rand(2) == 0 { l } else { to };
+                        let v = s.rand(2) == 0;
+                        s.health_at(who, at, v);
+                    }
+                }
+                7 => {
+                    let v = s.rand(3) == 0;
+                    s.drain(id, v);
+                }
+                8 => {
+                    if let Some(l) = s.leader() {
+                        s.set_health(l, false);
+                    }
+                }
+                _ => {
+                    for x in 1..=n as u16 {
+                        let at = s.now + s.rand(ms(20));
+                        let v = s.rand(4) != 0;
+                        s.health_at(x, at, v);
+                    }
+                }
+            }
+            let d = s.rand(ms(150));
+            s.run_for(ms(1) + d);
+        }
+        s.assert_safe(REPLAY);
+        flips += s.stats.health_flips;
+        // All healthy and undrained: a leader comes, and it is a healthy one.
+        s.opts.loss_pm = 0;
+        for x in 1..=n as u16 {
+            s.set_health(x, true);
+            s.drain(x, false);
+        }
+        let t = s.now;
+        let limit = 2 * s.opts.hold() + s.opts.l1_bound() + ms(2000);
+        s.run_for(limit);
+        s.assert_safe(REPLAY);
+        assert!(
+            s.check.first_lease_from(t).is_some(),
+            "seed {seed}: no leader once all are healthy"
+        );
+        assert!(s.leader().is_some(), "seed {seed}");
+    }
+    eprintln!("health flapping: {flips} processor health changes over 80 seeds");
+}
+
+/// SPEC 13: a drain is persisted. A drained leader hands over (reason Drain), a drained
+/// server stays drained across crashes and restarts (even of the whole cluster) and is
+/// never elected, though it has the highest priority; undrained, it can lead again.
+#[test]
+fn drain_survives_restarts() {
+    for seed in 0..30 {
+        let n = [3, 5][seed as usize % 2];
+        let mut o = Options::new(seed, n);
+        let (mut s, l) = settled(o.clone());
+        // Make the leader the preferred server, so only the drain keeps it out.
+        o.priorities = (1..=n as u16)
+            .map(|id| (id, u8::from(id == l) * 9))
+            .collect();
+        s.opts.priorities = o.priorities.clone();
+        assert!(s.drain(l, true));
+        let h = *s
+            .check
+            .handoffs
+            .last()
+            .expect("the drained leader hands over");
+        assert_eq!((h.from, h.reason), (l, Handover::Drain), "seed {seed}");
+        let (new, _) = s.run_until_new_leader(l, ms(2000)).expect("a new leader");
+        s.run_for(ms(100));
+        assert!(
+            s.hosts[usize::from(l) - 1].disk.drained,
+            "seed {seed}: on disk"
+        );
+        // Crash and restart the drained server, then the whole cluster, twice.
+        s.crash(l);
+        s.restart(l);
+        assert!(s.drained(l), "seed {seed}: drained after a restart");
+        for round in 0..2 {
+            for x in 1..=n as u16 {
+                s.crash(x);
+            }
+            let d = s.rand(ms(300));
+            s.run_for(d);
+            for x in 1..=n as u16 {
+                s.restart(x);
+            }
+            assert!(
+                s.drained(l),
+                "seed {seed} round {round}: drained after a restart"
+            );
+            let (x, _) = s
+                .run_until_leader(ms(5000))
+                .expect("the others elect a leader");
+            assert_ne!(x, l, "seed {seed}: a drained server was elected");
+            s.run_for(ms(500));
+        }
+        let _ = new;
+        s.assert_safe(REPLAY);
+        assert!(
+            s.check
+                .intervals
+                .iter()
+                .all(|i| i.holder != l || i.start < h.at),
+            "seed {seed}: the drained server held a lease after the drain"
+        );
+        // Undrained, it is a candidate again: a yield to it hands it the seat.
+        assert!(s.drain(l, false));
+        s.run_for(ms(500));
+        let cur = s.leader().expect("a leader");
+        assert!(s.yield_to(cur, Some(l)));
+        let (x, _) = s.run_until_new_leader(cur, ms(2000)).expect("handover");
+        assert_eq!(x, l, "seed {seed}: undrained, it leads again");
+        s.assert_safe(REPLAY);
+    }
+}
+
+/// SPEC 14, preempt-delay: the preferred server (highest priority) crashes and another
+/// leads; when it comes back, the leader hands the seat back only once it has heard it
+/// healthy for the whole delay, and the preferred server never takes it by itself: each
+/// of its elections follows a RESIGN that names it, for a preemption. Without
+/// preempt-delay it never gets the seat back.
+#[test]
+fn preempt_delay_hands_back_only_after_the_delay() {
+    let delay = Duration::from_millis(1500);
+    for seed in 0..40 {
+        let n = [3, 5][seed as usize % 2];
+        let preempt = seed % 4 != 3;
+        let mut o = Options::new(seed, n);
+        o.priorities = shuffled_priorities(seed, n);
+        o.preempt_delay = preempt.then_some(delay);
+        o.checks = seed % 2 == 0;
+        o.rise_max = ms(200);
+        o.confirm_max = ms(20);
+        let p = o.priorities.iter().max_by_key(|x| x.1).unwrap().0;
+        let mut s = Sim::new(o);
+        // The preferred server leads within its delay of the cold start (it is handed
+        // the seat or wins the first round: rounds rank by priority).
+        s.run_for(ms(3000) + 2 * ms(delay.as_millis() as u64));
+        s.assert_safe(REPLAY);
+        if preempt {
+            assert_eq!(
+                s.leader(),
+                Some(p),
+                "seed {seed}: the preferred server leads"
+            );
+        }
+        let cur = s.leader().expect("a leader");
+        if cur != p {
+            s.yield_to(cur, Some(p));
+            s.run_until_new_leader(cur, ms(2000)).expect("handover");
+        }
+        assert_eq!(s.leader(), Some(p), "seed {seed}");
+        s.crash(p);
+        let (other, _) = s.run_until_new_leader(p, ms(3000)).expect("failover");
+        let d = s.rand(ms(1000));
+        s.run_for(ms(1000) + d);
+        let won_before = s.check.won.len();
+        let t_back = s.now;
+        s.restart(p);
+        s.run_for(ms(10_000));
+        s.assert_safe(REPLAY);
+        let mine: Vec<_> = s.check.won[won_before..]
+            .iter()
+            .filter(|w| w.1 == p)
+            .copied()
+            .collect();
+        if !preempt {
+            assert!(
+                mine.is_empty(),
+                "seed {seed}: without preempt-delay it stays out"
+            );
+            assert_eq!(s.leader(), Some(other), "seed {seed}: sticky");
+            continue;
+        }
+        assert_eq!(
+            s.leader(),
+            Some(p),
+            "seed {seed}: the preferred server is back"
+        );
+        let h = *s
+            .check
+            .handoffs
+            .iter()
+            .find(|h| h.at > t_back)
+            .expect("a handover");
+        assert_eq!(
+            (h.from, h.to, h.reason),
+            (other, Some(p), Handover::Preempt),
+            "seed {seed}"
+        );
+        // Not before it was fit for the delay, on the leader's clock (rate within rho).
+        let earliest = t_back + (delay.as_nanos() as f64 * (1.0 - 0.02)) as u64;
+        assert!(
+            h.at >= earliest,
+            "seed {seed}: handed back {} ms after the restart, delay {} ms",
+            (h.at - t_back) / ms(1),
+            delay.as_millis()
+        );
+        // Never by its own initiative: its first election comes after the RESIGN.
+        let sent = h.sent.expect("the RESIGN left");
+        assert!(!mine.is_empty());
+        assert!(
+            mine.iter().all(|w| w.0 >= sent),
+            "seed {seed}: {p} won a round before the leader handed over: {mine:?}"
+        );
+        let quiet = s.opts.hold();
+        assert!(
+            h.at <= t_back + quiet + s.opts.rise_max + ms(delay.as_millis() as u64) + ms(400),
+            "seed {seed}: handed back {} ms after the restart",
+            (h.at - t_back) / ms(1)
+        );
+    }
+}
+
+/// SPEC 14, `yield ID`: the RESIGN names the server and voters choose it when it claims
+/// eligible, even against priority; when it is unhealthy, drained or cut off, the usual
+/// choice (priority, then id) wins instead.
+#[test]
+fn yield_to_picks_the_named_server_or_falls_back() {
+    let mut kinds = [0u32; 4];
+    for seed in 0..80 {
+        let n = 5;
+        let mut o = Options::new(seed, n);
+        o.priorities = shuffled_priorities(seed, n);
+        o.confirm_max = ms(5);
+        let (mut s, l) = settled(o);
+        let others: Vec<u16> = (1..=n as u16).filter(|&x| x != l).collect();
+        let usual_all = usual_choice(&s, others.iter().copied()).unwrap();
+        // The target: the worst by the usual choice, so picking it is the feature.
+        let target = others
+            .iter()
+            .copied()
+            .min_by_key(|&x| {
+                let p = s.opts.priorities.iter().find(|p| p.0 == x).unwrap().1;
+                (p, std::cmp::Reverse(x))
+            })
+            .unwrap();
+        assert_ne!(target, usual_all);
+        let kind = seed as usize % 4;
+        kinds[kind] += 1;
+        match kind {
+            0 => {}
+            1 => s.set_health(target, false),
+            2 => assert!(s.drain(target, true)),
+            _ => s.isolate(target),
+        }
+        s.run_for(hbt(&s.opts) * 4);
+        assert_eq!(s.leader(), Some(l), "seed {seed}");
+        let expected = if kind == 0 {
+            target
+        } else {
+            usual_choice(&s, others.iter().copied().filter(|&x| x != target)).unwrap()
+        };
+        assert!(s.yield_to(l, Some(target)));
+        let h = *s.check.handoffs.last().unwrap();
+        assert_eq!((h.to, h.reason), (Some(target), Handover::Yield));
+        let t0 = s.now;
+        let (new, t1) = s
+            .run_until_new_leader(l, ms(2000))
+            .unwrap_or_else(|| panic!("seed {seed} kind {kind}: no new leader"));
+        s.assert_safe(REPLAY);
+        assert_eq!(new, expected, "seed {seed} kind {kind}: target {target}");
+        assert!(
+            t1 - t0 <= s.opts.confirm_max + handoff_bound(&s.opts),
+            "seed {seed}: {} ms",
+            (t1 - t0) / ms(1)
+        );
+    }
+    eprintln!("yield to: {kinds:?} (healthy, unhealthy, drained, cut off)");
+}
+
+/// Issue 11: across three regions with 30-70 ms one-way delays, a plain handoff picks
+/// its successor by priority, then id. Before the ranking fix, the RESIGN advanced the
+/// seq that ranked claims, so a server that heard it before the others' ELECTs
+/// outranked priority (2 of 6 yields went against it). 50 seeds, 6 servers, two per
+/// region, priorities shuffled, the leader in a random region.
+#[test]
+fn three_regions_handoff_follows_priority() {
+    let mut against = Vec::new();
+    for seed in 0..50 {
+        let n = 6;
+        let mut o = Options::new(seed, n);
+        o.heartbeat = Duration::from_millis(1000);
+        o.rtt = Duration::from_millis(200);
+        o.priorities = shuffled_priorities(seed, n);
+        o.confirm_max = ms(5);
+        o.start_spread = ms(200);
+        let region = |id: u16| (id - 1) / 2;
+        let mut rng = electd::rng::SplitMix64::new(seed ^ 0x03E6_10A5);
+        o.link_delays = (1..=n as u16)
+            .map(|a| {
+                (1..=n as u16)
+                    .map(|b| {
+                        if region(a) == region(b) {
+                            (ms(1), ms(3))
+                        } else {
+                            let base = ms(30) + rng.below(ms(36));
+                            (base, base + ms(4))
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        o.delay_max = ms(70);
+        let mut s = Sim::new(o);
+        let (mut l, _) = s.run_until_leader(ms(10_000)).expect("a leader");
+        s.run_for(ms(3000));
+        // Move the seat to a random server first, so the yielding leader's region varies.
+        let want = 1 + s.rand(n as u64) as u16;
+        if want != l {
+            assert!(s.yield_to(l, Some(want)));
+            let (x, _) = s.run_until_new_leader(l, ms(3000)).expect("handover");
+            assert_eq!(x, want, "seed {seed}");
+            l = x;
+            s.run_for(ms(3000));
+        }
+        let phase = s.rand(ms(1000));
+        s.run_for(phase);
+        let expected = usual_choice(&s, (1..=n as u16).filter(|&x| x != l)).unwrap();
+        assert!(s.resign(l));
+        let (new, _) = s.run_until_new_leader(l, ms(5000)).expect("a new leader");
+        s.assert_safe(REPLAY);
+        if new != expected {
+            against.push((seed, l, new, expected));
+        }
+    }
+    assert!(
+        against.is_empty(),
+        "handoffs against priority (seed, old, new, expected): {against:?}"
+    );
+}
+
+/// A finding for issue 11, ignored until the design answers it: one shared fault (every
+/// check fails within `skew`) leaves the cluster leaderless whenever the leader's
+/// check fails first. The leader hands over to a follower it heard healthy a moment
+/// ago; that follower fails before the round that follows (the RESIGN waits for the
+/// processor to stop), claims INELIGIBLE, and so do all others: nobody can be elected,
+/// until a processor recovers. SPEC 13 wants the opposite ("one shared fault does not
+/// leave the cluster leaderless"). Leaderless 5 s later, out of 100 seeds (confirm
+/// within 50 ms): 100 at 0 ms skew, 97 at 5 ms, 53 at 50 ms, 14 at 500 ms.
+#[test]
+#[ignore]
+fn finding_shared_fault_race() {
+    let mut report = Vec::new();
+    for skew in [0, ms(5), ms(50), ms(500)] {
+        let mut leaderless = 0;
+        let total = 100;
+        for seed in 0..total {
+            let n = [3, 5][seed as usize % 2];
+            let mut o = Options::new(seed, n);
+            o.confirm_max = ms(50);
+            let (mut s, l) = settled(o);
+            s.set_health(l, false);
+            for x in (1..=n as u16).filter(|&x| x != l) {
+                let at = s.now + s.rand(skew + 1);
+                s.health_at(x, at, false);
+            }
+            s.run_for(ms(5000));
+            s.assert_safe(REPLAY);
+            if s.leader().is_none() {
+                leaderless += 1;
+            }
+        }
+        eprintln!(
+            "skew {} ms: leaderless after 5 s in {leaderless}/{total}",
+            skew / ms(1)
+        );
+        report.push((skew / ms(1), leaderless));
+    }
+    assert!(
+        report.iter().all(|r| r.1 == 0),
+        "one shared fault left the cluster leaderless: (skew ms, seeds of 100) {report:?}"
+    );
+}
