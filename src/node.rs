@@ -616,7 +616,9 @@ impl Node {
                     heard,
                     ineligible,
                 };
-                self.note_fitness(now, s, !ineligible);
+                // Fit means it could be elected: eligible, and hearing a majority (SPEC
+                // section 5). A server that hears too few is no successor, however healthy.
+                self.note_fitness(now, s, !ineligible && usize::from(heard) >= self.quorum);
                 self.on_elect(now, s, claim)
             }
             Body::Vote { candidate } => {
@@ -1377,13 +1379,10 @@ impl Node {
         self.persist();
         self.watch_leader(now, s, term, seq, hold);
         self.tally.clear();
-        let ack = self.message(
-            term,
-            Body::Ack {
-                seq,
-                unfit: self.unfit(),
-            },
-        );
+        // UNFIT also when this server hears too few servers to be elected: a leader
+        // that counted it fit would hand over to a server no round can choose.
+        let unfit = self.unfit() || usize::from(self.heard_count(now)) < self.quorum;
+        let ack = self.message(term, Body::Ack { seq, unfit });
         self.send(Dest::All, ack);
     }
 

@@ -600,6 +600,85 @@ fn three_regions_handoff_follows_priority() {
     );
 }
 
+/// SPEC 13 with 5: a leader hands over only to a server that could be elected. A
+/// healthy server that hears too few servers (every link into it cut; its ELECTs still
+/// get out, with a heard count below Q) is no successor: the unhealthy leader must keep
+/// its seat, since no round can choose that server. Before the fix the leader handed
+/// over to it and the cluster stayed leaderless (40 of 40 seeds).
+#[test]
+fn healthy_server_that_hears_too_few_is_no_successor() {
+    for seed in 0..40 {
+        let n = [3, 5][seed as usize % 2];
+        let (mut s, l) = settled(Options::new(seed, n));
+        let p = if l == 1 { 2 } else { 1 };
+        for x in (1..=n as u16).filter(|&x| x != p) {
+            s.cut_one_way(x, p);
+        }
+        s.run_for(ms(2000));
+        assert_eq!(s.leader(), Some(l), "seed {seed}");
+        for x in (1..=n as u16).filter(|&x| x != p && x != l) {
+            s.set_health(x, false);
+        }
+        s.run_for(ms(500));
+        let t0 = s.now;
+        s.set_health(l, false);
+        s.run_for(ms(5000));
+        s.assert_safe(REPLAY);
+        assert!(
+            s.check.handoffs.iter().all(|h| h.at < t0),
+            "seed {seed}: handed over to a server that cannot be elected: {:?}",
+            s.check.handoffs.last()
+        );
+        assert!(
+            s.check.lease_covers(l, t0, s.now),
+            "seed {seed}: the leader stays"
+        );
+        // Its links come back: now it can be elected, and it is handed the seat.
+        s.heal();
+        let (x, _) = s
+            .run_until_new_leader(l, ms(3000))
+            .expect("handover once it hears a majority");
+        assert_eq!(x, p, "seed {seed}");
+        s.assert_safe(REPLAY);
+    }
+}
+
+/// SPEC 14 with 5: preempt-delay never hands over to a preferred server that cannot be
+/// elected. Server 5 (priority 9) hears only server 1. Before the fix every leader
+/// handed over to it as soon as it took the seat, the round fell back to another
+/// server, which did the same: about 750 handovers in 20 s and, most of the time, no
+/// leader at all.
+#[test]
+fn preempt_never_hands_over_to_a_server_that_cannot_be_elected() {
+    for seed in 0..20 {
+        let mut o = Options::new(seed, 5);
+        o.preempt_delay = Some(Duration::from_millis(500));
+        o.priorities = vec![(1, 0), (2, 1), (3, 0), (4, 0), (5, 9)];
+        let mut s = Sim::new(o);
+        for x in [2u16, 3, 4] {
+            s.cut_one_way(x, 5);
+        }
+        s.run_for(ms(20_000));
+        s.assert_safe(REPLAY);
+        assert!(
+            s.check.handoffs.is_empty(),
+            "seed {seed}: {} handovers, first {:?}",
+            s.check.handoffs.len(),
+            s.check.handoffs.first()
+        );
+        assert_eq!(s.check.won.len(), 1, "seed {seed}: one election");
+        let l = s.leader().expect("a leader");
+        assert!(s.check.lease_covers(l, ms(3000), s.now), "seed {seed}");
+        // Healed, 5 can be elected: it is handed the seat after the delay.
+        s.heal();
+        s.run_for(ms(3000));
+        assert_eq!(s.leader(), Some(5), "seed {seed}");
+        let h = s.check.handoffs[0];
+        assert_eq!((h.to, h.reason), (Some(5), Handover::Preempt));
+        s.assert_safe(REPLAY);
+    }
+}
+
 /// A finding for issue 11, ignored until the design answers it: one shared fault (every
 /// check fails within `skew`) leaves the cluster leaderless whenever the leader's
 /// check fails first. The leader hands over to a follower it heard healthy a moment
