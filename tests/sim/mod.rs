@@ -115,6 +115,9 @@ pub struct Options {
     pub naive_health_yield: bool,
     /// Negative control: `yield_to` sends a plain yield (the target is dropped).
     pub drop_yield_target: bool,
+    /// A run that handles more events than this stops with a "livelock" violation
+    /// instead of running (and growing) for ever.
+    pub max_events: u64,
 }
 
 /// One server's timers (a reload changes them).
@@ -169,6 +172,10 @@ impl Options {
             ignore_health: false,
             naive_health_yield: false,
             drop_yield_target: false,
+            max_events: std::env::var("SIM_MAX_EVENTS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(20_000_000),
         }
     }
 
@@ -607,6 +614,15 @@ impl Sim {
         while self.queue.peek().is_some_and(|e| e.at <= t) {
             if !self.check.violations.is_empty() {
                 // Freeze the run at the first violation: the trace ends where it broke.
+                return;
+            }
+            if self.events >= self.opts.max_events {
+                let at = self.queue.peek().map_or(0, |e| e.at);
+                self.check.violations.push(format!(
+                    "livelock: {} events by t={at}, {} queued",
+                    self.events,
+                    self.queue.len()
+                ));
                 return;
             }
             let e = self.queue.pop().expect("peeked");
