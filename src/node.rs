@@ -1273,9 +1273,26 @@ impl Node {
         if self.elector == ElectorState::Voting
             && !self.cfg.sabotage.full_window
             && self.slate_complete(now)
+            && self.slate_has_eligible()
         {
             self.finish_round(now);
         }
+    }
+
+    /// True when some claim in the slate could be chosen. A round in which nobody is
+    /// eligible (every server unhealthy or drained, say) is not decided early: it would
+    /// end without a vote, so without raising the term, and every claim of that term
+    /// arriving just after it (a duplicate, a late one) would open another round at
+    /// once, whose claim did the same elsewhere: an ELECT storm at network speed. Left
+    /// open for its window, a round absorbs them.
+    fn slate_has_eligible(&self) -> bool {
+        (0..self.ids.len()).any(|i| {
+            self.slate.get(i).is_some_and(|c| {
+                !c.ineligible
+                    && !self.witness[i]
+                    && (self.cfg.sabotage.ignore_heard || usize::from(c.heard) >= self.quorum)
+            })
+        })
     }
 
     /// True for a claim from a server that cannot be hearing our live leader: it proposes

@@ -721,3 +721,50 @@ fn finding_shared_fault_race() {
         "one shared fault left the cluster leaderless: (skew ms, seeds of 100) {report:?}"
     );
 }
+
+/// SPEC 5 with 13: with nobody eligible (every processor failed, the leader gone) and a
+/// lossy, duplicating network, rounds go on at the retry pace and no faster. Before
+/// the fix such a round was decided the moment its slate was complete, ended without a
+/// vote (so without raising the term), and each claim of that term arriving just after
+/// (a duplicate) opened another round whose claim did the same elsewhere: an ELECT
+/// storm at network speed that grew without bound (the swarm's seeds 119 and 153 ran
+/// out of memory). Stopping after 2 million events counts as a livelock violation.
+#[test]
+fn no_elect_storm_when_nobody_is_eligible() {
+    for seed in 0..30 {
+        let n = [3, 4, 5][seed as usize % 3];
+        let mut o = Options::new(seed, n);
+        o.dup_pm = [20, 100, 300][seed as usize % 3];
+        o.max_events = 2_000_000;
+        let (mut s, l) = settled(o);
+        for x in 1..=n as u16 {
+            if s.rand(4) == 0 {
+                s.drain(x, true);
+            } else {
+                s.set_health(x, false);
+            }
+        }
+        s.run_for(ms(200));
+        s.crash(l);
+        let (sent0, t0) = (s.election_sent, s.now);
+        s.run_for(ms(10_000));
+        s.assert_safe(REPLAY);
+        let per_s = (s.election_sent - sent0) as f64 / ((s.now - t0) as f64 / 1e9);
+        // One claim per server per retry (at least 2*RTT apart), to each other server,
+        // duplicates included: far below this.
+        let bound = (n * (n - 1)) as f64 * 1e9 / (2 * rtt(&s.opts)) as f64 * 1.5;
+        assert!(
+            per_s <= bound,
+            "seed {seed}: {per_s:.0} ELECT and VOTE datagrams a second (bound {bound:.0})"
+        );
+        assert!(s.leaders().is_empty(), "seed {seed}: nobody is eligible");
+        // Recovery: one server turns healthy and is elected.
+        let r = (1..=n as u16).find(|&x| x != l).unwrap();
+        s.drain(r, false);
+        s.set_health(r, true);
+        let (x, _) = s
+            .run_until_leader(ms(2000))
+            .expect("the healthy server is elected");
+        assert_eq!(x, r, "seed {seed}");
+    }
+}
