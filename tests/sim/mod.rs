@@ -1179,10 +1179,25 @@ impl Sim {
         self.filter = Some(f);
     }
 
+    /// How many datagrams the network holds back now.
+    pub fn held(&self) -> usize {
+        self.held_back.len()
+    }
+
     /// Delivers the held-back datagrams now, in the order sent, and holds back no more.
     pub fn release_held(&mut self) {
         self.filter = None;
         for (from, to, bytes) in std::mem::take(&mut self.held_back) {
+            self.push(self.now, Ev::Deliver { to, from, bytes });
+        }
+        self.run_until(self.now);
+    }
+
+    /// Delivers the held-back datagrams now, the last sent first (a reordering), and
+    /// holds back no more.
+    pub fn release_held_reversed(&mut self) {
+        self.filter = None;
+        for (from, to, bytes) in std::mem::take(&mut self.held_back).into_iter().rev() {
             self.push(self.now, Ev::Deliver { to, from, bytes });
         }
         self.run_until(self.now);
