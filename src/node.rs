@@ -1370,6 +1370,15 @@ impl Node {
             self.counters.stale_leads += 1;
             return;
         }
+        // Released by a RESIGN (no leader, its position recorded): a LEAD at or before
+        // that position was sent before the RESIGN and overtaken by it. Accepting it
+        // would bring back faith in a leadership that has ended, and this server would
+        // abstain in the round that picks the successor (a yield to a named server
+        // then fell back to the usual choice; the swarm found it by reordering).
+        if self.leader.is_none() && (term, seq) <= self.last_seen {
+            self.counters.stale_leads += 1;
+            return;
+        }
         if let Some(l) = &self.leadership {
             if term == l.term {
                 error!(

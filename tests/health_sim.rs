@@ -768,3 +768,67 @@ fn no_elect_storm_when_nobody_is_eligible() {
         assert_eq!(x, r, "seed {seed}");
     }
 }
+
+/// SPEC 5 and 14: a LEAD that the RESIGN overtook on the way (sent just before it) must
+/// not bring back faith in the leadership that resigned. Here the yielding leader's
+/// last ordinary LEAD reaches the other followers right after its first RESIGN, which
+/// named the lowest-priority server, and its second RESIGN is lost to them: before the
+/// fix they accepted the late LEAD (its term was still theirs), trusted the resigned
+/// leader for another hold, abstained in the successor's round, and the round after,
+/// which no longer knew the successor, chose by priority (the swarm's seed 8465 found
+/// this with a plain reordering).
+#[test]
+fn a_lead_overtaken_by_the_resign_revives_nothing() {
+    use electd::wire::Body;
+    let mut wrong = Vec::new();
+    for seed in 0..30 {
+        let n = 5;
+        let mut o = Options::new(seed, n);
+        o.priorities = shuffled_priorities(seed, n);
+        let (mut s, l) = settled(o);
+        let others: Vec<u16> = (1..=n as u16).filter(|&x| x != l).collect();
+        let target = others
+            .iter()
+            .copied()
+            .min_by_key(|&x| (priority_of(&s, x), std::cmp::Reverse(x)))
+            .unwrap();
+        let late: Vec<u16> = others.iter().copied().filter(|&x| x != target).collect();
+        let filter = move |late: Vec<u16>| -> Box<sim::Filter> {
+            Box::new(move |from, to, m| {
+                from == l && late.contains(&to) && matches!(m.body, Body::Lead { .. })
+            })
+        };
+        s.hold_back(filter(late.clone()));
+        // The leader's next LEAD is held back; it yields at once, and its first RESIGN
+        // is held back too; then the RESIGN arrives first, the LEAD right after it.
+        while s.held() < late.len() {
+            assert!(s.step());
+        }
+        assert!(s.yield_to(l, Some(target)));
+        let t = s.now;
+        while s.held() < 2 * late.len() {
+            assert!(s.step());
+        }
+        s.release_held_reversed();
+        // The second RESIGN is lost on the way to them.
+        s.hold_back(filter(late.clone()));
+        s.run_for(ms(2000));
+        s.assert_safe(REPLAY);
+        let first = s.check.won.iter().find(|w| w.0 > t).map(|w| w.1);
+        if first != Some(target) {
+            wrong.push((seed, first, target));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "(seed, elected, named) when a late LEAD reached every other follower: {wrong:?}"
+    );
+}
+
+fn priority_of(s: &Sim, id: u16) -> u8 {
+    s.opts
+        .priorities
+        .iter()
+        .find(|p| p.0 == id)
+        .map_or(0, |p| p.1)
+}
