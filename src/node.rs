@@ -1347,6 +1347,11 @@ impl Node {
             self.elector = ElectorState::Watching;
             self.slate.clear();
             self.elector_deadline = self.faith_until;
+            // The round after a resignation is over (a leader followed): a server that
+            // resigned is INELIGIBLE for that round only. Cleared in finish_round alone,
+            // the flag outlived a round that a LEAD ended, and the next round, seconds
+            // later, found this server INELIGIBLE for nothing.
+            self.resigned_last = false;
         }
     }
 

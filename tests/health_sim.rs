@@ -832,3 +832,49 @@ fn priority_of(s: &Sim, id: u16) -> u8 {
         .find(|p| p.0 == id)
         .map_or(0, |p| p.1)
 }
+
+/// SPEC 5 and 6: a server that resigned is INELIGIBLE for the next round only. Here
+/// the yielding leader (the highest priority) hears server 5 while the others do not
+/// (5 reaches only it), so its round after the RESIGN waits its window out, and the
+/// successor's LEAD ends it first. Before the fix that left it flagged as resigned,
+/// and in the first round after the successor crashed, seconds later, it claimed
+/// INELIGIBLE and a server of lower priority won (the swarm's seed 2565).
+#[test]
+fn a_resigned_server_is_eligible_again_once_a_leader_follows() {
+    let mut wrong = Vec::new();
+    for seed in 0..30 {
+        let n = 5;
+        let mut o = Options::new(seed, n);
+        o.heartbeat = Duration::from_millis(200);
+        o.rtt = Duration::from_millis(50);
+        let (mut s, l) = settled(o);
+        // l has the highest priority; 5 (or 4, if l is 5) reaches only l.
+        s.opts.priorities = (1..=n as u16).map(|x| (x, u8::from(x == l) * 9)).collect();
+        let one_way = if l == 5 { 4 } else { 5 };
+        for x in (1..=n as u16).filter(|&x| x != one_way) {
+            s.cut_one_way(x, one_way);
+            if x != l {
+                s.cut_one_way(one_way, x);
+            }
+        }
+        s.run_for(ms(2000));
+        assert_eq!(s.leader(), Some(l), "seed {seed}");
+        let succ = (1..=n as u16).find(|&x| x != l && x != one_way).unwrap();
+        assert!(s.yield_to(l, Some(succ)));
+        let (x, _) = s.run_until_new_leader(l, ms(1000)).expect("handover");
+        assert_eq!(x, succ, "seed {seed}");
+        s.run_for(ms(3000));
+        let t = s.now;
+        s.crash(succ);
+        s.run_for(ms(3000));
+        s.assert_safe(REPLAY);
+        let first = s.check.won.iter().find(|w| w.0 > t).map(|w| w.1);
+        if first != Some(l) {
+            wrong.push((seed, first));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "(seed, first elected) instead of the old leader, of the highest priority: {wrong:?}"
+    );
+}
