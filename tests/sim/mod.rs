@@ -1475,6 +1475,15 @@ impl Sim {
         self.apply_health(i, healthy);
     }
 
+    /// The processor of `id` turns healthy or not at `aimed_instant()`, if there is one
+    /// (counted in the stats); returns the instant.
+    pub fn health_aimed(&mut self, id: u16, healthy: bool) -> Option<Real> {
+        let at = self.aimed_instant()?;
+        self.stats.health_aimed += 1;
+        self.health_at(id, at, healthy);
+        Some(at)
+    }
+
     /// The processor of `id` turns healthy or not at real time `at`.
     pub fn health_at(&mut self, id: u16, at: Real, healthy: bool) {
         let host = self.idx(id);
@@ -1567,7 +1576,6 @@ impl Sim {
         } else {
             t + off
         };
-        self.stats.health_aimed += 1;
         Some(at.max(self.now))
     }
 
