@@ -1388,9 +1388,26 @@ impl Node {
         if self.elector == ElectorState::Voting
             && !self.cfg.sabotage.full_window
             && self.slate_complete(now)
+            && self.slate_has_eligible()
         {
             self.finish_round(now);
         }
+    }
+
+    /// True when some claim in the slate could be chosen. A round in which nobody is
+    /// eligible (every server unhealthy or drained, say) is not decided early: it would
+    /// end without a vote, so without raising the term, and every claim of that term
+    /// arriving just after it (a duplicate, a late one) would open another round at
+    /// once, whose claim did the same elsewhere: an ELECT storm at network speed. Left
+    /// open for its window, a round absorbs them.
+    fn slate_has_eligible(&self) -> bool {
+        (0..self.ids.len()).any(|i| {
+            self.slate.get(i).is_some_and(|c| {
+                !c.ineligible
+                    && !self.witness[i]
+                    && (self.cfg.sabotage.ignore_heard || usize::from(c.heard) >= self.quorum)
+            })
+        })
     }
 
     /// True for a claim from a server that cannot be hearing our live leader: it proposes
@@ -1445,6 +1462,11 @@ impl Node {
             self.elector = ElectorState::Watching;
             self.slate.clear();
             self.elector_deadline = self.faith_until;
+            // The round after a resignation is over (a leader followed): a server that
+            // resigned is INELIGIBLE for that round only. Cleared in finish_round alone,
+            // the flag outlived a round that a LEAD ended, and the next round, seconds
+            // later, found this server INELIGIBLE for nothing.
+            self.resigned_last = false;
         }
     }
 
@@ -1465,6 +1487,15 @@ impl Node {
 
     fn on_lead(&mut self, now: Time, s: usize, term: u64, seq: u64, hold_ms: u32) {
         if term < self.term {
+            self.counters.stale_leads += 1;
+            return;
+        }
+        // Released by a RESIGN (no leader, its position recorded): a LEAD at or before
+        // that position was sent before the RESIGN and overtaken by it. Accepting it
+        // would bring back faith in a leadership that has ended, and this server would
+        // abstain in the round that picks the successor (a yield to a named server
+        // then fell back to the usual choice; the swarm found it by reordering).
+        if self.leader.is_none() && (term, seq) <= self.last_seen {
             self.counters.stale_leads += 1;
             return;
         }

@@ -20,11 +20,34 @@
 //!
 //! The fault verbs are drawn every 20 ms-2 s, each with probability 1/18.
 //!
+//! Issue 11, in half the seeds (drawn from a generator of their own, so the other seeds
+//! keep their schedules): with every third verb, a health fault: a check result now or
+//! aimed within 1 ns-1 ms of a lease end, a faith end or a timer deadline, flapping
+//! (two to six results within two heartbeats), every processor failing within a hold
+//! (and recovering later), a healthy server cut off from all others, drains and
+//! undrains (the leader half of the time), `yield ID` to a random target (unhealthy,
+//! drained, cut off, itself, unknown) followed 0-5 ms later by a check result on either
+//! side, the leader's processor failing. Half of those seeds run checks (a daemon starts
+//! unhealthy and learns its health up to half a hold later), half run preempt-delay (0,
+//! or a few heartbeats up to 1.5 s more), priorities 0-2 in every seed. After the
+//! faults, `health_epilogue` checks what the design promises (see `check_health`:
+//! H-fit, H-stay, H-elect), then runs two to four episodes on the quiet network, each
+//! with its own check: every other server unfit while the leader's own health flaps
+//! (H-stay), then one recovers (H-fit); random flapping (H-fit, H-elect); `yield ID`
+//! (H-yield: the named server, or priority then id); preempt-delay (H-preempt: not
+//! before the delay, only through a RESIGN naming the server, a restart included);
+//! drain of the leader (H-drain: to the best healthy server, or it stays; the drain
+//! survives a restart). At the end: one leader, healthy, followed by the majority side,
+//! of the highest priority with preempt-delay.
+//!
 //! Safety (S1-S5) is checked after every event. At the end of the faults everything
 //! heals and the rolling reload completes (one set of timers); L1 must then hold within
 //! its bound, and at the end of the run exactly one leader holds a lease and every
 //! server follows it. An invariant of the core that breaks (strict mode panics) counts
 //! as a violation.
+//!
+//! A run that handles 20 million events (an ELECT storm) stops with a livelock
+//! violation.
 //!
 //! `SWARM_SEEDS=n` runs n seeds (default 10,000), `SWARM_SEED=s` runs one seed (in the
 //! negative controls too), `SIM_TRACE=1` prints the last events of a failing seed
@@ -41,6 +64,20 @@ use std::time::Duration;
 const DEFAULT_SEEDS: u64 = 10_000;
 const RUN: Real = ms(60_000);
 
+/// A protocol or driver broken on purpose (negative controls), or nothing.
+#[derive(Clone, Debug, Default)]
+struct Breakage {
+    sabotage: Sabotage,
+    /// A suspended host's clock stops (CLOCK_MONOTONIC instead of BOOTTIME).
+    monotonic: bool,
+    /// The driver never tells the core about health.
+    ignore_health: bool,
+    /// The driver yields as soon as its leader turns unhealthy.
+    naive_health_yield: bool,
+    /// `yield ID` sends a plain yield.
+    drop_yield_target: bool,
+}
+
 /// What one seed found.
 #[derive(Default)]
 struct Outcome {
@@ -49,6 +86,8 @@ struct Outcome {
     liveness: Option<String>,
     failover_ms: Vec<f64>,
     stats: sim::Stats,
+    /// The seed had issue 11's health faults and checks.
+    health: bool,
 }
 
 /// Which of issue 10's adversaries a seed turns on, besides the Options knobs.
@@ -171,9 +210,9 @@ fn l1_bound(s: &Sim) -> Real {
 }
 
 /// Runs one seed; a panic (an invariant of the core, in strict mode) is a violation.
-fn run_seed(seed: u64, sabotage: &Sabotage, monotonic: bool) -> Outcome {
+fn run_seed(seed: u64, broken: &Breakage) -> Outcome {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_seed_inner(seed, sabotage, monotonic)
+        run_seed_inner(seed, broken)
     }));
     r.unwrap_or_else(|e| {
         let what = e
@@ -188,12 +227,16 @@ fn run_seed(seed: u64, sabotage: &Sabotage, monotonic: bool) -> Outcome {
     })
 }
 
-/// Runs one seed with its fault schedule; `sabotage` breaks the protocol on purpose,
-/// `monotonic` stops a suspended host's clock (CLOCK_MONOTONIC instead of BOOTTIME).
-fn run_seed_inner(seed: u64, sabotage: &Sabotage, monotonic: bool) -> Outcome {
+/// Runs one seed with its fault schedule; `broken` breaks the protocol or the driver
+/// on purpose (negative controls).
+fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
     let (mut o, plan) = options_for(seed);
-    o.sabotage = sabotage.clone();
-    o.monotonic_suspend = monotonic;
+    let hp = health_plan(seed, &mut o);
+    o.sabotage = broken.sabotage.clone();
+    o.monotonic_suspend = broken.monotonic;
+    o.ignore_health = broken.ignore_health;
+    o.naive_health_yield = broken.naive_health_yield;
+    o.drop_yield_target = broken.drop_yield_target;
     let n = o.n as u16;
     let rtt = o.rtt.as_nanos() as u64;
     let tiny = plan.tiny;
@@ -203,7 +246,10 @@ fn run_seed_inner(seed: u64, sabotage: &Sabotage, monotonic: bool) -> Outcome {
     let fault_end = ms(20_000) + s.rand(ms(25_000));
     let mut restarts: Vec<(Real, u16)> = Vec::new();
     let mut worst_delay = s.opts.delay_max;
-    let mut out = Outcome::default();
+    let mut out = Outcome {
+        health: hp.on,
+        ..Outcome::default()
+    };
     let mut t = 0;
     while t < fault_end && s.check.violations.is_empty() {
         t = (t + ms(20) + s.rand(ms(2000))).min(fault_end);
@@ -342,6 +388,10 @@ fn run_seed_inner(seed: u64, sabotage: &Sabotage, monotonic: bool) -> Outcome {
             }
             _ => {}
         }
+        // Issue 11: health, drain and yield-to faults, in a third of the steps.
+        if hp.on && s.rand(3) == 0 {
+            health_fault(&mut s, id, hold);
+        }
     }
     if !s.check.violations.is_empty() {
         // Stop at the first violation, so a trace ends where it went wrong.
@@ -367,6 +417,12 @@ fn run_seed_inner(seed: u64, sabotage: &Sabotage, monotonic: bool) -> Outcome {
         }
         s.resume(id);
     }
+    // Issue 11: the health when the faults stop, and a server left cut off.
+    let iso = if hp.on {
+        health_settle(&mut s, &hp)
+    } else {
+        None
+    };
     // The rolling reload completes: every server ends on one set of timers (L1 is
     // stated for one RTT and HBT). With SWARM_KEEP_MIXED=1 mixed timers stay, which
     // shows the liveness finding reported with issue 10 (rounds of different lengths
@@ -389,10 +445,23 @@ fn run_seed_inner(seed: u64, sabotage: &Sabotage, monotonic: bool) -> Outcome {
     let stable =
         s.now + 2 * longest_hold.max(max_hold(&s)) + s.opts.late_max + worst_delay + ms(10);
     s.run_until(stable);
+    let mut t0 = stable;
     for id in 1..=n {
         if !s.is_up(id) {
             s.restart(id);
+            // Its quiet period and its check's rise.
+            t0 = stable + longest_hold.max(max_hold(&s)) + s.opts.rise_max;
         }
+    }
+    if hp.on {
+        out.liveness = health_epilogue(&mut s, &hp, iso, t0);
+        out.events = s.events;
+        out.violations = s.check.violations.clone();
+        out.stats = s.stats.clone();
+        if (!out.violations.is_empty() || out.liveness.is_some()) && s.opts.trace {
+            s.dump_trace();
+        }
+        return out;
     }
     let bound = l1_bound(&s);
     s.run_until(RUN.max(stable + bound + ms(5000)));
@@ -445,6 +514,738 @@ fn run_seed_inner(seed: u64, sabotage: &Sabotage, monotonic: bool) -> Outcome {
     out
 }
 
+// ----- issue 11: health, drain, yield to, preempt-delay -----------------------------
+
+/// Issue 11's share of a seed, drawn from its own generator so that the other seeds keep
+/// their schedules (and the older negative controls their catching seeds).
+#[derive(Clone, Debug, Default)]
+struct HealthPlan {
+    /// Health faults in the fault phase, and the health checks after it.
+    on: bool,
+    /// The health when the faults stop: 0 drawn per server, 1 every processor failed,
+    /// 2 only the cut-off server healthy.
+    end: u8,
+    /// One server stays cut off from all others after the faults (n >= 3).
+    isolate: bool,
+    /// Health episodes on the quiet network after the first checks.
+    episodes: u32,
+}
+
+/// Half the seeds have health faults; their daemons have checks (start unhealthy, rise
+/// within a heartbeat or half a hold) in half of those, and preempt-delay (0, a few
+/// heartbeats, or up to 1.5 s) in half.
+fn health_plan(seed: u64, o: &mut Options) -> HealthPlan {
+    let mut r = electd::rng::SplitMix64::new(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) ^ 0x11);
+    if r.below(2) != 0 {
+        return HealthPlan::default();
+    }
+    let hbt = o.heartbeat.as_nanos() as u64;
+    o.checks = r.below(2) == 0;
+    o.rise_max = [0, hbt, o.hold() / 2][r.below(3) as usize];
+    o.preempt_delay = match r.below(4) {
+        0 | 1 => None,
+        2 => Some(Duration::ZERO),
+        _ => Some(Duration::from_nanos(
+            hbt * (1 + r.below(4)) + r.below(ms(1500)),
+        )),
+    };
+    let cut = o.n >= 3;
+    let end = match r.below(6) {
+        0..=3 => 0,
+        4 => 1,
+        _ if cut => 2,
+        _ => 1,
+    };
+    HealthPlan {
+        on: true,
+        end,
+        isolate: end == 2 || (cut && r.below(3) == 0),
+        episodes: 2 + r.below(3) as u32,
+    }
+}
+
+/// The longest heartbeat now in force.
+fn max_hbt(s: &Sim) -> Real {
+    s.hosts
+        .iter()
+        .map(|h| h.timers.heartbeat.as_nanos() as u64)
+        .max()
+        .unwrap_or(0)
+}
+
+/// One health fault of the fault phase (only safety is checked while faults go on).
+fn health_fault(s: &mut Sim, id: u16, hold: Real) {
+    let n = s.opts.n as u16;
+    let hbt = max_hbt(s);
+    match s.rand(9) {
+        // A check result now, either way.
+        0 => {
+            let v = !s.healthy(id);
+            s.set_health(id, v);
+        }
+        // A check result aimed at a lease end, a faith end or a timer deadline.
+        1 => {
+            let who = s.leader().filter(|_| s.rand(2) == 0).unwrap_or(id);
+            let v = s.rand(2) == 0;
+            s.health_aimed(who, v);
+        }
+        // One shared fault: every processor fails within a hold.
+        2 => {
+            for x in 1..=n {
+                let at = s.now + s.rand(hold);
+                s.health_at(x, at, false);
+            }
+        }
+        // A healthy server cut off from all others, the others failing half the time.
+        3 => {
+            s.set_health(id, true);
+            s.isolate(id);
+            s.stats.healthy_cut_off += 1;
+            if s.rand(2) == 0 {
+                for x in (1..=n).filter(|&x| x != id) {
+                    s.set_health(x, false);
+                }
+            }
+        }
+        // Drain (the leader half of the time) or undrain.
+        4 => {
+            let who = s.leader().filter(|_| s.rand(2) == 0).unwrap_or(id);
+            let v = !s.drained(who) && s.rand(4) != 0;
+            s.drain(who, v);
+        }
+        // yield ID to a random target (unhealthy, drained, cut off, itself, unknown or
+        // none, as it comes), then a check result 0-5 ms later, of either side.
+        5 => {
+            if let Some(l) = s.leader() {
+                let to = match s.rand(6) {
+                    0 => None,
+                    1 => Some(l),
+                    2 => Some(n + 1 + s.rand(3) as u16),
+                    _ => Some(1 + s.rand(u64::from(n)) as u16),
+                };
+                s.yield_to(l, to);
+                if s.rand(2) == 0 {
+                    let who = to.filter(|&t| t <= n && s.rand(2) == 0).unwrap_or(l);
+                    let at = s.now + s.rand(ms(5));
+                    let v = s.rand(2) == 0;
+                    s.health_at(who, at, v);
+                }
+            }
+        }
+        // Flapping: two to six results within two heartbeats.
+        6 => {
+            for _ in 0..2 + s.rand(5) {
+                let at = s.now + s.rand(2 * hbt);
+                let v = s.rand(2) == 0;
+                s.health_at(id, at, v);
+            }
+        }
+        // The leader's processor fails.
+        7 => {
+            if let Some(l) = s.leader() {
+                s.set_health(l, false);
+            }
+        }
+        // Every processor recovers within a hold.
+        _ => {
+            for x in 1..=n {
+                let at = s.now + s.rand(hold);
+                s.health_at(x, at, true);
+            }
+        }
+    }
+}
+
+/// When the faults stop: the health and drains of `hp.end`, and the server that stays
+/// cut off, if any.
+fn health_settle(s: &mut Sim, hp: &HealthPlan) -> Option<u16> {
+    let n = s.opts.n as u16;
+    let iso = hp.isolate.then(|| 1 + s.rand(u64::from(n)) as u16);
+    for x in 1..=n {
+        let (healthy, drained) = match hp.end {
+            0 => (s.rand(4) != 0, s.rand(8) == 0),
+            1 => (false, s.rand(4) == 0),
+            _ => (Some(x) == iso, false),
+        };
+        s.set_health(x, healthy);
+        s.drain(x, drained);
+    }
+    if let Some(i) = iso {
+        s.isolate(i);
+        if s.healthy(i) {
+            s.stats.healthy_cut_off += 1;
+        }
+    }
+    iso
+}
+
+/// What the health checks need to know about the quiet network.
+struct Quiet {
+    /// The servers that reach each other: all but the cut-off one.
+    side: Vec<u16>,
+    /// The cut-off server.
+    iso: Option<u16>,
+    /// SPEC 8's L1 bound plus one heartbeat: the time a leader needs to hear a healthy
+    /// follower's ACK (a heartbeat) before it hands over; the handover itself (the
+    /// supervisor's wait, at most the lease, then a round) fits in L1, which allows
+    /// 5*HBT for K*HBT of silence.
+    bound: Real,
+    /// How long a change of health takes to reach the leader: the next ACK, a
+    /// heartbeat, two delays, a write and a late timer.
+    report: Real,
+    /// How long after a server turns unfit it may still be elected: its last claim's
+    /// delay, the VOTING window, writes, the VOTE's delay.
+    elect: Real,
+    hbt: Real,
+    hold: Real,
+}
+
+impl Quiet {
+    fn new(s: &Sim, iso: Option<u16>) -> Quiet {
+        let n = s.opts.n as u16;
+        let hbt = max_hbt(s);
+        let rtt = s
+            .hosts
+            .iter()
+            .map(|h| h.timers.rtt.as_nanos() as u64)
+            .max()
+            .unwrap_or(0);
+        let d = s.opts.delay_max;
+        let slack = 2 * s.opts.persist_max + s.opts.timer_slop + ms(1);
+        Quiet {
+            side: (1..=n).filter(|&x| Some(x) != iso).collect(),
+            iso,
+            bound: l1_bound(s) + hbt,
+            report: hbt + 2 * d + slack,
+            elect: rtt + 2 * d + slack,
+            hbt,
+            hold: max_hold(s),
+        }
+    }
+
+    /// The servers on the majority side that could lead now.
+    fn fit(&self, s: &Sim) -> Vec<u16> {
+        self.side
+            .iter()
+            .copied()
+            .filter(|&x| s.is_up(x) && s.fit(x))
+            .collect()
+    }
+
+    /// The lease holder on the majority side, if exactly one server holds a lease.
+    fn leader(&self, s: &Sim) -> Option<u16> {
+        s.leader().filter(|l| self.side.contains(l))
+    }
+}
+
+fn priority(s: &Sim, id: u16) -> u8 {
+    s.opts
+        .priorities
+        .iter()
+        .find(|p| p.0 == id)
+        .map_or(0, |p| p.1)
+}
+
+/// The successor a handover or a round picks among `c`: the highest priority, then the
+/// smallest id (every claim on the same last term).
+fn best(s: &Sim, c: &[u16]) -> Option<u16> {
+    c.iter()
+        .copied()
+        .max_by_key(|&x| (priority(s, x), std::cmp::Reverse(x)))
+}
+
+/// The health checks once health has been stable since at least `q.report` before `t0`
+/// (the liveness condition of issue 11, exactly what the design can promise):
+///
+/// - H-fit: if some server on the majority side is fit (healthy, undrained, not a
+///   witness; it reaches a majority since the side is one), a fit server holds a lease
+///   within `q.bound` of `t0`. An unfit leader hands over only once it knows a fit
+///   server, which takes the fit server's next ACK; a healthy server cut off from the
+///   others is never known fit and could not be elected (heard count below Q).
+/// - H-stay (with `stay`): if nobody on the majority side is fit, a leader holding a
+///   lease at `t0` keeps it without a gap until `t1`: an unfit leader stays while no
+///   fit server is known, so health alone leaves no leaderless period. What cannot be
+///   promised: a leader that handed over to a server that fails before its round leaves
+///   the cluster leaderless (finding_shared_fault_race in tests/health_sim.rs), so the
+///   check starts only once every report is current.
+/// - H-elect: from `t0 + q.elect`, only fit servers are elected.
+///
+/// Runs the simulator to `t1` (at least `t0 + q.bound`).
+fn check_health(
+    s: &mut Sim,
+    q: &Quiet,
+    t0: Real,
+    t1: Real,
+    stay: bool,
+    tag: &str,
+) -> Option<String> {
+    let fit = q.fit(s);
+    let holder = if stay && fit.is_empty() {
+        q.leader(s)
+    } else {
+        None
+    };
+    let t1 = t1.max(t0 + q.bound);
+    let won_before = s.check.won.len();
+    s.run_until(t1);
+    if !s.check.violations.is_empty() {
+        return None;
+    }
+    if !fit.is_empty() {
+        match s.check.first_lease_by(t0, |x| fit.contains(&x)) {
+            Some((_, at)) if at <= t0 + q.bound => {}
+            other => {
+                return Some(format!(
+                    "H-fit ({tag}): no fit server leads within {} ms of {} ms (fit {fit:?}, \
+                     first {other:?}, leaders {:?})",
+                    q.bound / ms(1),
+                    t0 / ms(1),
+                    s.leaders()
+                ));
+            }
+        }
+    }
+    if let Some(l) = holder {
+        if !s.check.lease_covers(l, t0, t1) {
+            return Some(format!(
+                "H-stay ({tag}): nobody fit, yet leader {l} lost its lease between {} and {} ms",
+                t0 / ms(1),
+                t1 / ms(1)
+            ));
+        }
+    }
+    let late = s.check.won[won_before..]
+        .iter()
+        .find(|w| w.0 >= t0 + q.elect && !fit.contains(&w.1));
+    if let Some(w) = late {
+        return Some(format!(
+            "H-elect ({tag}): {} elected in term {} at {} ms though unfit (fit {fit:?})",
+            w.1,
+            w.2,
+            w.0 / ms(1)
+        ));
+    }
+    None
+}
+
+/// Waits up to `limit` for a lease holder on the majority side.
+fn side_leader(s: &mut Sim, q: &Quiet, limit: Real) -> Option<u16> {
+    let end = s.now + limit;
+    while s.now < end && s.check.violations.is_empty() {
+        if let Some(l) = q.leader(s) {
+            return Some(l);
+        }
+        s.run_for(ms(5));
+    }
+    q.leader(s)
+}
+
+/// After the faults: the first health checks, then `hp.episodes` episodes on the quiet
+/// network, each with its own check, then the end state. Returns the first failure.
+fn health_epilogue(s: &mut Sim, hp: &HealthPlan, iso: Option<u16>, t0: Real) -> Option<String> {
+    let q = Quiet::new(s, iso);
+    let t1 = t0 + q.bound + ms(1000);
+    if let Some(f) = check_health(s, &q, t0, t1, true, "after the faults") {
+        return Some(f);
+    }
+    for e in 0..hp.episodes {
+        if !s.check.violations.is_empty() {
+            return None;
+        }
+        let tag = format!("episode {e}");
+        let f = match s.rand(6) {
+            0 => episode_all_down(s, &q, &tag),
+            1 => episode_yield_to(s, &q, &tag),
+            2 => episode_preempt(s, &q, &tag),
+            3 => episode_drain(s, &q, &tag),
+            _ => episode_flap(s, &q, &tag),
+        };
+        if f.is_some() {
+            return f;
+        }
+    }
+    // The end: everybody on the majority side healthy half the time, else as it is.
+    if s.rand(2) == 0 {
+        for &x in &q.side {
+            s.set_health(x, true);
+            s.drain(x, false);
+        }
+    }
+    let t = s.now + q.report;
+    let delay = s.opts.preempt_delay.map_or(0, |d| d.as_nanos() as u64);
+    let end = t + 2 * q.bound + delay + delay / 10 + ms(2000);
+    if let Some(f) = check_health(s, &q, t, end, true, "end") {
+        return Some(f);
+    }
+    let fit = q.fit(s);
+    if fit.is_empty() {
+        return None;
+    }
+    let leaders = s.leaders();
+    let agree = q.side.iter().all(|&x| {
+        s.status(x)
+            .is_some_and(|st| st.leader == leaders.first().copied())
+    });
+    let l = match leaders[..] {
+        [l] if fit.contains(&l) && agree => l,
+        _ => {
+            let views: Vec<String> = (1..=s.opts.n as u16)
+                .map(|id| match s.status(id) {
+                    Some(st) => format!("{id}:{}/t{}/l{:?}", st.role.name(), st.term, st.leader),
+                    None => format!("{id}:down"),
+                })
+                .collect();
+            return Some(format!(
+                "H-end: leaders {leaders:?}, fit {fit:?}, views {}",
+                views.join(" ")
+            ));
+        }
+    };
+    let top = fit.iter().map(|&x| priority(s, x)).max().unwrap_or(0);
+    if s.opts.preempt_delay.is_some() && priority(s, l) != top {
+        return Some(format!(
+            "H-preempt (end): leader {l} of priority {} below {top}, fit {fit:?}",
+            priority(s, l)
+        ));
+    }
+    None
+}
+
+/// Every other processor fails (or its server is drained), then the leader's own
+/// flaps, at moments aimed at lease and timer ends: the leader keeps its lease without
+/// a gap and nobody is elected (H-stay). Then one server recovers, without a restart:
+/// it leads within the bound (handed the seat, or keeping it).
+fn episode_all_down(s: &mut Sim, q: &Quiet, tag: &str) -> Option<String> {
+    let Some(l) = side_leader(s, q, q.bound) else {
+        return episode_flap(s, q, tag);
+    };
+    let n = s.opts.n as u16;
+    let mut last = s.now;
+    for x in (1..=n).filter(|&x| x != l) {
+        if s.rand(4) == 0 {
+            s.drain(x, true);
+        } else {
+            let at = s.now + s.rand(q.hbt);
+            last = last.max(at);
+            s.health_at(x, at, false);
+        }
+    }
+    // Once the leader has heard every other server unfit (an unfit leader may have
+    // handed over meanwhile, to a server that was still fit), the leader of that moment
+    // must stay, whatever its own health does.
+    s.run_until(last + q.report);
+    let l = q.leader(s)?;
+    let e0 = s.now;
+    for k in 0..2 + s.rand(5) {
+        let v = k % 2 == 1;
+        let aimed = if s.rand(2) == 0 {
+            s.health_aimed(l, v)
+        } else {
+            None
+        };
+        let at = aimed.unwrap_or_else(|| {
+            let at = s.now + s.rand(q.hold);
+            s.health_at(l, at, v);
+            at
+        });
+        s.run_until(at);
+        let d = s.rand(q.hbt);
+        s.run_for(d);
+    }
+    if s.rand(3) != 0 {
+        s.set_health(l, false);
+    }
+    let e1 = s.now + 2 * q.hold;
+    s.run_until(e1);
+    if !s.check.violations.is_empty() {
+        return None;
+    }
+    if !s.check.lease_covers(l, e0, e1) {
+        return Some(format!(
+            "H-stay ({tag}): every other server unfit, yet leader {l} lost its lease between \
+             {} and {} ms",
+            e0 / ms(1),
+            e1 / ms(1)
+        ));
+    }
+    // The leader may be re-elected in a higher term (while healthy, a round that a
+    // straggler opens re-elects the live leader): that keeps the seat.
+    if let Some(w) = s.check.won.iter().find(|w| w.0 > e0 && w.1 != l) {
+        return Some(format!(
+            "H-stay ({tag}): {w:?} elected while nobody else was fit"
+        ));
+    }
+    // Recovery without a restart: a server of the majority side (maybe the leader)
+    // turns healthy; a fit server leads within the bound, and it is that one unless the
+    // leader is fit itself.
+    let cands: Vec<u16> = q
+        .side
+        .iter()
+        .copied()
+        .filter(|&x| !s.opts.witnesses.contains(&x))
+        .collect();
+    let r = cands[s.rand(cands.len() as u64) as usize];
+    s.drain(r, false);
+    s.set_health(r, true);
+    let t = s.now;
+    let fit = q.fit(s);
+    s.run_until(t + q.bound);
+    match s.check.first_lease_by(t, |x| fit.contains(&x)) {
+        Some((x, at)) if at <= t + q.bound && (x == r || x == l) => None,
+        other => Some(format!(
+            "H-fit ({tag}): {r} recovered at {} ms (leader {l}, fit {fit:?}), no fit leader \
+             within {} ms (first {other:?}, leaders {:?})",
+            t / ms(1),
+            q.bound / ms(1),
+            s.leaders()
+        )),
+    }
+}
+
+/// Every server's processor changes one to four times within two holds, some changes
+/// aimed at lease and timer ends, and some servers are drained or undrained; then the
+/// checks of `check_health` from the last change.
+fn episode_flap(s: &mut Sim, q: &Quiet, tag: &str) -> Option<String> {
+    let n = s.opts.n as u16;
+    let mut last = s.now;
+    for x in 1..=n {
+        if s.rand(6) == 0 {
+            let v = !s.drained(x);
+            s.drain(x, v);
+        }
+        let k = 1 + s.rand(4);
+        for i in 0..k {
+            let v = if i == k - 1 {
+                s.rand(4) != 0
+            } else {
+                s.rand(2) == 0
+            };
+            let aimed = if s.rand(3) == 0 {
+                s.health_aimed(x, v)
+            } else {
+                None
+            };
+            let at = aimed.unwrap_or_else(|| {
+                let at = s.now + s.rand(2 * q.hold);
+                s.health_at(x, at, v);
+                at
+            });
+            last = last.max(at);
+        }
+    }
+    // Changes scheduled at one instant land in an order the seed fixes; the last
+    // scheduled for each server is the final one only if its instant is the latest.
+    s.run_until(last + 1);
+    let t = s.now + q.report;
+    s.run_until(t);
+    check_health(s, q, t, t + q.bound, false, tag)
+}
+
+/// `yield ID` with the supervisor confirming at once: the RESIGN names the target,
+/// and the next leader is the target if it is fit and on the majority side, otherwise
+/// the usual choice by priority then id among the fit others (H-yield).
+fn episode_yield_to(s: &mut Sim, q: &Quiet, tag: &str) -> Option<String> {
+    let Some(l) = side_leader(s, q, q.bound) else {
+        return episode_flap(s, q, tag);
+    };
+    s.run_for(q.report);
+    if q.leader(s) != Some(l) {
+        return None;
+    }
+    let fit = q.fit(s);
+    let unfit: Vec<u16> = q
+        .side
+        .iter()
+        .copied()
+        .filter(|x| !fit.contains(x))
+        .collect();
+    let others: Vec<u16> = fit.iter().copied().filter(|&x| x != l).collect();
+    let pick = |s: &mut Sim, v: &[u16]| (!v.is_empty()).then(|| v[s.rand(v.len() as u64) as usize]);
+    let to = match s.rand(6) {
+        0 | 1 => pick(s, &others),
+        2 => pick(s, &unfit),
+        3 => q.iso,
+        4 => Some(l),
+        _ => None,
+    };
+    // The usual choice is exact only if every fit server follows this leader (same
+    // last term in every claim).
+    let exact = fit
+        .iter()
+        .all(|&x| s.status(x).is_some_and(|st| st.leader == Some(l)));
+    let expected = match to {
+        Some(t) if others.contains(&t) => Some(t),
+        _ => best(s, &others).or(fit.contains(&l).then_some(l)),
+    };
+    let (cm, hung) = (s.opts.confirm_max, s.opts.confirm_hung_pm);
+    s.opts.confirm_max = cm.min(ms(1));
+    s.opts.confirm_hung_pm = 0;
+    let ok = s.yield_to(l, to);
+    s.opts.confirm_max = cm;
+    s.opts.confirm_hung_pm = hung;
+    if !ok {
+        return None;
+    }
+    let t = s.now;
+    s.run_until(t + q.bound);
+    if !s.check.violations.is_empty() || !exact {
+        return None;
+    }
+    // The first election after the yield (not the first lease: with preempt-delay 0
+    // the successor hands on to a server of higher priority the moment its lease forms,
+    // before it reports one).
+    let first = s.check.won.iter().find(|w| w.0 > t).map(|w| (w.1, w.0));
+    match (expected, first) {
+        (Some(e), Some((x, at))) if x == e && at <= t + q.bound => None,
+        (None, None) => None,
+        _ => Some(format!(
+            "H-yield ({tag}): {l} yielded to {to:?} at {} ms; expected {expected:?}, first \
+             election {first:?} (fit {fit:?}, priorities {:?})",
+            t / ms(1),
+            s.opts.priorities
+        )),
+    }
+}
+
+/// preempt-delay: a server of higher priority than the leader's, unfit until now
+/// (and restarted half of the time), turns fit. The leader hands it the seat no sooner
+/// than the delay after it turned fit, by a RESIGN naming it, and it never wins a round
+/// before that RESIGN (H-preempt).
+fn episode_preempt(s: &mut Sim, q: &Quiet, tag: &str) -> Option<String> {
+    let Some(delay) = s.opts.preempt_delay else {
+        return episode_flap(s, q, tag);
+    };
+    let Some(l) = side_leader(s, q, q.bound) else {
+        return episode_flap(s, q, tag);
+    };
+    let mine = priority(s, l);
+    let higher: Vec<u16> = q
+        .side
+        .iter()
+        .copied()
+        .filter(|&x| priority(s, x) > mine && !s.opts.witnesses.contains(&x))
+        .collect();
+    if higher.is_empty() || !s.fit(l) {
+        return episode_flap(s, q, tag);
+    }
+    // Every higher server unfit, then one of them comes back.
+    for &x in &higher {
+        s.set_health(x, false);
+    }
+    s.run_for(q.report + q.hold);
+    if q.leader(s) != Some(l) {
+        return None;
+    }
+    let p = higher[s.rand(higher.len() as u64) as usize];
+    let mut extra = 0;
+    // A restart, if the others still make a majority with the leader (else the leader
+    // loses its lease, and a round may rightly choose the preferred server).
+    let quorum = s.opts.n / 2 + 1;
+    if q.side.len() > quorum && s.rand(2) == 0 {
+        extra = s.opts.rise_max + q.hbt;
+        s.crash(p);
+        let d = s.rand(q.hold);
+        s.run_for(d);
+        s.restart(p);
+    }
+    s.drain(p, false);
+    let e1 = s.now;
+    s.set_health(p, true);
+    let won_before = s.check.won.len();
+    let d = delay.as_nanos() as u64;
+    let rho = f64::from(s.opts.drift_ppm) / 1e6;
+    let earliest = e1 + (d as f64 * (1.0 - rho)) as u64;
+    let latest = e1 + extra + (d as f64 * (1.0 + 2.0 * rho)) as u64 + q.report + q.bound;
+    s.run_until(latest + ms(1));
+    if !s.check.violations.is_empty() {
+        return None;
+    }
+    let h = s
+        .check
+        .handoffs
+        .iter()
+        .find(|h| h.at >= e1 && h.reason == electd::node::Handover::Preempt)
+        .copied();
+    let won: Vec<_> = s.check.won[won_before..]
+        .iter()
+        .filter(|w| w.1 == p)
+        .copied()
+        .collect();
+    let fail = match h {
+        None => Some("no preemption".to_string()),
+        Some(h) if h.from != l || h.to != Some(p) => Some(format!("wrong handover {h:?}")),
+        Some(h) if h.at < earliest => Some(format!(
+            "handed over {} ms after it turned fit, delay {} ms",
+            (h.at - e1) / ms(1),
+            d / ms(1)
+        )),
+        Some(h) if won.iter().any(|w| h.sent.is_none_or(|sent| w.0 < sent)) => Some(format!(
+            "{p} won a round by itself: {won:?}, handover {h:?}"
+        )),
+        Some(_) if s.check.first_lease_by(e1, |x| x == p).is_none() => {
+            Some(format!("{p} never led"))
+        }
+        Some(_) => None,
+    };
+    fail.map(|f| {
+        format!(
+            "H-preempt ({tag}): leader {l}, preferred {p} fit at {} ms: {f}",
+            e1 / ms(1)
+        )
+    })
+}
+
+/// The leader is drained: it hands over to the best fit server (priority, then id), or
+/// keeps its seat while nobody is fit (H-drain); the drain survives a restart.
+fn episode_drain(s: &mut Sim, q: &Quiet, tag: &str) -> Option<String> {
+    let Some(l) = side_leader(s, q, q.bound) else {
+        return episode_flap(s, q, tag);
+    };
+    s.run_for(q.report);
+    if q.leader(s) != Some(l) {
+        return None;
+    }
+    let fit = q.fit(s);
+    let exact = fit
+        .iter()
+        .all(|&x| s.status(x).is_some_and(|st| st.leader == Some(l)));
+    let others: Vec<u16> = fit.iter().copied().filter(|&x| x != l).collect();
+    let t = s.now;
+    s.drain(l, true);
+    s.run_until(t + q.bound);
+    if !s.check.violations.is_empty() {
+        return None;
+    }
+    let fail = match best(s, &others) {
+        Some(e) if exact => match s.check.won.iter().find(|w| w.0 > t) {
+            Some(w) if w.1 == e && w.0 <= t + q.bound => None,
+            other => Some(format!("expected {e} to be elected, first {other:?}")),
+        },
+        Some(_) => None,
+        None if s.check.lease_covers(l, t, s.now) => None,
+        None => Some("nobody fit, yet the drained leader lost its seat".into()),
+    };
+    if let Some(f) = fail {
+        return Some(format!(
+            "H-drain ({tag}): {l} drained at {} ms: {f}",
+            t / ms(1)
+        ));
+    }
+    if !others.is_empty() && s.rand(2) == 0 {
+        // On disk by now; a restart keeps it.
+        s.crash(l);
+        s.restart(l);
+        if !s.drained(l) {
+            return Some(format!("H-drain ({tag}): {l} lost its drain in a restart"));
+        }
+        s.run_for(q.hold);
+    }
+    if s.rand(2) == 0 {
+        s.drain(l, false);
+    }
+    None
+}
+
 fn seeds() -> Vec<u64> {
     if let Some(one) = std::env::var("SWARM_SEED")
         .ok()
@@ -462,8 +1263,7 @@ fn seeds() -> Vec<u64> {
 /// Runs `seeds` on two threads; stops early once `stop` says so.
 fn run_all(
     seeds: &[u64],
-    sabotage: &Sabotage,
-    monotonic: bool,
+    broken: &Breakage,
     stop: impl Fn(&Outcome) -> bool + Sync,
 ) -> Vec<(u64, Outcome)> {
     let done = std::sync::atomic::AtomicBool::new(false);
@@ -478,7 +1278,7 @@ fn run_all(
                         if done.load(std::sync::atomic::Ordering::Relaxed) {
                             break;
                         }
-                        let o = run_seed(seed, sabotage, monotonic);
+                        let o = run_seed(seed, broken);
                         if stop(&o) {
                             done.store(true, std::sync::atomic::Ordering::Relaxed);
                         }
@@ -500,7 +1300,7 @@ fn run_all(
 #[test]
 fn swarm() {
     let seeds = seeds();
-    let results = run_all(&seeds, &Sabotage::default(), false, |_| false);
+    let results = run_all(&seeds, &Breakage::default(), |_| false);
     let events: u64 = results.iter().map(|r| r.1.events).sum();
     let mut violations = 0;
     let mut liveness = 0;
@@ -532,15 +1332,7 @@ fn swarm() {
     }
     let mut st = sim::Stats::default();
     for (_, o) in &results {
-        let x = &o.stats;
-        st.late += x.late;
-        st.flushed += x.flushed;
-        st.aimed += x.aimed;
-        st.crashes_in_write += x.crashes_in_write;
-        st.reloads += x.reloads;
-        st.suspends += x.suspends;
-        st.planned_stops += x.planned_stops;
-        st.hung += x.hung;
+        st.add(&o.stats);
     }
     eprintln!(
         "swarm adversaries: late copies {}, flushed {}, aimed {}, crashes in a write {}, \
@@ -553,6 +1345,23 @@ fn swarm() {
         st.suspends,
         st.planned_stops,
         st.hung
+    );
+    let health_seeds = results.iter().filter(|r| r.1.health).count();
+    eprintln!(
+        "swarm health (issue 11, {health_seeds} seeds): health changes {} ({} aimed at lease \
+         and timer ends), all unhealthy {}, healthy server cut off {}, drains {}, undrains {}, \
+         yields to {}, handovers: yield {} health {} drain {} preempt {}",
+        st.health_flips,
+        st.health_aimed,
+        st.all_unhealthy,
+        st.healthy_cut_off,
+        st.drains,
+        st.undrains,
+        st.yields_to,
+        st.handovers[0],
+        st.handovers[1],
+        st.handovers[2],
+        st.handovers[3]
     );
     // Straight to stderr, past the test harness's capture: the line belongs in CI logs.
     let _ = writeln!(
@@ -567,28 +1376,37 @@ fn swarm() {
 /// Runs the default seeds with a breakage until one reports a violation named in
 /// `expected`; panics if none does. Returns the catching seed.
 fn catch(test: &str, name: &str, sabotage: Sabotage, monotonic: bool, expected: &[&str]) -> u64 {
+    let broken = Breakage {
+        sabotage,
+        monotonic,
+        ..Breakage::default()
+    };
+    catch_broken(test, name, &broken, expected)
+}
+
+/// Runs the default seeds with `broken` until one reports a violation or a liveness
+/// failure whose text starts with one of `expected`; panics if none does.
+fn catch_broken(test: &str, name: &str, broken: &Breakage, expected: &[&str]) -> u64 {
     let started = std::time::Instant::now();
     // SWARM_SEED=s replays one seed (with SIM_TRACE=1, its trace); SWARM_SEEDS=n
     // searches the first n.
     let seeds = seeds();
-    let found = |o: &Outcome| {
+    let what = |o: &Outcome| {
         o.violations
             .iter()
-            .any(|v| expected.iter().any(|e| v.starts_with(e)))
+            .chain(o.liveness.iter())
+            .find(|v| expected.iter().any(|e| v.starts_with(e)))
+            .cloned()
     };
-    let results = run_all(&seeds, &sabotage, monotonic, found);
-    let hit = results.iter().find(|r| found(&r.1));
+    let results = run_all(&seeds, broken, |o| what(o).is_some());
+    let hit = results.iter().find(|r| what(&r.1).is_some());
     let (seed, o) = hit.unwrap_or_else(|| {
         panic!(
-            "negative control '{name}': no {expected:?} violation in {} seeds",
+            "negative control '{name}': no {expected:?} failure in {} seeds",
             results.len()
         )
     });
-    let v = o
-        .violations
-        .iter()
-        .find(|v| expected.iter().any(|e| v.starts_with(e)))
-        .expect("found");
+    let v = what(o).expect("found");
     let _ = writeln!(
         std::io::stderr(),
         "negative control '{name}': caught at seed {seed} after {} seeds, {:.1} s: {v}\n  \
@@ -705,5 +1523,51 @@ fn negative_control_monotonic_suspend() {
         Sabotage::default(),
         true,
         &["S2", "S5"],
+    );
+}
+
+/// Issue 11, H-fit and H-elect can fail: a driver that never tells the core about
+/// health lets unhealthy servers be elected and keep their seats.
+#[test]
+fn negative_control_health_ignored() {
+    catch_broken(
+        "negative_control_health_ignored",
+        "health ignored",
+        &Breakage {
+            ignore_health: true,
+            ..Breakage::default()
+        },
+        &["H-fit", "H-elect"],
+    );
+}
+
+/// Issue 11, H-stay can fail: a driver that yields as soon as its leader turns
+/// unhealthy (keepalived's fault state, in effect) leaves the cluster leaderless when
+/// nobody else could lead.
+#[test]
+fn negative_control_naive_health_yield() {
+    catch_broken(
+        "negative_control_naive_health_yield",
+        "yield when unhealthy",
+        &Breakage {
+            naive_health_yield: true,
+            ..Breakage::default()
+        },
+        &["H-stay"],
+    );
+}
+
+/// Issue 11, H-yield can fail: `yield ID` that drops its target elects the usual
+/// choice instead of the named server.
+#[test]
+fn negative_control_yield_target_dropped() {
+    catch_broken(
+        "negative_control_yield_target_dropped",
+        "yield target dropped",
+        &Breakage {
+            drop_yield_target: true,
+            ..Breakage::default()
+        },
+        &["H-yield"],
     );
 }

@@ -15,7 +15,7 @@
 //! processor it guards relies on, whether or not the daemon is still there to renew it.
 
 use super::Real;
-use electd::node::{Event, Status};
+use electd::node::{Event, Handover, Status};
 use std::collections::BTreeMap;
 
 /// One server's continuous lease, in real time.
@@ -35,6 +35,19 @@ pub struct Command {
     pub end: Real,
 }
 
+/// A planned handoff that began (`Event::Resigning`), for the scenarios and the
+/// swarm's health checks (issue 11).
+#[derive(Copy, Clone, Debug)]
+pub struct Handoff {
+    pub at: Real,
+    pub from: u16,
+    pub term: u64,
+    pub to: Option<u16>,
+    pub reason: Handover,
+    /// When its RESIGN left (`Event::Resigned`), if it did.
+    pub sent: Option<Real>,
+}
+
 /// The state of the checks and what they found.
 pub struct Checker {
     pub violations: Vec<String>,
@@ -51,6 +64,10 @@ pub struct Checker {
     led: BTreeMap<u64, (u16, u32)>,
     pub commands: Vec<Command>,
     cmd_last: Vec<Option<usize>>,
+    /// Every election won: (real time, server, term).
+    pub won: Vec<(Real, u16, u64)>,
+    /// Every planned handoff begun.
+    pub handoffs: Vec<Handoff>,
 }
 
 impl Checker {
@@ -68,6 +85,8 @@ impl Checker {
             led: BTreeMap::new(),
             commands: Vec::new(),
             cmd_last: vec![None; n],
+            won: Vec::new(),
+            handoffs: Vec::new(),
         }
     }
 
@@ -82,6 +101,7 @@ impl Checker {
         match e {
             Event::Elected { term } => {
                 self.elections += 1;
+                self.won.push((now, id, term));
                 match self.elected.insert(term, id) {
                     Some(other) if other != id => self.violate(format!(
                         "S1: term {term} elected {other} and {id} (t={now})"
@@ -98,7 +118,27 @@ impl Checker {
             Event::DualLeader { term, other } => self.violate(format!(
                 "S1: {id} saw {other} lead its own term {term} (t={now})"
             )),
-            Event::SteppedDown { .. } | Event::Resigning { .. } | Event::Resigned { .. } => {}
+            Event::Resigning {
+                term, to, reason, ..
+            } => self.handoffs.push(Handoff {
+                at: now,
+                from: id,
+                term,
+                to,
+                reason,
+                sent: None,
+            }),
+            Event::Resigned { term } => {
+                if let Some(h) = self
+                    .handoffs
+                    .iter_mut()
+                    .rev()
+                    .find(|h| h.from == id && h.term == term && h.sent.is_none())
+                {
+                    h.sent = Some(now);
+                }
+            }
+            Event::SteppedDown { .. } => {}
         }
     }
 
@@ -292,6 +332,35 @@ impl Checker {
             .filter(|l| l.end > t)
             .map(|l| l.start.max(t))
             .min()
+    }
+
+    /// The first lease from `t` on whose holder satisfies `f`: (holder, the moment it
+    /// holds one at or after `t`).
+    pub fn first_lease_by(&self, t: Real, f: impl Fn(u16) -> bool) -> Option<(u16, Real)> {
+        self.intervals
+            .iter()
+            .filter(|l| l.end > t && f(l.holder))
+            .map(|l| (l.holder, l.start.max(t)))
+            .min_by_key(|x| x.1)
+    }
+
+    /// True when `id`'s leases cover real time [from, to] without a gap.
+    pub fn lease_covers(&self, id: u16, from: Real, to: Real) -> bool {
+        let mut mine: Vec<_> = self
+            .intervals
+            .iter()
+            .filter(|l| l.holder == id && l.end > from && l.start <= to)
+            .map(|l| (l.start, l.end))
+            .collect();
+        mine.sort_unstable();
+        let mut reach = from;
+        for (a, b) in mine {
+            if a > reach {
+                return false;
+            }
+            reach = reach.max(b);
+        }
+        reach > to
     }
 
     /// Leases that started at or after `t`.

@@ -15,6 +15,17 @@
 //! change mid-run (`Timers`, `reload`); clock rates change mid-run (`set_clock_rate`);
 //! whole hosts are suspended (`suspend`), with the boot clock running on or, with
 //! `monotonic_suspend`, stopped (a negative control: what CLOCK_MONOTONIC would do).
+//!
+//! Issue 11 added health: each host's processor is healthy or not (`set_health`,
+//! `health_at`, aimed at lease and timer ends with `aimed_instant`), and the daemon
+//! learns it at once, or, with `checks`, starts unhealthy at every start and reports the
+//! host's health after up to `rise_max` (a check's rise; fall/rise counting itself is
+//! the daemon's business). A paused or suspended daemon learns the health when it
+//! wakes. Drains (`drain`) go to the core and are persisted in `Durable.drained` like
+//! the other durable fields, so they survive crashes; `yield_to` names a successor;
+//! priorities and `preempt_delay` come from the Options. Health, drain and preempt
+//! handovers go through `Event::Resigning` like a yield, so the supervisor model (S5)
+//! treats them as planned handoffs. `link_delays` gives per-link delays (regions).
 #![allow(dead_code)]
 
 pub mod check;
@@ -89,6 +100,26 @@ pub struct Options {
     /// A suspended host's clock stops (CLOCK_MONOTONIC) instead of running on
     /// (CLOCK_BOOTTIME, what the daemon uses): a negative control for SPEC 8.
     pub monotonic_suspend: bool,
+    /// Every server has a health check: its daemon starts unhealthy at every start and
+    /// learns its host's health up to `rise_max` later (SPEC section 13).
+    pub checks: bool,
+    pub rise_max: Real,
+    /// `preempt-delay` (SPEC section 14), the same on every server.
+    pub preempt_delay: Option<Duration>,
+    /// Per link one-way delay bounds, `[from - 1][to - 1]`, instead of
+    /// `delay_min..=delay_max` (regions); empty: the common bounds.
+    pub link_delays: Vec<Vec<(Real, Real)>>,
+    /// Negative control: the driver never tells the core about health (every daemon
+    /// believes its processor healthy).
+    pub ignore_health: bool,
+    /// Negative control: a naive driver that yields as soon as its leader turns
+    /// unhealthy, whether or not anyone could take over.
+    pub naive_health_yield: bool,
+    /// Negative control: `yield_to` sends a plain yield (the target is dropped).
+    pub drop_yield_target: bool,
+    /// A run that handles more events than this stops with a "livelock" violation
+    /// instead of running (and growing) for ever.
+    pub max_events: u64,
 }
 
 /// One server's timers (a reload changes them).
@@ -137,6 +168,17 @@ impl Options {
             confirm_min: 0,
             confirm_hung_pm: 0,
             monotonic_suspend: false,
+            checks: false,
+            rise_max: 0,
+            preempt_delay: None,
+            link_delays: vec![],
+            ignore_health: false,
+            naive_health_yield: false,
+            drop_yield_target: false,
+            max_events: std::env::var("SIM_MAX_EVENTS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(20_000_000),
         }
     }
 
@@ -294,6 +336,16 @@ enum Ev {
         host: usize,
         inc: u64,
     },
+    /// The host's processor turns healthy or not (the adversary).
+    Health {
+        host: usize,
+        healthy: bool,
+    },
+    /// A started daemon's check has risen: it reports the host's health from now on.
+    Rise {
+        host: usize,
+        life: u64,
+    },
 }
 
 struct Entry {
@@ -348,7 +400,16 @@ pub struct Host {
     sup_end: Option<Time>,
     sup_stopping: bool,
     sup_gen: u64,
+    /// The planned stop whose command the supervisor last confirmed exited.
+    sup_confirmed: u64,
     pub timers: Timers,
+    /// The processor's health (what its check would find), whatever the daemon knows.
+    pub healthy: bool,
+    /// With `checks`: the daemon of this life has had its first check results, so it
+    /// reports `healthy`; before that it is unhealthy.
+    risen: bool,
+    /// Real time of the last change of this server's fitness (health or drain).
+    pub fit_changed_at: Real,
 }
 
 /// The simulated cluster.
@@ -396,6 +457,45 @@ pub struct Stats {
     pub suspends: u64,
     pub planned_stops: u64,
     pub hung: u64,
+    /// Health changes of a processor (issue 11).
+    pub health_flips: u64,
+    /// Health changes aimed at a lease end, a faith end or a timer deadline.
+    pub health_aimed: u64,
+    /// Moments at which every processor was unhealthy.
+    pub all_unhealthy: u64,
+    /// A healthy server cut off from all others.
+    pub healthy_cut_off: u64,
+    /// `drain` and `undrain` commands that reached a daemon.
+    pub drains: u64,
+    pub undrains: u64,
+    /// `yield ID` commands that reached a leader.
+    pub yields_to: u64,
+    /// Handovers begun, by reason (`Handover as usize`: yield, health, drain, preempt).
+    pub handovers: [u64; 4],
+}
+
+impl Stats {
+    /// Adds another run's figures.
+    pub fn add(&mut self, x: &Stats) {
+        self.late += x.late;
+        self.flushed += x.flushed;
+        self.aimed += x.aimed;
+        self.crashes_in_write += x.crashes_in_write;
+        self.reloads += x.reloads;
+        self.suspends += x.suspends;
+        self.planned_stops += x.planned_stops;
+        self.hung += x.hung;
+        self.health_flips += x.health_flips;
+        self.health_aimed += x.health_aimed;
+        self.all_unhealthy += x.all_unhealthy;
+        self.healthy_cut_off += x.healthy_cut_off;
+        self.drains += x.drains;
+        self.undrains += x.undrains;
+        self.yields_to += x.yields_to;
+        for (a, b) in self.handovers.iter_mut().zip(x.handovers) {
+            *a += b;
+        }
+    }
 }
 
 /// How many sent datagrams the simulator remembers for redelivery.
@@ -435,7 +535,7 @@ impl Sim {
                 missed_heartbeats: timers.k,
                 drift_ppm: opts.drift_ppm,
                 max_hold: Duration::from_secs(60),
-                preempt_delay: None,
+                preempt_delay: opts.preempt_delay,
                 seed: rng.next_u64(),
                 strict: true,
                 sabotage: opts.sabotage.clone(),
@@ -458,7 +558,11 @@ impl Sim {
                 sup_end: None,
                 sup_stopping: false,
                 sup_gen: 0,
+                sup_confirmed: 0,
                 timers,
+                healthy: true,
+                risen: false,
+                fit_changed_at: 0,
             });
         }
         let n = opts.n;
@@ -514,6 +618,15 @@ impl Sim {
         while self.queue.peek().is_some_and(|e| e.at <= t) {
             if !self.check.violations.is_empty() {
                 // Freeze the run at the first violation: the trace ends where it broke.
+                return;
+            }
+            if self.events >= self.opts.max_events {
+                let at = self.queue.peek().map_or(0, |e| e.at);
+                self.check.violations.push(format!(
+                    "livelock: {} events by t={at}, {} queued",
+                    self.events,
+                    self.queue.len()
+                ));
                 return;
             }
             let e = self.queue.pop().expect("peeked");
@@ -599,16 +712,41 @@ impl Sim {
                     return;
                 }
                 let local = h.clock.local(self.now);
-                let node = Node::new(self.cfgs[host].clone(), h.disk, local).expect("valid config");
+                let mut node =
+                    Node::new(self.cfgs[host].clone(), h.disk, local).expect("valid config");
+                // A daemon with a check starts unhealthy (SPEC section 13) and learns its
+                // processor's health once the check has risen; without one it knows at
+                // once. The core starts healthy: tell it before anything leaves.
+                h.risen = !self.opts.checks;
+                let start = h.healthy && h.risen;
+                if !self.opts.ignore_health && !start {
+                    node.set_health(local, false);
+                }
                 h.crash_in_write = false;
                 h.node = Some(node);
                 h.timer_at = None;
                 h.paused = false;
+                let life = h.life;
                 if self.opts.trace {
-                    self.trace
-                        .push(format!("{} start {} disk={:?}", self.now, h.id, h.disk));
+                    self.trace.push(format!(
+                        "{} start {} disk={:?} healthy={start}",
+                        self.now, h.id, h.disk
+                    ));
+                }
+                if self.opts.checks {
+                    let at = self.now + self.rng.below(self.opts.rise_max + 1);
+                    self.push(at, Ev::Rise { host, life });
                 }
                 self.drive(host);
+            }
+            Ev::Health { host, healthy } => self.apply_health(host, healthy),
+            Ev::Rise { host, life } => {
+                let h = &mut self.hosts[host];
+                if h.life != life || h.node.is_none() {
+                    return;
+                }
+                h.risen = true;
+                self.report_health(host);
             }
             Ev::Crash {
                 host,
@@ -634,6 +772,7 @@ impl Sim {
                 }
                 if h.sup_gen == stop && h.sup_stopping {
                     h.sup_stopping = false;
+                    h.sup_confirmed = stop;
                     let id = h.id;
                     self.check.cmd_stop(self.now, id);
                     if self.opts.trace {
@@ -643,6 +782,14 @@ impl Sim {
                 }
                 let h = &mut self.hosts[host];
                 if h.life != inc || h.node.is_none() {
+                    return;
+                }
+                // Only the confirmation of the stop under way releases the RESIGN. One of
+                // a stop that a new lease cancelled (the host was re-elected before it
+                // came) says nothing about a later handoff, whose command may still run:
+                // letting it through released a health handover's RESIGN while the
+                // command ran on (S5; found by health_flapping_never_breaks_safety).
+                if h.sup_confirmed != stop || h.sup_gen != stop {
                     return;
                 }
                 if h.paused {
@@ -721,6 +868,8 @@ impl Sim {
             node.handle_timeout(local);
         }
         self.drive(host);
+        // The check results that came in meanwhile.
+        self.report_health(host);
         for ev in backlog {
             match ev {
                 Ev::Deliver { to, from, bytes } => self.deliver(to, from, &bytes),
@@ -825,6 +974,9 @@ impl Sim {
                     }
                 }
                 Output::Event(e) => {
+                    if let electd::node::Event::Resigning { reason, .. } = e {
+                        self.stats.handovers[reason as usize] += 1;
+                    }
                     if self.opts.trace {
                         self.trace
                             .push(format!("{} {} {:?}", self.now, host + 1, e));
@@ -961,9 +1113,16 @@ impl Sim {
         } else {
             1
         };
+        let (lo, hi) = self
+            .opts
+            .link_delays
+            .get(from)
+            .and_then(|row| row.get(to))
+            .copied()
+            .unwrap_or((self.opts.delay_min, self.opts.delay_max));
         for _ in 0..copies {
-            let spread = self.opts.delay_max.saturating_sub(self.opts.delay_min);
-            let at = self.now + self.opts.delay_min + self.rng.below(spread + 1);
+            let spread = hi.saturating_sub(lo);
+            let at = self.now + lo + self.rng.below(spread + 1);
             self.push(
                 at,
                 Ev::Deliver {
@@ -1049,10 +1208,25 @@ impl Sim {
         self.filter = Some(f);
     }
 
+    /// How many datagrams the network holds back now.
+    pub fn held(&self) -> usize {
+        self.held_back.len()
+    }
+
     /// Delivers the held-back datagrams now, in the order sent, and holds back no more.
     pub fn release_held(&mut self) {
         self.filter = None;
         for (from, to, bytes) in std::mem::take(&mut self.held_back) {
+            self.push(self.now, Ev::Deliver { to, from, bytes });
+        }
+        self.run_until(self.now);
+    }
+
+    /// Delivers the held-back datagrams now, the last sent first (a reordering), and
+    /// holds back no more.
+    pub fn release_held_reversed(&mut self) {
+        self.filter = None;
+        for (from, to, bytes) in std::mem::take(&mut self.held_back).into_iter().rev() {
             self.push(self.now, Ev::Deliver { to, from, bytes });
         }
         self.run_until(self.now);
@@ -1282,6 +1456,156 @@ impl Sim {
         let mut r = false;
         self.with_node(id, |n, t| r = n.handle_yield(t));
         r
+    }
+
+    /// Sends `yield ID` to a server (SPEC section 14); true if it was leader. With
+    /// `drop_yield_target` (a negative control) the target is dropped.
+    pub fn yield_to(&mut self, id: u16, to: Option<u16>) -> bool {
+        let to = to.filter(|_| !self.opts.drop_yield_target);
+        let mut r = false;
+        self.with_node(id, |n, t| r = n.handle_yield_to(t, to));
+        if r {
+            self.stats.yields_to += 1;
+            if self.opts.trace {
+                self.trace
+                    .push(format!("{} {id} yield to {to:?}", self.now));
+            }
+        }
+        r
+    }
+
+    /// `electctl drain` (true) or `undrain` on `id`; true if a running daemon took it.
+    /// The core persists it (`Durable.drained`), so it survives restarts once written.
+    pub fn drain(&mut self, id: u16, drained: bool) -> bool {
+        let mut r = false;
+        self.with_node(id, |n, t| {
+            r = n.drained() != drained;
+            n.set_drained(t, drained);
+        });
+        if r {
+            let (i, now) = (self.idx(id), self.now);
+            self.hosts[i].fit_changed_at = now;
+            if drained {
+                self.stats.drains += 1;
+            } else {
+                self.stats.undrains += 1;
+            }
+            if self.opts.trace {
+                self.trace.push(format!("{now} {id} drained={drained}"));
+            }
+        }
+        r
+    }
+
+    /// The processor of `id` turns healthy or not now; its daemon learns it at once (a
+    /// paused one when it wakes, one whose check has not risen yet once it has).
+    pub fn set_health(&mut self, id: u16, healthy: bool) {
+        let i = self.idx(id);
+        self.apply_health(i, healthy);
+    }
+
+    /// The processor of `id` turns healthy or not at `aimed_instant()`, if there is one
+    /// (counted in the stats); returns the instant.
+    pub fn health_aimed(&mut self, id: u16, healthy: bool) -> Option<Real> {
+        let at = self.aimed_instant()?;
+        self.stats.health_aimed += 1;
+        self.health_at(id, at, healthy);
+        Some(at)
+    }
+
+    /// The processor of `id` turns healthy or not at real time `at`.
+    pub fn health_at(&mut self, id: u16, at: Real, healthy: bool) {
+        let host = self.idx(id);
+        self.push(at.max(self.now), Ev::Health { host, healthy });
+    }
+
+    fn apply_health(&mut self, host: usize, healthy: bool) {
+        let now = self.now;
+        let h = &mut self.hosts[host];
+        if h.healthy == healthy {
+            return;
+        }
+        h.healthy = healthy;
+        h.fit_changed_at = now;
+        self.stats.health_flips += 1;
+        if self.opts.trace {
+            let id = h.id;
+            self.trace
+                .push(format!("{now} {id} processor healthy={healthy}"));
+        }
+        if self.hosts.iter().all(|h| !h.healthy) {
+            self.stats.all_unhealthy += 1;
+        }
+        self.report_health(host);
+    }
+
+    /// Tells a running, awake daemon whose check has risen its processor's health.
+    fn report_health(&mut self, host: usize) {
+        let now = self.now;
+        let (ignore, naive) = (self.opts.ignore_health, self.opts.naive_health_yield);
+        let h = &mut self.hosts[host];
+        if h.paused || !h.risen || ignore {
+            return;
+        }
+        let healthy = h.healthy;
+        let local = h.clock.local(now);
+        let Some(node) = h.node.as_mut() else { return };
+        if node.healthy() == healthy {
+            return;
+        }
+        node.set_health(local, healthy);
+        if naive && !healthy && node.is_leader(local) {
+            node.handle_yield(local);
+        }
+        self.drive(host);
+    }
+
+    /// True when the processor of `id` is healthy.
+    pub fn healthy(&self, id: u16) -> bool {
+        self.hosts[self.idx(id)].healthy
+    }
+
+    /// True when `id` is drained (its daemon's view, or its disk's while it is down).
+    pub fn drained(&self, id: u16) -> bool {
+        let h = &self.hosts[self.idx(id)];
+        h.node.as_ref().map_or(h.disk.drained, |n| n.drained())
+    }
+
+    /// True when `id` could lead: not a witness, its processor healthy, not drained.
+    pub fn fit(&self, id: u16) -> bool {
+        self.healthy(id) && !self.drained(id) && !self.opts.witnesses.contains(&id)
+    }
+
+    /// True when datagrams from `from` to `to` are dropped by a cut.
+    pub fn is_cut(&self, from: u16, to: u16) -> bool {
+        self.cut[self.idx(from)][self.idx(to)]
+    }
+
+    /// A real time aimed at a boundary that matters, from 1 ns to 1 ms either side: a
+    /// running server's faith end, a leader's lease end, or a timer deadline.
+    pub fn aimed_instant(&mut self) -> Option<Real> {
+        let mut targets = Vec::new();
+        for h in self.hosts.iter().filter(|h| !h.paused) {
+            let Some(n) = h.node.as_ref() else { continue };
+            targets.push(h.clock.real(n.faith_until()));
+            targets.push(h.clock.real(n.next_deadline()));
+            if let Some(u) = n.status(h.clock.local(self.now)).lease_until {
+                targets.push(h.clock.real(u));
+            }
+        }
+        targets.retain(|&t| t > self.now && t < self.now + 8 * self.opts.hold().max(ms(1000)));
+        if targets.is_empty() {
+            return None;
+        }
+        let t = targets[self.rng.below(targets.len() as u64) as usize];
+        let off = 1u64 << self.rng.below(20);
+        let off = (off + self.rng.below(off)).min(ms(1));
+        let at = if self.rng.below(2) == 0 {
+            t.saturating_sub(off)
+        } else {
+            t + off
+        };
+        Some(at.max(self.now))
     }
 
     fn with_node(&mut self, id: u16, f: impl FnOnce(&mut Node, Time)) {
