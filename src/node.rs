@@ -1230,7 +1230,13 @@ impl Node {
             priority: self.cfg.servers[self.me].priority,
             heard: self.heard_count(now),
             // A server waiting to resign may not lead the next round either.
-            ineligible: self.unfit() || self.resigned_last || self.resign_pending(),
+            // A sitting leader claims eligible even when unfit: it keeps its seat until a
+            // fit server acknowledges it (SPEC 13), and a round must be able to re-elect
+            // it in a higher term, or a server whose term ran ahead never follows it,
+            // never ACKs, and is never handed the seat (swarm seed 5138).
+            ineligible: (self.unfit() && self.leadership.is_none())
+                || self.resigned_last
+                || self.resign_pending(),
         };
         self.slate.record(self.me, claim);
         if now < self.quiet_until {
@@ -1527,7 +1533,13 @@ impl Node {
         self.tally.clear();
         // UNFIT also when this server hears too few servers to be elected: a leader
         // that counted it fit would hand over to a server no round can choose.
-        let unfit = self.unfit() || usize::from(self.heard_count(now)) < self.quorum;
+        // Not set for being a witness (a witness is never a successor anyway, and older
+        // builds drop flagged ACKs), but set during the startup quiet period, when this
+        // server could not take over (it may not vote).
+        let unfit = !self.healthy
+            || self.drained
+            || now < self.quiet_until
+            || usize::from(self.heard_count(now)) < self.quorum;
         let ack = self.message(term, Body::Ack { seq, unfit });
         self.send(Dest::All, ack);
     }

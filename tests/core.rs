@@ -176,9 +176,10 @@ fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
         sends(&drain(&mut n)),
         vec![(
             Dest::All,
+            // UNFIT: just started, in its quiet period, it could not take over.
             Body::Ack {
                 seq: 5,
-                unfit: false
+                unfit: true
             }
         )]
     );
