@@ -947,3 +947,43 @@ fn same_seed_same_run_with_health() {
     assert_eq!(a, run(42));
     assert_ne!(a, run(43));
 }
+
+/// SPEC 8 S2 across a restart. A leader crashes while the VOTEs of a re-election round
+/// (cast for it as the live leader) are in flight, restarts at once, unhealthy (its
+/// check has not risen), and those VOTEs elect it. It hands over at once (a follower is
+/// healthy), and its RESIGN released the followers while the lease its previous
+/// incarnation reported (its last LEAD left just before the crash) still ran: the next
+/// leader's lease overlapped it (the swarm's seeds 58937 and 76463, in 100,000). A
+/// restarted server's RESIGN now waits for its quiet period, which covers any lease its
+/// previous incarnation could have reported.
+#[test]
+fn a_restarted_leader_resigns_only_after_its_quiet_period() {
+    use electd::wire::Body;
+    let mut broken = Vec::new();
+    for seed in 0..30 {
+        let n = [3, 5][seed as usize % 2];
+        let mut o = Options::new(seed, n);
+        o.checks = true;
+        o.rise_max = ms(2000);
+        let (mut s, l) = settled(o);
+        let f = if l == 1 { 2 } else { 1 };
+        s.hold_back(Box::new(move |_, to, m| {
+            to == l && matches!(m.body, Body::Vote { .. })
+        }));
+        // A follower opens a round: the others vote for the live leader, in term + 1.
+        s.elect(f);
+        s.run_for(ms(10));
+        let held = s.held();
+        s.crash(l);
+        s.restart(l);
+        s.release_held();
+        s.run_for(ms(2000));
+        if held == 0 {
+            continue;
+        }
+        if !s.check.violations.is_empty() {
+            broken.push((seed, s.check.violations[0].clone()));
+        }
+    }
+    assert!(broken.is_empty(), "{broken:#?}");
+}
