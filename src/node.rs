@@ -1697,6 +1697,23 @@ impl Node {
         let Resign::Waiting { term, seq, to, .. } = self.resign else {
             return;
         };
+        // A restarted server's previous incarnation may have reported a lease that runs
+        // until its quiet period ends at the latest (its last LEAD left before the
+        // restart, and the quiet period, max(K*HBT, the hold promise on disk), covers
+        // any lease it could have computed). A RESIGN releases followers from the faith
+        // that lease rests on, so it waits for the quiet period too. Without this, a
+        // restart that live-leader VOTEs re-elected at once, followed by a handover (a
+        // check that has not risen yet), let the next lease overlap the old one.
+        if now < self.quiet_until && !self.cfg.sabotage.resign_early {
+            info!("the RESIGN of term {term} waits for the quiet period after the restart");
+            self.resign = Resign::Waiting {
+                term,
+                seq,
+                until: self.quiet_until,
+                to,
+            };
+            return;
+        }
         self.send_lead_msg(term, seq + 1, true, to);
         self.resign = Resign::Again {
             term,

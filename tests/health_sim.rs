@@ -347,6 +347,7 @@ fn drain_survives_restarts() {
             .collect();
         s.opts.priorities = o.priorities.clone();
         let before = s.check.handoffs.len();
+        let stops = s.stats.planned_stops;
         assert!(s.drain(l, true));
         let limit = rtt(&s.opts) + ms(2);
         assert!(
@@ -359,6 +360,11 @@ fn drain_survives_restarts() {
             .last()
             .expect("the drained leader hands over");
         assert_eq!((h.from, h.reason), (l, Handover::Drain), "seed {seed}");
+        assert_eq!(
+            s.stats.planned_stops,
+            stops + 1,
+            "seed {seed}: a planned stop"
+        );
         let (new, _) = s.run_until_new_leader(l, ms(2000)).expect("a new leader");
         s.run_for(ms(100));
         assert!(
@@ -449,6 +455,7 @@ fn preempt_delay_hands_back_only_after_the_delay() {
         let d = s.rand(ms(1000));
         s.run_for(ms(1000) + d);
         let won_before = s.check.won.len();
+        let stops = s.stats.planned_stops;
         let t_back = s.now;
         s.restart(p);
         s.run_for(ms(10_000));
@@ -481,6 +488,10 @@ fn preempt_delay_hands_back_only_after_the_delay() {
             (h.from, h.to, h.reason),
             (other, Some(p), Handover::Preempt),
             "seed {seed}"
+        );
+        assert!(
+            s.stats.planned_stops > stops,
+            "seed {seed}: the preemption told the supervisor (a planned stop, S5)"
         );
         // Not before it was fit for the delay, on the leader's clock (rate within rho).
         let earliest = t_back + (delay.as_nanos() as f64 * (1.0 - 0.02)) as u64;
@@ -901,4 +912,102 @@ fn a_resigned_server_is_eligible_again_once_a_leader_follows() {
         wrong.is_empty(),
         "(seed, first elected) instead of the old leader, of the highest priority: {wrong:?}"
     );
+}
+
+/// The simulator stays deterministic with health faults: a seed replays the same run,
+/// health changes, drains, yields and handovers included.
+#[test]
+fn same_seed_same_run_with_health() {
+    let run = |seed| {
+        let mut o = Options::new(seed, 5);
+        o.loss_pm = 50;
+        o.dup_pm = 50;
+        o.checks = true;
+        o.rise_max = ms(100);
+        o.preempt_delay = Some(Duration::from_millis(200));
+        o.priorities = shuffled_priorities(seed, 5);
+        o.confirm_max = ms(40);
+        let mut s = Sim::new(o);
+        for _ in 0..60 {
+            let id = 1 + s.rand(5) as u16;
+            match s.rand(4) {
+                0 => {
+                    let v = s.rand(2) == 0;
+                    s.health_aimed(id, v);
+                }
+                1 => {
+                    let v = s.rand(2) == 0;
+                    s.drain(id, v);
+                }
+                2 => {
+                    if let Some(l) = s.leader() {
+                        s.yield_to(l, Some(id));
+                    }
+                }
+                _ => {
+                    let v = s.rand(3) != 0;
+                    s.set_health(id, v);
+                }
+            }
+            let d = s.rand(ms(300));
+            s.run_for(d);
+        }
+        let leases: Vec<_> = s
+            .check
+            .intervals
+            .iter()
+            .map(|l| (l.holder, l.start, l.end, l.term))
+            .collect();
+        let handoffs: Vec<_> = s
+            .check
+            .handoffs
+            .iter()
+            .map(|h| (h.at, h.from, h.to, h.sent))
+            .collect();
+        (s.events, s.sent, s.stats.health_flips, leases, handoffs)
+    };
+    let a = run(42);
+    assert!(!a.4.is_empty(), "the run hands over");
+    assert_eq!(a, run(42));
+    assert_ne!(a, run(43));
+}
+
+/// SPEC 8 S2 across a restart. A leader crashes while the VOTEs of a re-election round
+/// (cast for it as the live leader) are in flight, restarts at once, unhealthy (its
+/// check has not risen), and those VOTEs elect it. It hands over at once (a follower is
+/// healthy), and its RESIGN released the followers while the lease its previous
+/// incarnation reported (its last LEAD left just before the crash) still ran: the next
+/// leader's lease overlapped it (the swarm's seeds 58937 and 76463, in 100,000). A
+/// restarted server's RESIGN now waits for its quiet period, which covers any lease its
+/// previous incarnation could have reported.
+#[test]
+fn a_restarted_leader_resigns_only_after_its_quiet_period() {
+    use electd::wire::Body;
+    let mut broken = Vec::new();
+    for seed in 0..30 {
+        let n = [3, 5][seed as usize % 2];
+        let mut o = Options::new(seed, n);
+        o.checks = true;
+        o.rise_max = ms(2000);
+        let (mut s, l) = settled(o);
+        let f = if l == 1 { 2 } else { 1 };
+        s.hold_back(Box::new(move |_, to, m| {
+            to == l && matches!(m.body, Body::Vote { .. })
+        }));
+        // A follower opens a round: the others vote for the live leader, in term + 1.
+        s.elect(f);
+        s.run_for(ms(10));
+        let held = s.held();
+        s.crash(l);
+        s.restart(l);
+        s.release_held();
+        s.run_for(ms(2000));
+        if held == 0 {
+            continue;
+        }
+        if !s.check.violations.is_empty() {
+            broken.push((seed, s.check.violations[0].clone()));
+        }
+    }
+    assert!(broken.is_empty(), "{broken:#?}");
 }

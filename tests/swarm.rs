@@ -1334,9 +1334,13 @@ fn swarm() {
     for (_, o) in &results {
         st.add(&o.stats);
     }
+    let health_seeds = results.iter().filter(|r| r.1.health).count();
     eprintln!(
         "swarm adversaries: late copies {}, flushed {}, aimed {}, crashes in a write {}, \
-         reloads {}, suspends {}, planned stops {} ({} hung)",
+         reloads {}, suspends {}, planned stops {} ({} hung); health (issue 11, {health_seeds} \
+         seeds): changes {} ({} aimed at lease and timer ends), all unhealthy {}, healthy \
+         server cut off {}, drains {}, undrains {}, yields to {}, handovers: yield {} health \
+         {} drain {} preempt {}",
         st.late,
         st.flushed,
         st.aimed,
@@ -1344,13 +1348,7 @@ fn swarm() {
         st.reloads,
         st.suspends,
         st.planned_stops,
-        st.hung
-    );
-    let health_seeds = results.iter().filter(|r| r.1.health).count();
-    eprintln!(
-        "swarm health (issue 11, {health_seeds} seeds): health changes {} ({} aimed at lease \
-         and timer ends), all unhealthy {}, healthy server cut off {}, drains {}, undrains {}, \
-         yields to {}, handovers: yield {} health {} drain {} preempt {}",
+        st.hung,
         st.health_flips,
         st.health_aimed,
         st.all_unhealthy,
