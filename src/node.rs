@@ -726,6 +726,19 @@ impl Node {
     /// A leader that just turned unfit sends a LEAD at once: its UNFIT flag tells the
     /// followers, and their ACKs of it say who is fit now. A handover waits for those.
     fn on_unfit(&mut self, now: Time, was_unfit: bool) {
+        if was_unfit && !self.unfit() {
+            // Turned fit: without a live leader, a round now, not at the backed-off
+            // retry (rounds back off while every claim is INELIGIBLE).
+            if self.elector == ElectorState::Watching
+                && self.leadership.is_none()
+                && !self.leader_live(now)
+            {
+                self.retry_doublings = 0;
+                self.elector_deadline = self.elector_deadline.min(now);
+                self.on_time(now);
+            }
+            return;
+        }
         if was_unfit || !self.unfit() || self.resign != Resign::Idle {
             return;
         }
@@ -1295,7 +1308,14 @@ impl Node {
         }
         // A round with a majority slate is worth retrying soon (its heard counts may just
         // have been stale); a round without one backs off, so a cut-off server stays quiet.
-        if self.slate.len() >= self.quorum {
+        // A majority slate in which every claim says INELIGIBLE (every server unhealthy,
+        // drained or a witness) cannot elect anyone until one turns fit, which restarts
+        // the rounds at once (on_fit): back off too, rather than repeat it every 2-3 RTT.
+        // Not after this server's own resignation: it is eligible again in the next round
+        // (its INELIGIBLE claim was for this one only), so that round must come soon.
+        let all_ineligible = !self.resigned_last
+            && (0..self.ids.len()).all(|i| self.slate.get(i).is_none_or(|c| c.ineligible));
+        if self.slate.len() >= self.quorum && !all_ineligible {
             self.retry_doublings = 0;
         } else {
             self.retry_doublings = self.retry_doublings.saturating_add(1);

@@ -1011,3 +1011,46 @@ fn a_restarted_leader_resigns_only_after_its_quiet_period() {
     }
     assert!(broken.is_empty(), "{broken:#?}");
 }
+
+/// With every server unfit and no leader, rounds cannot elect anyone: they back off to
+/// about one per K*HBT instead of repeating every 2-3 RTT (real processes sent 30
+/// ELECTs a second per server at heartbeat 100 ms before), and a server that turns fit
+/// opens a round at once, so it leads within a few one-way delays of its recovery.
+#[test]
+fn rounds_back_off_while_nobody_is_fit_and_resume_at_once() {
+    for seed in 0..20 {
+        let n = [3usize, 5][seed as usize % 2];
+        let o = Options::new(seed, n);
+        let mut s = Sim::new(o);
+        for id in 1..=n as u16 {
+            s.set_health(id, false);
+        }
+        s.run_for(ms(3000));
+        assert!(s.leaders().is_empty(), "seed {seed}: nobody is fit");
+        let before = s.election_sent;
+        let window = ms(5000);
+        s.run_for(window);
+        // Per server and second: at most about 1 / (K*HBT) rounds, each an ELECT to the
+        // n - 1 others; allow twice that for jitter and rounds opened by others' claims.
+        let per_s = (s.election_sent - before) as f64 / (window as f64 / 1e9) / n as f64;
+        let hold_s = hbt(&s.opts) as f64 * 3.0 / 1e9;
+        let bound = 2.0 * (n - 1) as f64 / hold_s;
+        assert!(
+            per_s <= bound,
+            "seed {seed}: {per_s:.1} election datagrams/s per server while nobody is fit (bound {bound:.1})"
+        );
+        let fit = 1 + s.rand(n as u64) as u16;
+        s.set_health(fit, true);
+        let t0 = s.now;
+        let (l, t1) = s
+            .run_until_leader(ms(2000))
+            .expect("a leader once one server is fit");
+        assert_eq!(l, fit, "seed {seed}: the only fit server leads");
+        assert!(
+            t1 - t0 <= rtt(&s.opts) + ms(40),
+            "seed {seed}: the fit server led {} ms after turning fit",
+            (t1 - t0) / ms(1)
+        );
+        s.assert_safe(REPLAY);
+    }
+}
