@@ -714,14 +714,26 @@ fn preempt_never_hands_over_to_a_server_that_cannot_be_elected() {
     }
 }
 
-/// A finding for issue 11, ignored until the design answers it: one shared fault (every
-/// check fails within `skew`) leaves the cluster leaderless whenever the leader's
-/// check fails first. The leader hands over to a follower it heard healthy a moment
-/// ago; that follower fails before the round that follows (the RESIGN waits for the
-/// processor to stop), claims INELIGIBLE, and so do all others: nobody can be elected,
-/// until a processor recovers. SPEC 13 wants the opposite ("one shared fault does not
-/// leave the cluster leaderless"). Leaderless 5 s later, out of 100 seeds (confirm
-/// within 50 ms): 100 at 0 ms skew, 97 at 5 ms, 53 at 50 ms, 14 at 500 ms.
+/// A finding for issue 11, ignored: README and PROTOCOL.md accept it as a limit ("the
+/// successor fails in the moment between the handover's start and its RESIGN"); this
+/// measures how long that moment is. One shared fault: every check fails, the leader's
+/// first or in between. The leader hands over to a follower that is still healthy;
+/// while the RESIGN waits for the old processor to stop, that follower's check fails
+/// too, it claims INELIGIBLE, so do all others, and nobody can be elected until a check
+/// passes. Handovers chain from one still-healthy server to the next, so the cluster
+/// ends leaderless whenever the last check fails during a handover.
+///
+/// Leaderless 5 s (20 s) later, with the core of 5dfb418 (the leader waits for fresh
+/// fit ACKs):
+/// - HBT 100 ms, RTT 20 ms, stop within 50 ms, every check failing within `skew` of
+///   the leader's: 0/100 at 0 ms, 79/100 at 5 ms, 57/100 at 50 ms, 9/100 at 500 ms;
+/// - HBT 1 s, RTT 100 ms, checks failing at random in one 1 s interval: stop within
+///   50 ms 7/200 (N=3) and 15/200 (N=5); within 1 s 95/200 and 107/200; within 3 s
+///   120/200 and 131/200.
+///
+/// Letting an unhealthy (not drained, not resigned) server be elected as a last resort,
+/// only when no fit server claims, would close it (and the crash-during-a-shared-fault
+/// case); that is a design decision, so the test stays ignored.
 #[test]
 #[ignore]
 fn finding_shared_fault_race() {
@@ -751,9 +763,39 @@ fn finding_shared_fault_race() {
         );
         report.push((skew / ms(1), leaderless));
     }
+    let mut realistic = Vec::new();
+    for stop in [ms(50), ms(1000), ms(3000)] {
+        for n in [3usize, 5] {
+            let mut leaderless = 0;
+            for seed in 0..200 {
+                let mut o = Options::new(seed, n);
+                o.heartbeat = Duration::from_millis(1000);
+                o.rtt = Duration::from_millis(100);
+                o.confirm_max = stop;
+                let mut s = Sim::new(o);
+                s.run_until_leader(ms(10_000)).expect("a leader");
+                s.run_for(ms(5000));
+                for x in 1..=n as u16 {
+                    let at = s.now + s.rand(ms(1000));
+                    s.health_at(x, at, false);
+                }
+                s.run_for(ms(20_000));
+                s.assert_safe(REPLAY);
+                if s.leader().is_none() {
+                    leaderless += 1;
+                }
+            }
+            eprintln!(
+                "HBT 1 s, checks over 1 s, stop within {} ms, N={n}: leaderless in {leaderless}/200",
+                stop / ms(1)
+            );
+            realistic.push((stop / ms(1), n, leaderless));
+        }
+    }
     assert!(
-        report.iter().all(|r| r.1 == 0),
-        "one shared fault left the cluster leaderless: (skew ms, seeds of 100) {report:?}"
+        report.iter().all(|r| r.1 == 0) && realistic.iter().all(|r| r.2 == 0),
+        "one shared fault left the cluster leaderless: (skew ms, of 100) {report:?}, \
+         (stop ms, N, of 200) {realistic:?}"
     );
 }
 

@@ -27,7 +27,8 @@
 //! (and recovering later), a healthy server cut off from all others, drains and
 //! undrains (the leader half of the time), `yield ID` to a random target (unhealthy,
 //! drained, cut off, itself, unknown) followed 0-5 ms later by a check result on either
-//! side, the leader's processor failing. Half of those seeds run checks (a daemon starts
+//! side, the leader's processor failing, a round against the live leader followed by
+//! its crash and immediate restart. Half of those seeds run checks (a daemon starts
 //! unhealthy and learns its health up to half a hold later), half run preempt-delay (0,
 //! or a few heartbeats up to 1.5 s more), priorities 0-2 in every seed. After the
 //! faults, `health_epilogue` checks what the design promises (see `check_health`:
@@ -577,7 +578,7 @@ fn max_hbt(s: &Sim) -> Real {
 fn health_fault(s: &mut Sim, id: u16, hold: Real) {
     let n = s.opts.n as u16;
     let hbt = max_hbt(s);
-    match s.rand(9) {
+    match s.rand(10) {
         // A check result now, either way.
         0 => {
             let v = !s.healthy(id);
@@ -644,6 +645,18 @@ fn health_fault(s: &mut Sim, id: u16, hold: Real) {
         7 => {
             if let Some(l) = s.leader() {
                 s.set_health(l, false);
+            }
+        }
+        // A round against the live leader (its re-election VOTEs in flight), and the
+        // leader crashes and restarts at once 0-10 ms later: with checks it comes back
+        // unhealthy, those VOTEs may elect it, and it hands over at once (its RESIGN
+        // must wait for its quiet period: S2 across a restart).
+        8 => {
+            if let Some(l) = s.leader() {
+                let f = 1 + s.rand(u64::from(n)) as u16;
+                s.elect(f);
+                let at = s.now + s.rand(ms(10));
+                s.crash_at(l, at, Some(0));
             }
         }
         // Every processor recovers within a hold.

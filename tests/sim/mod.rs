@@ -1037,7 +1037,22 @@ impl Sim {
         let h = &mut self.hosts[host];
         h.sup_stopping = true;
         h.sup_gen += 1;
-        let (inc, stop) = (h.life, h.sup_gen);
+        let (id, inc, stop) = (h.id, h.life, h.sup_gen);
+        if !self.check.cmd_running(self.now, id) {
+            // No command runs: the supervisor was never told of this lease (elected and
+            // handing over within one input, as a preemption right after an election
+            // does) or its command already ended. It has nothing to stop, and the daemon
+            // counts it as clear at once (control.rs, Supervisor::clear).
+            if self.opts.trace {
+                self.trace.push(format!(
+                    "{} {id} supervisor: told to stop (stop {stop}), no command runs: \
+                     confirms at once",
+                    self.now
+                ));
+            }
+            self.push(self.now, Ev::Released { host, inc, stop });
+            return;
+        }
         if self.opts.trace {
             let when = if hung {
                 "never".to_string()
