@@ -583,6 +583,9 @@ fn a_server_with_a_check_starts_unhealthy_and_leads_only_once_healthy() {
     wait_for("leader", Duration::from_secs(3), || {
         leads(&c, 1).then_some(())
     });
+    // A server that turns fit opens a round at once, so it may lead within a
+    // millisecond of turning healthy: let the monitor (every 10 ms) see it lead.
+    std::thread::sleep(Duration::from_millis(100));
     let samples = m.stop();
     let first_healthy = samples
         .iter()
