@@ -1237,6 +1237,12 @@ impl Sim {
         self.run_until(self.now);
     }
 
+    /// Loses the held-back datagrams and holds back no more.
+    pub fn drop_held(&mut self) {
+        self.filter = None;
+        self.held_back.clear();
+    }
+
     /// Delivers the held-back datagrams now, the last sent first (a reordering), and
     /// holds back no more.
     pub fn release_held_reversed(&mut self) {
