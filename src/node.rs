@@ -1446,9 +1446,13 @@ impl Node {
     fn is_straggler(&self, claim: &Claim) -> bool {
         let (term, seq) = self.last_seen;
         let lag = u64::from(self.cfg.missed_heartbeats - 1).max(2);
-        if claim.term > self.term.saturating_add(1) {
-            // Its term is ahead of ours: it cannot accept our leader's LEADs, and only a
-            // round (re-electing our leader in its term) can bring the two together.
+        if claim.term > term.saturating_add(1) {
+            // Its term is ahead of our leader's: it cannot accept our leader's LEADs, and
+            // only a round (re-electing our leader in its term) can bring the two
+            // together. Ahead of the leadership, not of our own term: a leader whose own
+            // term ran ahead of the term it leads (it voted for itself in a round that
+            // did not re-elect it) ignored such a claimant as a straggler for good, and
+            // the claimant never followed again (swarm seed 75336 of 100,000).
             return false;
         }
         claim.term <= self.term

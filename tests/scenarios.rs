@@ -737,3 +737,53 @@ fn late_confirmation_of_an_earlier_stop_releases_nothing() {
         );
     }
 }
+
+/// SPEC 5 stragglers and L2: a server whose term ran ahead of the leadership it used
+/// to follow (it voted in a round that did not re-elect the leader) rejects the
+/// leader's LEADs, and only a round that re-elects the leader in a higher term brings
+/// it back. The leader itself had voted in that round, so its own term had run ahead of
+/// the term it leads; it judged "ahead" against its own term, took the claimant for a
+/// straggler (its newest LEAD lagged) and never claimed, and the other followers'
+/// rounds found no claim from the live leader: the server stayed out for good (swarm
+/// seed 75336 of 100,000: every claimant but the leader unfit, so the server never
+/// voted again either).
+#[test]
+fn a_claimant_ahead_of_the_leadership_is_brought_back() {
+    use electd::wire::Body;
+    for seed in 0..30 {
+        let (mut s, l) = settled(seed, 3);
+        let others: Vec<u16> = (1..=3).filter(|&x| x != l).collect();
+        let (a, x) = (others[0], others[1]);
+        let t = s.term(l);
+        // x opens a round that a does not see; x's VOTE for l is lost: l votes for
+        // itself and is not re-elected (its own term runs ahead of the term it leads),
+        // and x is ahead of that term too.
+        s.hold_back(Box::new(move |from, to, m| {
+            (to == a && matches!(m.body, Body::Elect { .. }))
+                || (from == x && to == l && matches!(m.body, Body::Vote { .. }))
+        }));
+        s.elect(x);
+        s.run_for(ms(100));
+        assert!(s.term(x) > t, "seed {seed}: x voted in a later term");
+        // Neither x nor a can lead (x drained, a unhealthy): x never votes again, so its
+        // term stays where it is.
+        assert!(s.drain(x, true));
+        s.set_health(a, false);
+        // x's claims are lost for a while: by the time they get through, its newest
+        // LEAD lags the leader's by several.
+        s.drop_held();
+        s.hold_back(Box::new(move |from, _, m| {
+            from == x && matches!(m.body, Body::Elect { .. })
+        }));
+        s.run_for(ms(400));
+        s.drop_held();
+        s.run_for(ms(3000));
+        s.assert_safe(REPLAY);
+        assert_eq!(s.leader(), Some(l), "seed {seed}");
+        assert_eq!(
+            s.status(x).unwrap().leader,
+            Some(l),
+            "seed {seed}: the server ahead follows the leader again"
+        );
+    }
+}
