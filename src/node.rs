@@ -365,7 +365,7 @@ pub struct Status {
     pub role: Role,
     /// The leader heard within its hold (or this server while it holds the lease).
     pub leader: Option<u16>,
-    /// The highest term seen.
+    /// The highest term seen; while leading, the term led (the fencing token).
     pub term: u64,
     /// End of this server's lease, on its own clock.
     pub lease_until: Option<Time>,
@@ -405,6 +405,8 @@ pub struct Counters {
 enum Held {
     Send(Dest, Message),
     SelfVote(u64),
+    /// A re-election to this term, applied once led_term = term is durable.
+    Reelect(u64),
 }
 
 /// A planned handoff in progress (SPEC section 6, Resign).
@@ -1014,6 +1016,7 @@ impl Node {
                     });
                     self.on_vote(now, self.me, term);
                 }
+                Held::Reelect(term) => self.apply_reelection(now, term),
             }
         }
     }
@@ -1102,7 +1105,10 @@ impl Node {
                 Role::Follower
             },
             leader,
-            term: self.term,
+            // While leading, the term led: the fencing token, durable. The highest term
+            // seen may be ahead of it (this server's own vote in a round, or a
+            // re-election whose write has not landed yet).
+            term: lease.map_or(self.term, |l| l.term),
             lease_until: lease.and_then(|l| l.lease_until()),
             elector: self.elector,
             voted_term: self.voted_term,
@@ -1634,20 +1640,33 @@ impl Node {
                 info!("elected leader of term {term}");
                 self.send_lead(now);
             }
-            Some(l) if term > l.term => {
-                // Re-elected: acknowledgements of the old term still count, because
-                // those voters will not vote for anyone else while they hear us.
-                l.term = term;
-                l.seq = 0;
+            // Re-elected: acknowledgements of the old term still count, because those
+            // voters will not vote for anyone else while they hear us. The lease goes on
+            // in the old term until led_term = term is on disk: reported at once, the new
+            // term could be led a second time by a restart that the write did not
+            // survive (late VOTEs of that term elect it again; swarm seed 31270).
+            Some(l) if term > l.term && term > self.led_term => {
                 self.led_term = term;
                 self.term = term;
                 self.persist();
-                self.push_event(Event::Elected { term });
-                debug!("re-elected in term {term}");
-                self.send_lead(now);
+                self.held.push_back(Held::Reelect(term));
+                self.release(now);
             }
             Some(_) => {}
         }
+    }
+
+    /// A re-election whose led_term is durable now takes effect: LEADs of the new term,
+    /// reported as the term led.
+    fn apply_reelection(&mut self, now: Time, term: u64) {
+        let Some(l) = self.leadership.as_mut().filter(|l| term > l.term) else {
+            return;
+        };
+        l.term = term;
+        l.seq = 0;
+        self.push_event(Event::Elected { term });
+        debug!("re-elected in term {term}");
+        self.send_lead(now);
     }
 
     fn on_ack(&mut self, s: usize, term: u64, seq: u64) {
