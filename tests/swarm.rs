@@ -856,6 +856,17 @@ fn side_leader(s: &mut Sim, q: &Quiet, limit: Real) -> Option<u16> {
 /// After the faults: the first health checks, then `hp.episodes` episodes on the quiet
 /// network, each with its own check, then the end state. Returns the first failure.
 fn health_epilogue(s: &mut Sim, hp: &HealthPlan, iso: Option<u16>, t0: Real) -> Option<String> {
+    // One-way delays within a quarter of the final RTT (the stable network's bound was
+    // set from the first timers, and a rolling reload may have shortened RTT): an
+    // unhealthy or drained leader waits RTT for its followers' answers before naming a
+    // successor, and the episodes check that it names the best one.
+    let rtt = s
+        .hosts
+        .iter()
+        .map(|h| h.timers.rtt.as_nanos() as u64)
+        .min()
+        .unwrap_or(0);
+    s.opts.delay_max = s.opts.delay_max.min(rtt / 4).max(s.opts.delay_min);
     let q = Quiet::new(s, iso);
     let t1 = t0 + q.bound + ms(1000);
     if let Some(f) = check_health(s, &q, t0, t1, true, "after the faults") {
@@ -1155,7 +1166,10 @@ fn episode_preempt(s: &mut Sim, q: &Quiet, tag: &str) -> Option<String> {
     // loses its lease, and a round may rightly choose the preferred server).
     let quorum = s.opts.n / 2 + 1;
     if q.side.len() > quorum && s.rand(2) == 0 {
-        extra = s.opts.rise_max + q.hbt;
+        // Its quiet period (max(K*HBT, the hold promise on disk): it reports UNFIT
+        // until then), its check's rise, and a heartbeat for its first fit ACK.
+        let promise = ms(u64::from(s.hosts[usize::from(p) - 1].disk.hold_ms));
+        extra = q.hold.max(promise) + s.opts.rise_max + q.hbt;
         s.crash(p);
         let d = s.rand(q.hold);
         s.run_for(d);
