@@ -336,10 +336,12 @@ enum Ev {
         host: usize,
         inc: u64,
     },
-    /// The host's processor turns healthy or not (the adversary).
+    /// The host's processor turns healthy or not (the adversary), unless the changes of
+    /// its epoch were cancelled.
     Health {
         host: usize,
         healthy: bool,
+        epoch: u64,
     },
     /// A started daemon's check has risen: it reports the host's health from now on.
     Rise {
@@ -410,6 +412,9 @@ pub struct Host {
     risen: bool,
     /// Real time of the last change of this server's fitness (health or drain).
     pub fit_changed_at: Real,
+    /// When this life's startup quiet period ends and its check rises (real time).
+    quiet_end: Real,
+    rise_at: Real,
 }
 
 /// The simulated cluster.
@@ -430,6 +435,8 @@ pub struct Sim {
     pub delivered: u64,
     pub dropped: u64,
     trace: Vec<String>,
+    /// Scheduled health changes of an older epoch are dropped (`cancel_health_changes`).
+    health_epoch: u64,
     cfgs: Vec<NodeConfig>,
     /// Every datagram sent recently: (real time, from, to, bytes), for late redelivery.
     history: std::collections::VecDeque<(Real, usize, usize, Rc<Vec<u8>>)>,
@@ -563,6 +570,8 @@ impl Sim {
                 healthy: true,
                 risen: false,
                 fit_changed_at: 0,
+                quiet_end: 0,
+                rise_at: 0,
             });
         }
         let n = opts.n;
@@ -580,6 +589,7 @@ impl Sim {
             delivered: 0,
             dropped: 0,
             trace: Vec::new(),
+            health_epoch: 0,
             cfgs,
             history: std::collections::VecDeque::with_capacity(HISTORY),
             marks: std::collections::VecDeque::new(),
@@ -722,6 +732,10 @@ impl Sim {
                 if !self.opts.ignore_health && !start {
                     node.set_health(local, false);
                 }
+                // The quiet period: max(K*HBT, the hold promise on disk), on its clock.
+                let quiet = h.timers.hold().max(ms(u64::from(h.disk.hold_ms)));
+                h.quiet_end = h.clock.real(Time(local.0 + quiet)) + 1;
+                h.rise_at = self.now;
                 h.crash_in_write = false;
                 h.node = Some(node);
                 h.timer_at = None;
@@ -735,11 +749,20 @@ impl Sim {
                 }
                 if self.opts.checks {
                     let at = self.now + self.rng.below(self.opts.rise_max + 1);
+                    self.hosts[host].rise_at = at;
                     self.push(at, Ev::Rise { host, life });
                 }
                 self.drive(host);
             }
-            Ev::Health { host, healthy } => self.apply_health(host, healthy),
+            Ev::Health {
+                host,
+                healthy,
+                epoch,
+            } => {
+                if epoch == self.health_epoch {
+                    self.apply_health(host, healthy);
+                }
+            }
             Ev::Rise { host, life } => {
                 let h = &mut self.hosts[host];
                 if h.life != life || h.node.is_none() {
@@ -1537,7 +1560,39 @@ impl Sim {
     /// The processor of `id` turns healthy or not at real time `at`.
     pub fn health_at(&mut self, id: u16, at: Real, healthy: bool) {
         let host = self.idx(id);
-        self.push(at.max(self.now), Ev::Health { host, healthy });
+        let epoch = self.health_epoch;
+        self.push(
+            at.max(self.now),
+            Ev::Health {
+                host,
+                healthy,
+                epoch,
+            },
+        );
+    }
+
+    /// Cancels every health change scheduled and not yet applied (the faults stop).
+    pub fn cancel_health_changes(&mut self) {
+        self.health_epoch += 1;
+    }
+
+    /// True when `id` runs, its check has risen (with `checks`) and its startup quiet
+    /// period has passed: its daemon knows its health and could be elected.
+    pub fn settled(&self, id: u16) -> bool {
+        let h = &self.hosts[self.idx(id)];
+        h.node.is_some() && h.risen && self.now >= h.quiet_end
+    }
+
+    /// The real time by which every running daemon is settled (see `settled`), as far
+    /// as scheduled now: the latest quiet period end and check rise.
+    pub fn settle_time(&self) -> Real {
+        self.hosts
+            .iter()
+            .filter(|h| h.node.is_some())
+            .map(|h| h.quiet_end.max(if h.risen { 0 } else { h.rise_at }))
+            .max()
+            .unwrap_or(0)
+            .max(self.now)
     }
 
     fn apply_health(&mut self, host: usize, healthy: bool) {
