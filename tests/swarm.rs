@@ -418,8 +418,10 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
         }
         s.resume(id);
     }
-    // Issue 11: the health when the faults stop, and a server left cut off.
+    // Issue 11: the health when the faults stop (changes still scheduled are dropped:
+    // aimed ones may lie holds ahead), and a server left cut off.
     let iso = if hp.on {
+        s.cancel_health_changes();
         health_settle(&mut s, &hp)
     } else {
         None
@@ -455,6 +457,8 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
         }
     }
     if hp.on {
+        // Every daemon knows its health and may be elected: checks risen, quiet over.
+        let t0 = t0.max(s.settle_time());
         out.liveness = health_epilogue(&mut s, &hp, iso, t0);
         out.events = s.events;
         out.violations = s.check.violations.clone();
@@ -736,12 +740,13 @@ impl Quiet {
         }
     }
 
-    /// The servers on the majority side that could lead now.
+    /// The servers on the majority side that could lead now: fit, and settled (their
+    /// daemon's check has risen and its startup quiet period is over).
     fn fit(&self, s: &Sim) -> Vec<u16> {
         self.side
             .iter()
             .copied()
-            .filter(|&x| s.is_up(x) && s.fit(x))
+            .filter(|&x| s.settled(x) && s.fit(x))
             .collect()
     }
 
@@ -792,6 +797,8 @@ fn check_health(
     stay: bool,
     tag: &str,
 ) -> Option<String> {
+    // Everything is judged from t0: the fit servers, the leader that must stay.
+    s.run_until(t0);
     let fit = q.fit(s);
     let holder = if stay && fit.is_empty() {
         q.leader(s)
@@ -827,9 +834,18 @@ fn check_health(
             ));
         }
     }
+    // A sitting leader re-elected in a higher term keeps its seat, fit or not (it
+    // claims eligible while it leads, so that a server whose term ran ahead can be
+    // brought back): not an election of an unfit server.
+    let sitting = |w: &(Real, u16, u64)| {
+        s.check
+            .intervals
+            .iter()
+            .any(|i| i.holder == w.1 && i.start < w.0 && i.end >= w.0)
+    };
     let late = s.check.won[won_before..]
         .iter()
-        .find(|w| w.0 >= t0 + q.elect && !fit.contains(&w.1));
+        .find(|w| w.0 >= t0 + q.elect && !fit.contains(&w.1) && !sitting(w));
     if let Some(w) = late {
         return Some(format!(
             "H-elect ({tag}): {} elected in term {} at {} ms though unfit (fit {fit:?})",
@@ -877,6 +893,9 @@ fn health_epilogue(s: &mut Sim, hp: &HealthPlan, iso: Option<u16>, t0: Real) -> 
             return None;
         }
         let tag = format!("episode {e}");
+        // An episode may have restarted a server: wait until every daemon is settled.
+        let t = s.settle_time();
+        s.run_until(t);
         let f = match s.rand(6) {
             0 => episode_all_down(s, &q, &tag),
             1 => episode_yield_to(s, &q, &tag),
@@ -895,7 +914,7 @@ fn health_epilogue(s: &mut Sim, hp: &HealthPlan, iso: Option<u16>, t0: Real) -> 
             s.drain(x, false);
         }
     }
-    let t = s.now + q.report;
+    let t = (s.now + q.report).max(s.settle_time());
     let delay = s.opts.preempt_delay.map_or(0, |d| d.as_nanos() as u64);
     let end = t + 2 * q.bound + delay + delay / 10 + ms(2000);
     if let Some(f) = check_health(s, &q, t, end, true, "end") {
