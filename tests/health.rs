@@ -1565,13 +1565,7 @@ fn a_command_that_keeps_exiting_makes_the_leader_hand_over() {
                     .env(common::CMD_HOST_VAR, id.to_string())
                     .env(common::CMD_LINGER_VAR, LINGER_MS.to_string())
                     .stdout(Stdio::null())
-                    .stderr(
-                        std::fs::OpenOptions::new()
-                            .append(true)
-                            .create(true)
-                            .open(c.dir.join(format!("run-{id}.log")))
-                            .unwrap(),
-                    )
+                    .stderr(common::run_log(&c, id))
                     .spawn()
                     .unwrap()
             })

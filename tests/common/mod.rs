@@ -820,14 +820,17 @@ pub fn supervise_with(
         .env(CMD_HOST_VAR, id.to_string())
         .envs(env.iter().copied())
         .stdout(Stdio::null())
-        .stderr(
-            std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(c.dir.join(format!("run-{id}.log")))
-                .unwrap(),
-        )
+        .stderr(run_log(c, id))
         .spawn()
+        .unwrap()
+}
+
+/// The log file of server `id`'s `electctl run` (appended to, so restarts keep it).
+pub fn run_log(c: &Cluster, id: u16) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(c.dir.join(format!("run-{id}.log")))
         .unwrap()
 }
 
