@@ -1096,3 +1096,35 @@ fn rounds_back_off_while_nobody_is_fit_and_resume_at_once() {
         s.assert_safe(REPLAY);
     }
 }
+
+/// Issue 11 review: an unhealthy leader hands over only to a server that acknowledged,
+/// as fit, a LEAD sent after it turned unhealthy. A follower that froze a moment ago
+/// (its last ACK said fit) must not be named: with the other follower unhealthy, that
+/// handover would leave no leader at all. The leader keeps its lease while the fit
+/// server is frozen. Fails if the handover counts any recent fit report.
+#[test]
+fn an_unhealthy_leader_does_not_hand_over_to_a_frozen_server() {
+    for seed in 0..20 {
+        let (mut s, l) = settled(Options::new(seed, 3));
+        let others: Vec<u16> = (1..=3).filter(|&x| x != l).collect();
+        let (frozen, sick) = (others[0], others[1]);
+        s.set_health(sick, false);
+        s.run_for(hbt(&s.opts) + ms(20));
+        let before = s.check.handoffs.len();
+        s.pause(frozen, ms(1500));
+        s.run_for(ms(5));
+        s.set_health(l, false);
+        s.run_for(ms(1000));
+        assert_eq!(
+            s.check.handoffs.len(),
+            before,
+            "seed {seed}: the unhealthy leader handed over while the only fit server was frozen"
+        );
+        assert_eq!(
+            s.leaders(),
+            vec![l],
+            "seed {seed}: the leader keeps its lease"
+        );
+        s.assert_safe(REPLAY);
+    }
+}
