@@ -975,10 +975,14 @@ fn check_failures_of_every_kind_and_a_hung_check_never_delays_the_loop() {
 /// returns to ok in the same daemon, and no leader change happened throughout. Then,
 /// all failing again, the recovery of one follower alone is enough for the still failing
 /// leader to hand over to it.
+///
+/// Fall 3: the check's timeout is its 100 ms interval, and a loaded machine once timed
+/// out two checks of the unflagged leader in a row, which made it (rightly) hand over to
+/// a healthy follower before the test had failed them.
 #[test]
 fn all_checks_failing_keep_the_leader_and_recovery_needs_no_restart() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let c = cluster(3, HBT_MS, RTT_MS, &check_timers(100, 2, 2), &[], check_line);
+    let c = cluster(3, HBT_MS, RTT_MS, &check_timers(100, 3, 2), &[], check_line);
     let bound = failover_bound(HBT_MS, RTT_MS);
     all_healthy(&c, &[1, 2, 3], Duration::from_secs(3));
     let (l, term) = c.agreement(bound);
@@ -1038,6 +1042,19 @@ fn all_checks_failing_keep_the_leader_and_recovery_needs_no_restart() {
     assert_eq!(metric(&c, l, "electd_healthy"), Some(1.0));
 
     // All failing again; then one follower recovers: the failing leader hands over to it.
+    // First the leader must have heard both followers healthy again: otherwise its view
+    // from the first phase still says unhealthy, the wait below passes at once, and a
+    // follower's late "fit" ACK reaches a leader that is failing already (a loaded
+    // machine did that: the leader handed over, as designed, to a server it saw fit).
+    wait_for(
+        "both followers healthy again, as the leader sees them",
+        Duration::from_secs(3),
+        || {
+            fs.iter()
+                .all(|&f| peer_healthy(&c, l, f) == Some(Some(true)))
+                .then_some(())
+        },
+    );
     for &f in &fs {
         flag(&c, f, true);
     }
