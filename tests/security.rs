@@ -422,6 +422,13 @@ fn control_socket_survives_abuse() {
         worst < bound,
         "heartbeats kept their 100 ms pace: worst gap {worst:.1} ms (bound {bound:.0} ms)"
     );
+    // Still one leader, and the abused daemon answers. Which server leads is not
+    // asserted: every `elect` opens a round in which the sitting leader is re-elected
+    // only if its claim arrives within the RTT, and a loaded machine (two suites on two
+    // cores) once let another server win one of those thousands of rounds, as designed.
+    let (now, term) = c.agreement(Duration::from_secs(5));
     let v = c.status(l).unwrap();
-    assert_eq!(v.get("role").and_then(Value::as_str), Some("leader"));
+    let role = v.get("role").and_then(Value::as_str).unwrap_or("?");
+    assert_eq!(role == "leader", now == l, "{v:?}");
+    eprintln!("after abuse: server {now} leads term {term} (server {l} led before)");
 }
