@@ -1,9 +1,9 @@
 //! electctl: talk to a local electd over its control socket.
 //!
 //! Exit codes: 0 success (for `is-leader`: this server holds a valid lease), 1 a
-//! negative answer (`is-leader`: not leader; `yield`: not leader), 2 an error (no
-//! daemon, refused connection, bad usage, an unknown `yield --to` id, unreadable
-//! answer).
+//! negative answer (`is-leader`: not leader; `yield`: not leader; `reload`: the daemon
+//! refused the new configuration), 2 an error (no daemon, refused connection, bad
+//! usage, an unknown `yield --to` id, unreadable answer).
 
 use electd::config::{Config, DEFAULT_PATH, DEFAULT_SOCKET, parse_duration};
 use electd::control::NOT_LEADER;
@@ -30,6 +30,10 @@ Commands:
   drain             make this server ineligible to lead until 'undrain', across
                     restarts; a leader hands over once another server is known fit
   undrain           end the drain
+  reload            re-read the configuration file now, as SIGHUP does, and wait for
+                    the answer: exit 0 when applied, 1 with the reason when refused
+                    (the daemon then keeps its running configuration); root or the
+                    daemon's user only
   metrics           Prometheus text
   run [--grace D] [--poll D] [--max-restarts N [--restart-window D]] -- CMD [ARGS]
                     run CMD only while this server holds the lease. run registers with
@@ -152,6 +156,11 @@ fn table(v: &Value) -> String {
             "no"
         }
     ));
+    if let Some(why) = v.get("config_refused").and_then(Value::as_str) {
+        out.push_str(&format!(
+            "config    last reload REFUSED: {why}\n          running the previous configuration; a restart would load the refused file\n"
+        ));
+    }
     out.push_str("peers     ");
     let peers: Vec<String> = v
         .get("peers")
@@ -262,6 +271,7 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
                 }
             }
         }
+        ("reload", []) => reload(socket),
         ("run", _) => run_command(socket, rest),
         _ => Err(format!(
             "unknown command or arguments: {cmd} {}\n{USAGE}",
@@ -297,6 +307,30 @@ fn yield_to(socket: &Path, to: Option<&str>) -> Result<i32, String> {
             }
             if let Some(note) = v.get("note").and_then(Value::as_str) {
                 println!("note: {note}");
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// `reload`: exit 0 once the daemon applied the file, 1 (reason on stderr) when it
+/// refused it, 2 on any other error (no daemon, not allowed).
+fn reload(socket: &Path) -> Result<i32, String> {
+    // A reload reads a few small files and may start the check runner: quick, but not
+    // as quick as `status`.
+    let mut c = Conn::open(socket, Some(Duration::from_secs(30)))?;
+    c.send("reload")?;
+    let v = json::parse(c.line()?.trim()).map_err(|e| format!("unreadable answer: {e}"))?;
+    match v.get("error").and_then(Value::as_str) {
+        Some(e) if v.get("refused") == Some(&Value::Bool(true)) => {
+            eprintln!("electctl: {e}");
+            Ok(1)
+        }
+        Some(e) => Err(e.to_string()),
+        None => {
+            match v.get("config").and_then(Value::as_str) {
+                Some(path) => println!("configuration reloaded from {path}"),
+                None => println!("configuration reloaded"),
             }
             Ok(0)
         }
