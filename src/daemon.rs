@@ -106,19 +106,53 @@ fn yield_target(cfg: &Config, id: u64) -> Result<u16, String> {
     Ok(s.id)
 }
 
-/// Blocks SIGTERM, SIGINT, SIGHUP and SIGCHLD and returns a signalfd that reports them.
-fn signal_fd() -> io::Result<i32> {
-    // SAFETY: plain libc calls on a local sigset; the mask applies to this thread,
-    // which is the only one.
+/// The signals the daemon takes through its signalfd.
+const SIGNALS_HANDLED: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD];
+
+fn handled_mask() -> libc::sigset_t {
+    // SAFETY: sigemptyset and sigaddset initialise and fill a sigset we own.
     unsafe {
         let mut mask: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut mask);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD] {
+        for s in SIGNALS_HANDLED {
             libc::sigaddset(&mut mask, s);
         }
-        if libc::pthread_sigmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut()) != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        mask
+    }
+}
+
+fn set_handled(how: libc::c_int) -> io::Result<()> {
+    let mask = handled_mask();
+    // SAFETY: the mask applies to the calling thread; threads started later inherit it.
+    let rc = unsafe { libc::pthread_sigmask(how, &mask, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// Blocks SIGTERM, SIGINT, SIGHUP and SIGCHLD. `electd` calls it first thing in main,
+/// before reading the configuration, binding or loading the state: a signal that
+/// arrives meanwhile (`systemctl reload` racing the start) stays pending instead of
+/// killing the daemon, and the signalfd reports it once the loop runs (SIGHUP then
+/// reloads, SIGTERM stops cleanly). Children get an empty mask (std resets it).
+pub fn block_signals() -> io::Result<()> {
+    set_handled(libc::SIG_BLOCK)
+}
+
+/// Undoes [`block_signals`], for a run that ends without the loop (`--check-config`):
+/// an ordinary short command that SIGTERM or Ctrl-C must stop.
+pub fn unblock_signals() -> io::Result<()> {
+    set_handled(libc::SIG_UNBLOCK)
+}
+
+/// Blocks the handled signals (again: [`block_signals`] normally did already) and
+/// returns a signalfd that reports them, pending ones included.
+fn signal_fd() -> io::Result<i32> {
+    block_signals()?;
+    let mask = handled_mask();
+    // SAFETY: signalfd reads the mask we own and returns a new descriptor or -1.
+    unsafe {
         let fd = libc::signalfd(-1, &mask, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC);
         if fd < 0 {
             return Err(io::Error::last_os_error());

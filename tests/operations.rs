@@ -530,3 +530,213 @@ fn reload_is_refused_to_other_users_of_the_socket() {
     let (code, out, err) = electctl(&sock, &["reload"]);
     assert_eq!(code, Some(0), "root may: {out}{err}");
 }
+
+/// A one-server daemon whose config path is a FIFO: returned once the daemon is
+/// blocked reading it (so it is past exec and inside main, reading its config), with
+/// the FIFO's write end. The path already names a regular file with the same text
+/// (renamed over the FIFO), so reloads read that. Write the text and drop the writer
+/// to let it start.
+struct HeldStart {
+    dir: PathBuf,
+    child: std::process::Child,
+    writer: std::fs::File,
+    text: String,
+}
+
+fn held_start(args: &[&str]) -> HeldStart {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = hook_dir();
+    let port = common::free_udp_port();
+    let text = format!(
+        "cluster held-{pid}-{port}\nserver 1 127.0.0.1:{port}\nid 1\nunicast\nheartbeat 100ms\nrtt 20ms\nsocket {d}/1.sock\nstate {d}/1.state\n",
+        d = dir.display(),
+        pid = std::process::id()
+    );
+    let fifo = dir.join("electd.conf");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let real = dir.join("real.conf");
+    std::fs::write(&real, &text).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_electd"))
+        .arg("--config")
+        .arg(&fifo)
+        .args(["--log-level", "debug"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("log")).unwrap())
+        .spawn()
+        .unwrap();
+    // A non-blocking open for writing succeeds only once a reader has the FIFO open:
+    // the daemon is then reading its configuration.
+    let t0 = Instant::now();
+    let writer = loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+        {
+            Ok(w) => break w,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {}
+            Err(e) => panic!("open the FIFO: {e}"),
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "electd exited before reading its config"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "electd never opened its config"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    std::fs::rename(&real, &fifo).unwrap();
+    HeldStart {
+        dir,
+        child,
+        writer,
+        text,
+    }
+}
+
+fn sock_status(sock: &Path) -> Option<Value> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"status\n").ok()?;
+    let mut l = String::new();
+    BufReader::new(s).read_line(&mut l).ok()?;
+    electd::json::parse(l.trim()).ok()
+}
+
+/// Issue 13 item 3: SIGHUP hammered at the daemon from the moment it reads its config,
+/// through binding, loading the state and the first rounds, neither kills it nor keeps
+/// it from electing itself; the signals that arrive once the loop runs reload.
+#[test]
+fn sighup_while_starting_does_not_kill() {
+    use std::io::Write;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = held_start(&[]);
+    let pid = h.child.id() as i32;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hammer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut sent = 0u64;
+            let t0 = Instant::now();
+            // Bounded: until told, at most 20 s.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                && t0.elapsed() < Duration::from_secs(20)
+            {
+                // SAFETY: kill(2) on our child, not yet reaped, so its pid is not reused.
+                unsafe { libc::kill(pid, libc::SIGHUP) };
+                sent += 1;
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            sent
+        })
+    };
+    // Some SIGHUPs land while the daemon is blocked in reading its config.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        h.child.try_wait().unwrap().is_none(),
+        "a SIGHUP while reading the config killed electd"
+    );
+    h.writer.write_all(h.text.as_bytes()).unwrap();
+    drop(h.writer);
+    let sock = h.dir.join("1.sock");
+    let log = h.dir.join("log");
+    let t0 = Instant::now();
+    let mut led = None;
+    while t0.elapsed() < common::slacked(Duration::from_secs(5)) {
+        if let Some(st) = h.child.try_wait().unwrap() {
+            panic!(
+                "electd died under SIGHUP while starting: {st}\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        if sock_status(&sock)
+            .and_then(|v| v.get("role").and_then(Value::as_str).map(str::to_string))
+            .as_deref()
+            == Some("leader")
+        {
+            led = Some(t0.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Keep hammering the running loop a little.
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent = hammer.join().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        led.is_some(),
+        "no election under SIGHUP ({sent} sent):\n{text}"
+    );
+    assert!(
+        h.child.try_wait().unwrap().is_none(),
+        "electd died:\n{text}"
+    );
+    assert!(
+        text.contains("configuration reloaded"),
+        "the loop took the SIGHUPs as reloads:\n{text}"
+    );
+    assert!(!text.contains("reload refused"), "{text}");
+    signal(&h.child, libc::SIGTERM);
+    assert_eq!(wait_exit(h.child, Duration::from_secs(3)), Some(0));
+    std::fs::remove_dir_all(&h.dir).unwrap();
+}
+
+/// Issue 13 item 3: a SIGTERM that arrives while the daemon reads its config waits for
+/// the loop, which then stops cleanly (exit 0, "stopping") instead of the signal
+/// killing a half-started daemon.
+#[test]
+fn sigterm_while_starting_stops_cleanly_once_running() {
+    use std::io::Write;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = held_start(&[]);
+    signal(&h.child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        h.child.try_wait().unwrap().is_none(),
+        "a SIGTERM while reading the config killed electd"
+    );
+    h.writer.write_all(h.text.as_bytes()).unwrap();
+    drop(h.writer);
+    let dir = h.dir.clone();
+    assert_eq!(
+        wait_exit(h.child, Duration::from_secs(5)),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(dir.join("log")).unwrap_or_default()
+    );
+    let text = std::fs::read_to_string(dir.join("log")).unwrap();
+    assert!(text.contains("started: server 1"), "{text}");
+    assert!(text.contains("stopping"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--check-config` runs no loop: it does not keep the daemon's signals blocked, so a
+/// check stuck on its file stops at SIGTERM like any command.
+#[test]
+fn check_config_stops_at_sigterm() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut h = held_start(&["--check-config"]);
+    signal(&h.child, libc::SIGTERM);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = h.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < common::slacked(Duration::from_secs(3)),
+            "--check-config ignored SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status}");
+    drop(h.writer);
+    std::fs::remove_dir_all(&h.dir).unwrap();
+}

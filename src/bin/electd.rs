@@ -39,6 +39,12 @@ fn init_logging(level: LevelFilter) {
 }
 
 fn main() {
+    // First of all, before anything can take time: a SIGHUP or SIGTERM that arrives
+    // while the daemon starts must wait for the loop, not kill it (SPEC section 12).
+    if let Err(e) = electd::daemon::block_signals() {
+        eprintln!("electd: cannot block signals: {e}");
+        std::process::exit(1);
+    }
     std::process::exit(run());
 }
 
@@ -113,6 +119,13 @@ fn run() -> i32 {
             return 2;
         }
     };
+    if m.opt_present("check-config") {
+        // No loop will take them: a check is stopped by SIGTERM or Ctrl-C as usual.
+        if let Err(e) = electd::daemon::unblock_signals() {
+            eprintln!("electd: cannot unblock signals: {e}");
+            return 1;
+        }
+    }
     let path = PathBuf::from(m.opt_str("config").unwrap_or_else(|| DEFAULT_PATH.into()));
     let cfg = match Config::load(&path, id) {
         Ok(c) => c,
