@@ -740,3 +740,100 @@ fn check_config_stops_at_sigterm() {
     drop(h.writer);
     std::fs::remove_dir_all(&h.dir).unwrap();
 }
+
+/// The variables of an `env` dump, by name.
+fn env_dump(p: &Path) -> std::collections::BTreeMap<String, String> {
+    lines(p)
+        .iter()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Issue 13 item 2: hooks and checks start in a clean environment: none of the
+/// daemon's systemd variables (NOTIFY_SOCKET, WATCHDOG_*, INVOCATION_ID,
+/// JOURNAL_STREAM, LISTEN_*) nor anything else it inherited, only a fixed PATH, LANG and
+/// TZ passed through, and their ELECTD_* variables.
+#[test]
+fn hooks_and_checks_get_a_clean_environment() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = hook_dir();
+    let hook_env = dir.join("hook.env");
+    let check_env = dir.join("check.env");
+    let hook = script(&dir, "hook.sh", &format!("env > {}", hook_env.display()));
+    let check = script(&dir, "check.sh", &format!("env > {}", check_env.display()));
+    let extra = format!(
+        "on-leader {}\ncheck {}\ncheck-interval 100ms\ncheck-rise 1\n",
+        hook.display(),
+        check.display()
+    );
+    let notify = dir.join("notify.sock");
+    let systemd = [
+        ("NOTIFY_SOCKET", notify.to_str().unwrap()),
+        ("WATCHDOG_USEC", "10000000"),
+        ("WATCHDOG_PID", "1"),
+        ("INVOCATION_ID", "0123456789abcdef0123456789abcdef"),
+        ("JOURNAL_STREAM", "8:12345"),
+        ("LISTEN_FDS", "1"),
+        ("LISTEN_PID", "1"),
+        ("MANAGERPID", "1"),
+        ("SYSTEMD_EXEC_PID", "1"),
+        ("RUNTIME_DIRECTORY", "/run/electd"),
+        ("OPERATOR_SHELL_VAR", "leaks"),
+        ("ELECTD_TEST_SABOTAGE_NOT", "x"),
+    ];
+    let mut env: Vec<(&str, &str)> = systemd.to_vec();
+    env.extend([("LANG", "de_DE.UTF-8"), ("TZ", "Europe/Berlin")]);
+    env.push(("PATH", "/opt/daemon-only/bin:/usr/bin:/bin"));
+    let c = Cluster::start_with(Mode::Unicast, 1, &extra, &env);
+    wait_for("the on-leader hook", Duration::from_secs(5), || {
+        env_dump(&hook_env).contains_key("ELECTD_HEALTH")
+    });
+    wait_for("a check", Duration::from_secs(5), || {
+        env_dump(&check_env).contains_key("ELECTD_ROLE")
+    });
+    let path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    for (what, file, own) in [
+        (
+            "hook",
+            &hook_env,
+            &[
+                "ELECTD_ROLE",
+                "ELECTD_LEADER",
+                "ELECTD_TERM",
+                "ELECTD_ID",
+                "ELECTD_HEALTH",
+            ][..],
+        ),
+        ("check", &check_env, &["ELECTD_ROLE", "ELECTD_ID"][..]),
+    ] {
+        let got = env_dump(file);
+        for (k, _) in systemd {
+            assert!(!got.contains_key(k), "{what} inherited {k}: {got:?}");
+        }
+        assert_eq!(got.get("PATH").map(String::as_str), Some(path), "{what}");
+        assert_eq!(
+            got.get("LANG").map(String::as_str),
+            Some("de_DE.UTF-8"),
+            "{what}"
+        );
+        assert_eq!(
+            got.get("TZ").map(String::as_str),
+            Some("Europe/Berlin"),
+            "{what}"
+        );
+        for k in own {
+            assert!(got.contains_key(*k), "{what} lacks {k}: {got:?}");
+        }
+        // The shell adds PWD (and some add SHLVL and _); nothing else may appear.
+        let allowed = ["PATH", "LANG", "TZ", "PWD", "SHLVL", "_"];
+        let extra: Vec<&String> = got
+            .keys()
+            .filter(|k| !allowed.contains(&k.as_str()) && !own.contains(&k.as_str()))
+            .collect();
+        assert!(extra.is_empty(), "{what} got {extra:?}: {got:?}");
+    }
+    assert_eq!(env_dump(&hook_env)["ELECTD_ROLE"], "leader");
+    drop(c);
+    std::fs::remove_dir_all(dir).unwrap();
+}
