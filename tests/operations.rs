@@ -837,3 +837,43 @@ fn hooks_and_checks_get_a_clean_environment() {
     drop(c);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Issue 13 item 5: electctl tells a permission problem (EACCES: not root, not in the
+/// socket's group) from a daemon that is not running (no socket: ENOENT; a stale
+/// socket: ECONNREFUSED); both exit 2.
+#[test]
+fn electctl_tells_permission_from_no_daemon() {
+    let dir = hook_dir();
+    let missing = dir.join("missing.sock");
+    let (code, _, err) = electctl(&missing, &["status"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is electd running?"), "ENOENT: {err}");
+    let stale = dir.join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    let (code, _, err) = electctl(&stale, &["status"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("is electd running?") && err.contains("refused"),
+        "ECONNREFUSED: {err}"
+    );
+    if !root() {
+        eprintln!("SKIPPED (the permission half): running electctl as nobody needs root");
+        std::fs::remove_dir_all(dir).unwrap();
+        return;
+    }
+    // A live socket, 0660 root:root, as the daemon makes it: nobody may not connect.
+    let live = dir.join("live.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&live).unwrap();
+    std::os::unix::fs::chown(&live, Some(0), Some(0)).unwrap();
+    std::fs::set_permissions(&live, std::fs::Permissions::from_mode(0o660)).unwrap();
+    let exe = electctl_for_anyone(&dir);
+    let (code, out) = electctl_as_nobody(&exe, &["--socket", live.to_str().unwrap(), "status"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains(&format!("permission denied on {}", live.display()))
+            && out.contains("run as root or as a member of the socket's group 'root'"),
+        "EACCES: {out}"
+    );
+    assert!(!out.contains("is electd running"), "{out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -6,7 +6,7 @@
 //! usage, an unknown `yield --to` id, unreadable answer).
 
 use electd::config::{Config, DEFAULT_PATH, DEFAULT_SOCKET, parse_duration};
-use electd::control::NOT_LEADER;
+use electd::control::{NOT_LEADER, connect_error};
 use electd::json::{self, Value};
 use electd::supervise::{self, RunOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -68,12 +68,7 @@ struct Conn {
 
 impl Conn {
     fn open(path: &Path, timeout: Option<Duration>) -> Result<Conn, String> {
-        let s = UnixStream::connect(path).map_err(|e| {
-            format!(
-                "cannot connect to {}: {e} (is electd running?)",
-                path.display()
-            )
-        })?;
+        let s = UnixStream::connect(path).map_err(|e| connect_error(path, &e))?;
         s.set_read_timeout(timeout).map_err(|e| e.to_string())?;
         s.set_write_timeout(Some(Duration::from_secs(5)))
             .map_err(|e| e.to_string())?;
