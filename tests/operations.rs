@@ -1012,3 +1012,35 @@ fn check_config_checks_the_key_files_for_the_daemons_user() {
     assert!(out.contains("only root can check"), "{out}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Issue 13 item 6: outside journald each log line is "TIMESTAMP LEVEL message" (an
+/// RFC 3339 time to the millisecond, the level padded to 5), with no colour escapes
+/// even when the environment asks for colour; journald's `<N>` prefixes are
+/// `journald_priority_prefixes`.
+#[test]
+fn plain_log_lines_have_a_timestamp_and_no_colour() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::start_with(
+        Mode::Unicast,
+        1,
+        "",
+        &[("CLICOLOR_FORCE", "1"), ("TERM", "xterm-256color")],
+    );
+    wait_for("an election", Duration::from_secs(3), || {
+        c.log(1).contains("elected leader")
+    });
+    let log = c.log(1);
+    assert!(!log.contains('\x1b'), "colour escapes: {log:?}");
+    let line = log
+        .lines()
+        .find(|l| l.contains("elected leader of term 1"))
+        .unwrap_or_else(|| panic!("{log}"));
+    // 2026-01-02T03:04:05.678Z INFO  elected leader of term 1
+    let (ts, rest) = line.split_once(' ').unwrap();
+    let shape: String = ts
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '9' } else { c })
+        .collect();
+    assert_eq!(shape, "9999-99-99T99:99:99.999Z", "{line}");
+    assert_eq!(rest, "INFO  elected leader of term 1", "{line}");
+}

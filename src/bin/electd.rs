@@ -88,6 +88,8 @@ fn init_logging(level: LevelFilter) {
                 };
                 writeln!(buf, "<{prio}>{}", rec.args())
             } else {
+                // No colour: the format writes no styles, and the crate is built
+                // without its colour features (Cargo.toml).
                 writeln!(
                     buf,
                     "{} {:<5} {}",
