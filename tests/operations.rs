@@ -1044,3 +1044,46 @@ fn plain_log_lines_have_a_timestamp_and_no_colour() {
     assert_eq!(shape, "9999-99-99T99:99:99.999Z", "{line}");
     assert_eq!(rest, "INFO  elected leader of term 1", "{line}");
 }
+
+/// Issue 13 item 7 (SPEC 9: "paths may hold {id}"): every path directive expands
+/// `{id}`, the key files as the socket and the state file, with `--id` overriding.
+#[test]
+fn every_path_expands_id() {
+    let text = "cluster c\nserver 1 127.0.0.1:7401\nserver 2 127.0.0.1:7402\nid 1\nunicast\n\
+                socket /run/e/{id}.sock\nstate /var/lib/e/{id}.state\n\
+                key-file /etc/e/{id}.key\nkey-file-next /etc/e/{id}.next\n";
+    let cfg = electd::config::Config::parse(text, Path::new("electd.conf"), Some(2)).unwrap();
+    assert_eq!(cfg.socket, Path::new("/run/e/2.sock"));
+    assert_eq!(cfg.state, Path::new("/var/lib/e/2.state"));
+    assert_eq!(cfg.key_file.as_deref(), Some(Path::new("/etc/e/2.key")));
+    assert_eq!(
+        cfg.key_file_next.as_deref(),
+        Some(Path::new("/etc/e/2.next"))
+    );
+}
+
+/// Issue 13 item 7: the duration units the docs list (ms, s, m, h, with fractions) are
+/// the ones the parser takes, and nothing else.
+#[test]
+fn durations_take_the_documented_units() {
+    use electd::config::parse_duration;
+    for (text, ms) in [
+        ("250ms", 250),
+        ("1s", 1000),
+        ("1.5s", 1500),
+        ("2m", 120_000),
+        ("1h", 3_600_000),
+        ("0.5h", 1_800_000),
+    ] {
+        assert_eq!(
+            parse_duration(text),
+            Ok(Duration::from_millis(ms)),
+            "{text}"
+        );
+    }
+    for bad in ["1", "1d", "1us", "1 s", "h", "1sec"] {
+        assert!(parse_duration(bad).is_err(), "{bad} accepted");
+    }
+    let err = parse_duration("1d").unwrap_err();
+    assert!(err.contains("ms, s, m or h"), "{err}");
+}
