@@ -675,6 +675,11 @@ fn sighup_while_starting_does_not_kill() {
         led.is_some(),
         "no election under SIGHUP ({sent} sent):\n{text}"
     );
+    eprintln!(
+        "{sent} SIGHUPs from the config read on; leader {:?} after the config was written; {} reloads",
+        led.unwrap_or_default(),
+        text.matches("configuration reloaded").count()
+    );
     assert!(
         h.child.try_wait().unwrap().is_none(),
         "electd died:\n{text}"
