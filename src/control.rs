@@ -36,6 +36,9 @@ use std::time::{Duration, Instant};
 
 /// The error a leader-only request gets on a follower (`electctl` exits 1 on it).
 pub const NOT_LEADER: &str = "not leader";
+/// The start of the error a refused `reload` gets; its answer also carries
+/// `"refused":true` (`electctl reload` exits 1 on it, 2 on other errors).
+pub const RELOAD_REFUSED: &str = "reload refused";
 /// The longest reason kept from a supervisor's `health failing` report.
 pub const MAX_HEALTH_REASON: usize = 200;
 
@@ -88,6 +91,9 @@ pub enum Request {
     Metrics,
     /// Liveness check.
     Ping,
+    /// Re-read the configuration file now, as SIGHUP does, and answer whether the new
+    /// configuration was applied or refused (and why).
+    Reload,
     /// A known word with bad arguments (the message for the answer).
     Invalid(String),
     /// Anything else (the word, truncated for the answer).
@@ -132,6 +138,8 @@ impl Request {
             ("drain" | "undrain", _) => Request::Invalid(format!("{word} takes no arguments")),
             ("metrics", []) => Request::Metrics,
             ("ping", []) => Request::Ping,
+            ("reload", []) => Request::Reload,
+            ("reload", _) => Request::Invalid("reload takes no arguments".into()),
             _ => Request::Unknown(line.trim().chars().take(64).collect()),
         }
     }
@@ -160,6 +168,52 @@ impl Request {
             }
             _ => Request::Invalid("usage: health ok | health failing REASON".into()),
         }
+    }
+}
+
+/// The user id of the process at the other end of `stream` (SO_PEERCRED).
+fn peer_uid(stream: &UnixStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which we own.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && len as usize == std::mem::size_of::<libc::ucred>()).then_some(cred.uid)
+}
+
+/// What a client (`electctl`) says when it cannot connect to the socket at `path`: a
+/// permission problem is not a stopped daemon, and each has its own remedy.
+pub fn connect_error(path: &Path, e: &io::Error) -> String {
+    let p = path.display();
+    match e.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => {
+            // The socket, or the directory that holds it when that cannot be searched.
+            let group = std::fs::metadata(path)
+                .or_else(|_| std::fs::metadata(path.parent().unwrap_or(Path::new("/"))))
+                .ok()
+                .map(|m| std::os::unix::fs::MetadataExt::gid(&m))
+                .map(|gid| crate::access::group_name(gid).unwrap_or_else(|| format!("gid {gid}")));
+            format!(
+                "permission denied on {p}: run as root or as a member of the socket's group{} (socket-mode)",
+                group.map_or(String::new(), |g| format!(" '{g}'"))
+            )
+        }
+        Some(libc::ENOENT | libc::ECONNREFUSED) => {
+            format!("cannot connect to {p}: {e} (is electd running?)")
+        }
+        _ => format!("cannot connect to {p}: {e}"),
     }
 }
 
@@ -224,6 +278,8 @@ struct Client {
     /// A line over `MAX_REQUEST` came after the buffered ones: refuse it once they
     /// are answered.
     too_long: bool,
+    /// The client's user id as the kernel saw it at connect (SO_PEERCRED), if known.
+    peer_uid: Option<u32>,
 }
 
 impl Client {
@@ -333,6 +389,7 @@ impl Control {
                     {
                         continue;
                     }
+                    let peer_uid = peer_uid(&stream);
                     self.clients[slot] = Some(Client {
                         stream,
                         inbuf: Vec::new(),
@@ -345,6 +402,7 @@ impl Control {
                         last_active: now,
                         more: false,
                         too_long: false,
+                        peer_uid,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -549,6 +607,11 @@ impl Control {
             return;
         }
         c.outbuf.extend_from_slice(line.as_bytes());
+    }
+
+    /// The user id of client `slot` (SO_PEERCRED at connect), if known.
+    pub fn peer_uid(&self, slot: usize) -> Option<u32> {
+        self.clients.get(slot)?.as_ref()?.peer_uid
     }
 
     /// Marks client `slot` as a watcher.
@@ -772,6 +835,8 @@ mod tests {
             Request::Invalid(_)
         ));
         assert_eq!(Request::parse("leave"), Request::Leave);
+        assert_eq!(Request::parse("reload"), Request::Reload);
+        assert!(matches!(Request::parse("reload now"), Request::Invalid(_)));
         assert_eq!(Request::parse("yield"), Request::Yield(None));
         assert_eq!(Request::parse("yield 2"), Request::Yield(Some(2)));
         // A number is always an id: 0 and 999 reach the daemon, which knows the list.
@@ -900,6 +965,16 @@ mod tests {
         }
         assert_eq!(total, 20 * 50);
         assert!(!f.control.has_more());
+    }
+
+    #[test]
+    fn the_peer_uid_is_the_connecting_process_user() {
+        let mut f = Fixture::new("cred");
+        let _s = f.connect();
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        assert_eq!(f.control.peer_uid(0), Some(me));
+        assert_eq!(f.control.peer_uid(1), None, "no client in slot 1");
     }
 
     #[test]

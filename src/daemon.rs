@@ -25,7 +25,7 @@
 
 use crate::auth::{self, Keys, ReplayWindow};
 use crate::config::{Config, Transport as Mode};
-use crate::control::{Control, NOT_LEADER, Request, error_line, json_str};
+use crate::control::{Control, NOT_LEADER, RELOAD_REFUSED, Request, error_line, json_str};
 use crate::health::{Checks, REASONS, Verdict};
 use crate::hooks::Hooks;
 
@@ -55,6 +55,10 @@ const HEALTH: Token = Token(1 << 20);
 const UDP_BUDGET: usize = 256;
 /// The longest a wait may last even with no deadline (idle clients are swept).
 const MAX_WAIT: Duration = Duration::from_secs(1);
+/// The longest reason of a refused reload kept for `status` (characters).
+const MAX_REFUSAL: usize = 400;
+/// The longest part of it shown in systemd's STATUS= line (characters).
+const MAX_REFUSAL_STATUS: usize = 120;
 
 /// The environment variable that breaks the daemon on purpose for negative controls.
 pub const SABOTAGE_VAR: &str = "ELECTD_TEST_SABOTAGE";
@@ -102,19 +106,53 @@ fn yield_target(cfg: &Config, id: u64) -> Result<u16, String> {
     Ok(s.id)
 }
 
-/// Blocks SIGTERM, SIGINT, SIGHUP and SIGCHLD and returns a signalfd that reports them.
-fn signal_fd() -> io::Result<i32> {
-    // SAFETY: plain libc calls on a local sigset; the mask applies to this thread,
-    // which is the only one.
+/// The signals the daemon takes through its signalfd.
+const SIGNALS_HANDLED: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD];
+
+fn handled_mask() -> libc::sigset_t {
+    // SAFETY: sigemptyset and sigaddset initialise and fill a sigset we own.
     unsafe {
         let mut mask: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut mask);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD] {
+        for s in SIGNALS_HANDLED {
             libc::sigaddset(&mut mask, s);
         }
-        if libc::pthread_sigmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut()) != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        mask
+    }
+}
+
+fn set_handled(how: libc::c_int) -> io::Result<()> {
+    let mask = handled_mask();
+    // SAFETY: the mask applies to the calling thread; threads started later inherit it.
+    let rc = unsafe { libc::pthread_sigmask(how, &mask, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// Blocks SIGTERM, SIGINT, SIGHUP and SIGCHLD. `electd` calls it first thing in main,
+/// before reading the configuration, binding or loading the state: a signal that
+/// arrives meanwhile (`systemctl reload` racing the start) stays pending instead of
+/// killing the daemon, and the signalfd reports it once the loop runs (SIGHUP then
+/// reloads, SIGTERM stops cleanly). Children get an empty mask (std resets it).
+pub fn block_signals() -> io::Result<()> {
+    set_handled(libc::SIG_BLOCK)
+}
+
+/// Undoes [`block_signals`], for a run that ends without the loop (`--check-config`):
+/// an ordinary short command that SIGTERM or Ctrl-C must stop.
+pub fn unblock_signals() -> io::Result<()> {
+    set_handled(libc::SIG_UNBLOCK)
+}
+
+/// Blocks the handled signals (again: [`block_signals`] normally did already) and
+/// returns a signalfd that reports them, pending ones included.
+fn signal_fd() -> io::Result<i32> {
+    block_signals()?;
+    let mask = handled_mask();
+    // SAFETY: signalfd reads the mask we own and returns a new descriptor or -1.
+    unsafe {
         let fd = libc::signalfd(-1, &mask, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC);
         if fd < 0 {
             return Err(io::Error::last_os_error());
@@ -228,6 +266,9 @@ pub struct Daemon {
     health: Verdict,
     /// The successor named by the latest handover begun (for the answer to `drain`).
     last_handover_to: Option<u16>,
+    /// Why the last reload (SIGHUP or `reload`) was refused; None once one succeeds.
+    /// The refused file is still on disk: the next restart would load it.
+    config_refused: Option<String>,
 }
 
 impl Daemon {
@@ -379,6 +420,7 @@ impl Daemon {
             health: checks.verdict(),
             checks,
             last_handover_to: None,
+            config_refused: None,
         })
     }
 
@@ -913,6 +955,15 @@ impl Daemon {
         if v.drained {
             s.push_str(", drained");
         }
+        if let Some(why) = &self.config_refused {
+            // The operator must know the file on disk is not what runs.
+            write!(
+                s,
+                "; reload refused: {}; running the previous configuration, a restart would load the refused file",
+                one_line(why, MAX_REFUSAL_STATUS)
+            )
+            .expect("write to String");
+        }
         s
     }
 
@@ -940,13 +991,14 @@ impl Daemon {
         let (health, cause) = self.health();
         write!(
             s,
-            "\"elector\":\"{}\",\"voted_term\":{},\"healthy\":{},\"drained\":{},\"health\":\"{}\",\"health_cause\":{},\"now_ns\":{},\"peers\":[",
+            "\"elector\":\"{}\",\"voted_term\":{},\"healthy\":{},\"drained\":{},\"health\":\"{}\",\"health_cause\":{},\"config_refused\":{},\"now_ns\":{},\"peers\":[",
             st.elector.name(),
             st.voted_term,
             self.node.healthy(),
             self.node.drained(),
             health.name(),
             cause.as_deref().map_or("null".into(), json_str),
+            self.config_refused.as_deref().map_or("null".into(), json_str),
             now.as_nanos()
         )
         .expect("write to String");
@@ -1086,6 +1138,12 @@ impl Daemon {
             "drained",
             "1 while this server is drained (electctl drain).",
             u8::from(self.node.drained()).to_string(),
+        );
+        family(
+            "gauge",
+            "config_refused",
+            "1 while the last reload was refused: the running configuration is not the file's, and a restart would load the file.",
+            u8::from(self.config_refused.is_some()).to_string(),
         );
         family(
             "counter",
@@ -1254,6 +1312,7 @@ impl Daemon {
                 self.status_line()
             }
             Request::Ping => "{\"ok\":true}\n".into(),
+            Request::Reload => self.reload_request(slot),
             Request::Metrics => self.metrics_text(),
             Request::Elect => {
                 info!("election requested on the control socket");
@@ -1279,7 +1338,7 @@ impl Daemon {
                 Err(e) => error_line(&e),
             },
             Request::Unknown(w) => error_line(&format!(
-                "unknown command '{w}' (status, watch, elect, yield [ID], drain, undrain, metrics, ping; supervisors: supervise, released N, health, leave)"
+                "unknown command '{w}' (status, watch, elect, yield [ID], drain, undrain, metrics, ping, reload; supervisors: supervise, released N, health, leave)"
             )),
         };
         self.control.reply(slot, &line);
@@ -1368,7 +1427,10 @@ impl Daemon {
     fn on_signals(&mut self) -> Result<(), Fatal> {
         for sig in read_signals(self.signals) {
             match sig {
-                libc::SIGHUP => self.reload(),
+                // Logged, and kept for `status`, by reload itself.
+                libc::SIGHUP => {
+                    let _ = self.reload();
+                }
                 libc::SIGCHLD => self.hooks.poll(Instant::now()),
                 _ if self.stopping.is_none() => {
                     info!("signal {sig}: stopping");
@@ -1389,50 +1451,78 @@ impl Daemon {
         Ok(())
     }
 
-    /// SIGHUP: re-reads the file; applies timers and log level; refuses everything else.
-    fn reload(&mut self) {
-        let new = match Config::load(&self.cfg.path, self.id_override) {
-            Ok(c) => c,
-            Err(e) => return error!("reload refused, keeping the running configuration: {e}"),
-        };
-        let fixed = |c: &Config| {
-            (
-                c.fingerprint(),
-                c.id,
-                c.transport.clone(),
-                c.socket.clone(),
-                c.socket_mode,
-                c.state.clone(),
-            )
-        };
+    /// SIGHUP and the socket's `reload` (SPEC section 12): re-reads the file and applies
+    /// it, or refuses it whole and keeps the running configuration. Either way the
+    /// outcome is logged (a refusal at error level) and shown in `status` and systemd's
+    /// STATUS= until the next reload: a refused file stays on disk, and the next restart
+    /// would load it.
+    fn reload(&mut self) -> Result<(), String> {
+        let outcome = self.try_reload();
+        match &outcome {
+            Ok(()) => {
+                if self.config_refused.take().is_some() {
+                    info!("the configuration file is running again: the earlier refusal is over");
+                }
+            }
+            Err(why) => {
+                error!("{RELOAD_REFUSED}: {why}; the running configuration stays");
+                self.config_refused = Some(one_line(why, MAX_REFUSAL));
+            }
+        }
+        self.notifier.send(&self.status_text());
+        outcome
+    }
+
+    /// The reload itself: everything is checked before anything is applied, so a
+    /// refusal changes nothing. Applies timers, keys (rotation, not on or off), the
+    /// check, `preempt-delay`, hooks and log level; refuses a change of the cluster
+    /// name, server list, priorities, id, transport, socket, socket mode or state path.
+    fn try_reload(&mut self) -> Result<(), String> {
+        let new = Config::load(&self.cfg.path, self.id_override).map_err(|e| e.to_string())?;
         if new.fingerprint() != self.cfg.fingerprint() {
-            return error!(
-                "reload refused: the cluster name or server list changed; restart every server with the new list"
+            return Err(
+                "the cluster name or server list changed; restart every server with the new list"
+                    .into(),
             );
         }
-        if fixed(&new) != fixed(&self.cfg) {
-            return error!(
-                "reload refused: transport, socket or state path changed; these need a restart"
+        if fixed_settings(&new) != fixed_settings(&self.cfg) {
+            return Err(
+                "id, transport, socket, socket-mode or state path changed; these need a restart"
+                    .into(),
             );
         }
-        let keys = match auth::load_keys(new.key_file.as_deref(), new.key_file_next.as_deref()) {
-            Ok(k) => k,
-            Err(e) => return error!("reload refused: {e}"),
-        };
+        if priorities(&new) != priorities(&self.cfg) {
+            return Err("a server's priority changed; this needs a restart".into());
+        }
+        let keys = auth::load_keys(new.key_file.as_deref(), new.key_file_next.as_deref())?;
         if keys.is_some() != self.keys.is_some() {
-            return error!(
-                "reload refused: turning authentication on or off needs a restart of every server"
-            );
+            return Err("turning authentication on or off needs a restart of every server".into());
         }
-        if let Err(e) = self.node.set_timers(
-            new.heartbeat,
-            new.rtt,
-            new.missed_heartbeats,
-            new.drift_ppm,
-            new.max_hold,
-        ) {
-            return error!("reload refused: {e}");
+        let old = &self.cfg;
+        let (hbt, rtt, k, drift, hold) = (
+            old.heartbeat,
+            old.rtt,
+            old.missed_heartbeats,
+            old.drift_ppm,
+            old.max_hold,
+        );
+        self.node
+            .set_timers(
+                new.heartbeat,
+                new.rtt,
+                new.missed_heartbeats,
+                new.drift_ppm,
+                new.max_hold,
+            )
+            .map_err(|e| e.to_string())?;
+        if let Err(e) = self.checks.reconfigure(new.check.as_ref()) {
+            // Nothing was sent since: the running timers come back exactly.
+            if let Err(back) = self.node.set_timers(hbt, rtt, k, drift, hold) {
+                error!("reload: cannot restore the running timers: {back}");
+            }
+            return Err(format!("the check runner could not start: {e}"));
         }
+        // From here on nothing can fail.
         if keys.is_some()
             && (new.key_file != self.cfg.key_file || new.key_file_next != self.cfg.key_file_next)
         {
@@ -1441,12 +1531,6 @@ impl Daemon {
         self.keys = keys;
         for w in new.warnings() {
             warn!("{w}");
-        }
-        if let Err(e) = self.checks.reconfigure(new.check.as_ref()) {
-            error!(
-                "reload: the check runner could not start: {e}; the previous check settings stay"
-            );
-            return;
         }
         if new.preempt_delay != self.cfg.preempt_delay {
             info!(
@@ -1471,7 +1555,71 @@ impl Daemon {
             new.heartbeat, new.rtt, new.missed_heartbeats
         );
         self.cfg = new;
+        Ok(())
     }
+
+    /// The socket's `reload`: allowed to whoever may send the daemon SIGHUP (root and
+    /// the daemon's own user, the unit's ExecReload), not to every member of the
+    /// socket's group. Answers `{"ok":true,...}` or the refusal with `"refused":true`.
+    fn reload_request(&mut self, slot: usize) -> String {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        match self.control.peer_uid(slot) {
+            Some(uid) if uid == 0 || uid == me => {
+                info!("reload requested on the control socket (uid {uid})");
+            }
+            other => {
+                let who = other.map_or("an unknown user".to_string(), |u| format!("uid {u}"));
+                warn!(
+                    "reload refused to {who} on the control socket: only root and uid {me} may reload"
+                );
+                return error_line(&format!(
+                    "reload: permission denied for {who}: only root and the daemon's user (uid {me}) may reload, as for SIGHUP"
+                ));
+            }
+        }
+        match self.reload() {
+            Ok(()) => format!(
+                "{{\"ok\":true,\"config\":{}}}\n",
+                json_str(&self.cfg.path.display().to_string())
+            ),
+            Err(why) => format!(
+                "{{\"error\":{},\"refused\":true}}\n",
+                json_str(&format!("{RELOAD_REFUSED}: {why}"))
+            ),
+        }
+    }
+}
+
+/// What a reload may not change (besides the fingerprint): id, transport, socket and
+/// state. Changing them needs a restart.
+fn fixed_settings(c: &Config) -> (u16, Mode, std::path::PathBuf, u32, std::path::PathBuf) {
+    (
+        c.id,
+        c.transport.clone(),
+        c.socket.clone(),
+        c.socket_mode,
+        c.state.clone(),
+    )
+}
+
+/// The servers' priorities: the core takes them at start only.
+fn priorities(c: &Config) -> Vec<(u16, u8)> {
+    c.servers.iter().map(|s| (s.id, s.priority)).collect()
+}
+
+/// `text` on one line (control characters become '?'; sd_notify lines end at a
+/// newline) and at most `max` characters, with "..." when cut.
+fn one_line(text: &str, max: usize) -> String {
+    let mut out: String = text
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .take(max)
+        .collect();
+    if text.chars().count() > max {
+        out.push_str("...");
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! Health checks (SPEC section 13): the `check` command, run off the event loop.
 //!
 //! A runner thread starts the check every `check-interval`, one at a time, no shell,
-//! in its own process group, with the daemon's environment (scrubbed as for hooks,
-//! [`crate::hooks::scrub_env`]) plus ELECTD_ID and ELECTD_ROLE. A check still running
+//! in its own process group, in the clean environment hooks get
+//! ([`crate::hooks::clean_env`]) plus ELECTD_ID and ELECTD_ROLE. A check still running
 //! at `check-timeout` is killed with its whole group (SIGKILL to -pgid) and reaped; so
 //! is whatever a check that exited leaves behind in its group. Its stdout and stderr
 //! share one pipe that is read while it runs (a chatty check never blocks on a full
@@ -19,7 +19,7 @@
 //! unhealthy until its verdict is `ok`.
 
 use crate::config::Check;
-use crate::hooks::scrub_env;
+use crate::hooks::clean_env;
 use log::{debug, info};
 use std::fmt;
 use std::io::{self, Read};
@@ -300,7 +300,7 @@ pub fn run_once(
         Err(e) => return (fail(Failure::Exec(format!("pipe: {e}"))), None),
     };
     let mut cmd = Command::new(program);
-    scrub_env(&mut cmd)
+    clean_env(&mut cmd)
         .args(&argv[1..])
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
@@ -875,7 +875,7 @@ mod tests {
         let argv: Vec<String> = [
             "/bin/sh",
             "-c",
-            "echo \"$ELECTD_ID $ELECTD_ROLE ${NOTIFY_SOCKET:-none}\"",
+            "echo \"$ELECTD_ID $ELECTD_ROLE ${NOTIFY_SOCKET:-none} $PATH\"",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -885,7 +885,10 @@ mod tests {
             ("ELECTD_ROLE", "follower".to_string()),
         ];
         let (o, _) = run_once(&argv, Duration::from_secs(5), &env);
-        assert_eq!(o.output, "4 follower none");
+        assert_eq!(
+            o.output,
+            format!("4 follower none {}", crate::hooks::CHILD_PATH)
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! `on-leader` and `on-follower` hooks (SPEC section 12).
 //!
 //! Hooks run one at a time, in the order of the transitions, each in its own process
-//! group with ELECTD_ROLE, ELECTD_LEADER, ELECTD_TERM, ELECTD_ID and ELECTD_HEALTH set
-//! (and the daemon's own systemd variables removed, see [`scrub_env`]). The event loop
+//! group, in a clean environment ([`clean_env`]) with ELECTD_ROLE, ELECTD_LEADER,
+//! ELECTD_TERM, ELECTD_ID and ELECTD_HEALTH set. The event loop
 //! never waits for one: it starts a hook, is told of its exit by SIGCHLD (through the
 //! daemon's signalfd), and kills the group of a hook that outlives `hook-timeout`.
 
@@ -16,25 +16,27 @@ use std::time::{Duration, Instant};
 /// Transitions waiting for their hook, at most; the oldest is dropped beyond it.
 pub const MAX_QUEUED: usize = 32;
 
-/// Variables that speak for the daemon itself and must not reach what it runs: a
-/// child that inherited NOTIFY_SOCKET or WATCHDOG_PID could report READY, STOPPING or
-/// a watchdog ping in the daemon's name, LISTEN_* would hand it sockets it does not
-/// own, and the test sabotage switch is for the daemon only.
-pub const SCRUBBED_ENV: &[&str] = &[
-    "NOTIFY_SOCKET",
-    "WATCHDOG_USEC",
-    "WATCHDOG_PID",
-    "LISTEN_FDS",
-    "LISTEN_PID",
-    "LISTEN_FDNAMES",
-    crate::daemon::SABOTAGE_VAR,
-];
+/// The PATH of hooks and checks: the daemon's own may be anything (a shell's, a test's).
+pub const CHILD_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// LANG when the daemon has none.
+pub const DEFAULT_LANG: &str = "C.UTF-8";
 
-/// Removes [`SCRUBBED_ENV`] from a child's environment; the rest is inherited (the
-/// unit's environment, PATH included), as a hook or check expects.
-pub fn scrub_env(cmd: &mut Command) -> &mut Command {
-    for v in SCRUBBED_ENV {
-        cmd.env_remove(v);
+/// Gives a hook or check a clean environment: PATH is [`CHILD_PATH`], LANG and TZ come
+/// from the daemon's environment (LANG defaults to [`DEFAULT_LANG`]), and the caller
+/// adds the ELECTD_* variables. Nothing else is inherited: the daemon's systemd
+/// variables speak for the daemon alone (a child with NOTIFY_SOCKET or WATCHDOG_PID
+/// could report READY, STOPPING or a watchdog ping in its name, and the journal logs
+/// each refused one; INVOCATION_ID and JOURNAL_STREAM describe the daemon's own
+/// invocation and stream; LISTEN_* would hand it sockets it does not own), and neither
+/// a test switch such as ELECTD_TEST_SABOTAGE nor whatever the shell that started the
+/// daemon held belongs in a hook.
+pub fn clean_env(cmd: &mut Command) -> &mut Command {
+    cmd.env_clear().env("PATH", CHILD_PATH).env(
+        "LANG",
+        std::env::var_os("LANG").unwrap_or_else(|| DEFAULT_LANG.into()),
+    );
+    if let Some(tz) = std::env::var_os("TZ") {
+        cmd.env("TZ", tz);
     }
     cmd
 }
@@ -137,7 +139,7 @@ impl Hooks {
                 return;
             };
             let mut cmd = Command::new(&job.argv[0]);
-            scrub_env(&mut cmd)
+            clean_env(&mut cmd)
                 .args(&job.argv[1..])
                 .env("ELECTD_ROLE", job.role.name())
                 .env(

@@ -272,7 +272,7 @@ struct Conn {
 impl Conn {
     fn open(opts: &RunOptions) -> Result<Conn, String> {
         let mut stream = UnixStream::connect(&opts.socket)
-            .map_err(|e| format!("{}: {e}", opts.socket.display()))?;
+            .map_err(|e| crate::control::connect_error(&opts.socket, &e))?;
         stream
             .set_write_timeout(Some(Duration::from_secs(1)))
             .and_then(|_| stream.write_all(b"supervise\n"))
