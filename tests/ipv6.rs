@@ -216,8 +216,8 @@ fn remove_stale() {
 
 /// Hosts on one LAN: a namespace each, its eth0 a veth whose peer is on a bridge (MLD
 /// snooping off: it floods multicast) in one more namespace; host i has fd77::i/64
-/// (nodad: usable at once) and a hosts file naming every host hJ.electd.test with
-/// both fd77::J and 10.77.0.J. All deleted on drop.
+/// (nodad: usable at once) and 10.77.0.i/24, and a hosts file naming every host
+/// hJ.electd.test with both. All deleted on drop.
 struct Lan {
     hosts: Vec<String>,
     br: String,
@@ -269,6 +269,8 @@ impl Lan {
             sh_ok(&["ip", "-n", h, "link", "set", "eth0", "up"]);
             let a = format!("fd77::{}/64", i + 1);
             sh_ok(&["ip", "-n", h, "addr", "add", &a, "dev", "eth0", "nodad"]);
+            let a = format!("10.77.0.{}/24", i + 1);
+            sh_ok(&["ip", "-n", h, "addr", "add", &a, "dev", "eth0"]);
         }
         Some(lan)
     }
@@ -308,20 +310,29 @@ fn ipv6_multicast_across_namespaces_elects_and_fails_over() {
         );
         t + &tail(dir)
     });
-    let out = common::electd_in(Some(&lan.hosts[0]))
-        .arg("--config")
-        .arg(&c.conf)
-        .args(["--id", "1", "--check-config"])
-        .output()
-        .unwrap();
-    let said =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{said}");
-    assert!(
-        said.contains(":2: server 1 h1.electd.test:7400 is [fd77::1]:7400")
-            && !said.contains("warning"),
-        "{said}"
-    );
+    // What the names become: their IPv6 address here, their IPv4 one in the same
+    // list under an IPv4 group (whichever getaddrinfo puts first).
+    let v4 = c.dir.join("v4.conf");
+    let text = std::fs::read_to_string(&c.conf).unwrap();
+    let group = text.lines().find(|l| l.starts_with("multicast")).unwrap();
+    let v4_group = "multicast 239.255.77.1:7401 interface eth0 ttl 1";
+    std::fs::write(&v4, text.replace(group, v4_group)).unwrap();
+    for (conf, want) in [(&c.conf, "[fd77::1]:7400"), (&v4, "10.77.0.1:7400")] {
+        let out = common::electd_in(Some(&lan.hosts[0]))
+            .arg("--config")
+            .arg(conf)
+            .args(["--id", "1", "--check-config"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{said}");
+        let want = format!(":2: server 1 h1.electd.test:7400 is {want}\n");
+        assert!(
+            said.contains(&want) && !said.contains("warning"),
+            "{want}: {said}"
+        );
+    }
     let leader = elects_and_fails_over(&mut c);
     // The killed server comes back and follows the new leader: over multicast.
     c.spawn(leader);
