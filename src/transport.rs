@@ -47,7 +47,19 @@ fn udp_socket(family: Family) -> io::Result<Socket> {
         Family::V4 => Domain::IPV4,
         Family::V6 => Domain::IPV6,
     };
-    let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+    let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP)).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            match family {
+                Family::V4 => format!("cannot open an IPv4 socket: {e}"),
+                // Most likely a sandbox (systemd's RestrictAddressFamilies) or a host
+                // without IPv6; say both.
+                Family::V6 => format!(
+                    "cannot open an IPv6 socket: {e} (is IPv6 off on this host, or AF_INET6 missing from the unit's RestrictAddressFamilies?)"
+                ),
+            },
+        )
+    })?;
     if family == Family::V6 {
         s.set_only_v6(true)?;
     }
