@@ -259,6 +259,22 @@ pub fn resolve_names(
     names: &[(String, u16)],
     timeout: Duration,
 ) -> Vec<Result<Vec<SocketAddr>, String>> {
+    resolve_with(names, timeout, |host, port| {
+        (host, port)
+            .to_socket_addrs()
+            .map(|it| it.collect())
+            .map_err(|e| e.to_string())
+    })
+}
+
+type Lookup = fn(&str, u16) -> Result<Vec<SocketAddr>, String>;
+
+/// `resolve_names` with the lookup given (tests give one that hangs).
+fn resolve_with(
+    names: &[(String, u16)],
+    timeout: Duration,
+    lookup: Lookup,
+) -> Vec<Result<Vec<SocketAddr>, String>> {
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::new();
     let mut out: Vec<Option<Result<Vec<SocketAddr>, String>>> = vec![None; names.len()];
@@ -267,11 +283,7 @@ pub fn resolve_names(
         let spawned = std::thread::Builder::new()
             .name("electd-resolve".into())
             .spawn(move || {
-                let r = (host.as_str(), port)
-                    .to_socket_addrs()
-                    .map(|it| it.collect::<Vec<_>>())
-                    .map_err(|e| e.to_string());
-                let _ = tx.send((i, r));
+                let _ = tx.send((i, lookup(&host, port)));
             });
         match spawned {
             Ok(h) => handles.push(h),
@@ -294,7 +306,7 @@ pub fn resolve_names(
         }
     }
     out.into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(format!("no answer within {}s", timeout.as_secs()))))
+        .map(|r| r.unwrap_or_else(|| Err(format!("no answer within {}s", timeout.as_secs_f64()))))
         .collect()
 }
 
@@ -612,9 +624,21 @@ mod tests {
             "{r:?}"
         );
         assert!(r[1].is_err(), "{r:?}");
-        // A zero timeout: whatever has not answered yet is "no answer", never a hang.
-        let r = resolve_names(&[("localhost".into(), 1)], Duration::ZERO);
-        assert!(r.len() == 1);
+        // A resolver that hangs costs the timeout, not the start.
+        let t0 = Instant::now();
+        let r = resolve_with(
+            &[("slow".into(), 1), ("fast".into(), 2)],
+            Duration::from_millis(200),
+            |host, port| {
+                if host == "slow" {
+                    std::thread::sleep(Duration::from_secs(30));
+                }
+                Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))])
+            },
+        );
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        assert_eq!(r[0], Err("no answer within 0.2s".to_string()));
+        assert_eq!(r[1], Ok(vec!["127.0.0.1:2".parse().unwrap()]));
     }
 
     #[test]

@@ -695,22 +695,27 @@ impl Config {
             line: Some(line),
             msg,
         };
+        // Each distinct name once; `asks[i]` is server i's question, if it has one.
         let mut names: Vec<(String, u16)> = Vec::new();
+        let mut asks: Vec<usize> = Vec::new();
         for s in &self.servers {
             if let Address::Name(n, p) = &s.addr {
-                if !names.contains(&(n.clone(), *p)) {
-                    names.push((n.clone(), *p));
+                let q = (n.clone(), *p);
+                asks.push(names.iter().position(|x| *x == q).unwrap_or(names.len()));
+                if !names.contains(&q) {
+                    names.push(q);
                 }
+            } else {
+                asks.push(usize::MAX);
             }
         }
         let answers = addr::resolve_names(&names, addr::RESOLVE_TIMEOUT);
         let mut out: Vec<(u16, SocketAddr)> = Vec::with_capacity(self.servers.len());
-        for s in &self.servers {
+        for (s, &ask) in self.servers.iter().zip(&asks) {
             let a = match &s.addr {
                 Address::Ip(a) => *a,
-                Address::Name(n, p) => {
-                    let i = names.iter().position(|x| x.0 == *n && x.1 == *p);
-                    let got = match i.map(|i| &answers[i]) {
+                Address::Name(n, _) => {
+                    let got: &[SocketAddr] = match answers.get(ask) {
                         Some(Ok(got)) => got,
                         Some(Err(e)) => {
                             return Err(at(
@@ -718,7 +723,7 @@ impl Config {
                                 format!("server {}: cannot resolve '{n}': {e}", s.id),
                             ));
                         }
-                        None => unreachable!("every name was asked"),
+                        None => &[],
                     };
                     addr::pick(got, self.family).ok_or_else(|| {
                         let ips: Vec<String> = got.iter().map(|a| a.ip().to_string()).collect();
