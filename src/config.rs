@@ -3,9 +3,10 @@
 //! One directive per line, `#` starts a comment. Every error names the file, the line
 //! and the problem, with a suggestion for a misspelled directive.
 
+use crate::addr::{self, Address, Claim, Family};
 use crate::node::{NodeConfig, Sabotage, ServerInfo};
 use std::fmt;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -71,14 +72,17 @@ const MAX_PREEMPT_DELAY: Duration = Duration::from_secs(86_400);
 pub struct Server {
     /// 1..=255.
     pub id: u16,
-    /// Where it receives datagrams (its unicast address).
-    pub addr: SocketAddrV4,
+    /// Where it receives datagrams (its unicast address), as written: a literal or a
+    /// host name resolved at start (`Config::resolve`).
+    pub addr: Address,
     /// A readable name for logs and status.
     pub name: Option<String>,
     /// Higher wins ties between equally up-to-date claimants.
     pub priority: u8,
     /// Votes and acknowledges, never leads.
     pub witness: bool,
+    /// The line of its `server` directive (for errors about its address).
+    pub line: usize,
 }
 
 /// The health check (SPEC section 13): a command run every `interval`, no shell.
@@ -104,11 +108,11 @@ pub struct Check {
 pub enum Transport {
     /// LEAD, ELECT and ACK go to a multicast group; VOTE goes unicast.
     Multicast {
-        /// The group and port.
-        group: SocketAddrV4,
+        /// The group and port, IPv4 or IPv6 (the cluster's family).
+        group: SocketAddr,
         /// The interface name.
         interface: String,
-        /// Multicast TTL.
+        /// Multicast TTL (IPv6 hop limit), 0..=255; 0 keeps datagrams on this host.
         ttl: u32,
     },
     /// Every broadcast is sent to each other server's address.
@@ -128,6 +132,8 @@ pub struct Config {
     pub id: u16,
     /// Multicast or unicast.
     pub transport: Transport,
+    /// The one address family of every server and the group (`addr` module).
+    pub family: Family,
     /// HBT.
     pub heartbeat: Duration,
     /// RTT.
@@ -251,6 +257,9 @@ struct Raw {
     servers: Vec<(usize, Server)>,
     id: Option<(usize, u16)>,
     transport: Option<Transport>,
+    /// The line of the transport directive, and the family `unicast ipv4|ipv6` names.
+    transport_line: usize,
+    unicast_family: Option<Family>,
     heartbeat: Option<Duration>,
     rtt: Option<Duration>,
     k: Option<u32>,
@@ -281,7 +290,7 @@ fn one<'a>(args: &[&'a str], what: &str) -> Result<&'a str, String> {
     }
 }
 
-fn parse_server(args: &[&str]) -> Result<Server, String> {
+fn parse_server(args: &[&str], line: usize) -> Result<Server, String> {
     let usage = "expected: server ID ADDRESS:PORT [name NAME] [priority P] [witness]";
     let (id, addr) = match args {
         [id, addr, ..] => (id, addr),
@@ -292,9 +301,7 @@ fn parse_server(args: &[&str]) -> Result<Server, String> {
         .ok()
         .filter(|i| (1..=255).contains(i))
         .ok_or_else(|| format!("server id '{id}' is not in 1..=255"))?;
-    let addr: SocketAddrV4 = addr
-        .parse()
-        .map_err(|_| format!("'{addr}' is not an IPv4 address:port"))?;
+    let addr = addr::parse_address(addr)?;
     if addr.port() == 0 {
         return Err(format!("server {id} needs a port other than 0"));
     }
@@ -304,6 +311,7 @@ fn parse_server(args: &[&str]) -> Result<Server, String> {
         name: None,
         priority: 0,
         witness: false,
+        line,
     };
     let mut rest = args[2..].iter();
     while let Some(&word) = rest.next() {
@@ -324,14 +332,7 @@ fn parse_server(args: &[&str]) -> Result<Server, String> {
 
 fn parse_multicast(args: &[&str]) -> Result<Transport, String> {
     let usage = "expected: multicast GROUP:PORT interface NAME [ttl N]";
-    let group: SocketAddrV4 = args
-        .first()
-        .ok_or(usage)?
-        .parse()
-        .map_err(|_| format!("'{}' is not a group:port", args[0]))?;
-    if !group.ip().is_multicast() {
-        return Err(format!("{} is not a multicast address", group.ip()));
-    }
+    let group = addr::parse_group(args.first().ok_or(usage)?)?;
     let mut interface = None;
     let mut ttl = 1;
     let mut rest = args[1..].iter();
@@ -342,11 +343,12 @@ fn parse_multicast(args: &[&str]) -> Result<Transport, String> {
             }
             "ttl" => {
                 let t = rest.next().ok_or("'ttl' needs a value")?;
+                // 0 is host-only: the datagrams loop back to this host's sockets.
                 ttl = t
                     .parse()
                     .ok()
-                    .filter(|t| (1..=255).contains(t))
-                    .ok_or_else(|| format!("ttl '{t}' is not in 1..=255"))?;
+                    .filter(|t| (0..=255).contains(t))
+                    .ok_or_else(|| format!("ttl '{t}' is not in 0..=255"))?;
             }
             other => return Err(format!("unknown multicast option '{other}'; {usage}")),
         }
@@ -363,7 +365,7 @@ fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result<(), String
     let (directive, args) = (words[0], &words[1..]);
     match directive {
         "cluster" => raw.cluster = Some(one(args, "cluster name")?.to_string()),
-        "server" => raw.servers.push((lineno, parse_server(args)?)),
+        "server" => raw.servers.push((lineno, parse_server(args, lineno)?)),
         "id" => {
             let v = one(args, "id")?;
             let id = v
@@ -373,12 +375,20 @@ fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result<(), String
                 .ok_or_else(|| format!("id '{v}' is not in 1..=255"))?;
             raw.id = Some((lineno, id));
         }
-        "multicast" => raw.transport = Some(parse_multicast(args)?),
+        "multicast" => {
+            raw.transport = Some(parse_multicast(args)?);
+            (raw.transport_line, raw.unicast_family) = (lineno, None);
+        }
         "unicast" => {
-            if !args.is_empty() {
-                return Err("'unicast' takes no arguments".into());
-            }
+            // The family matters only for a list of names alone (`addr` module).
+            let family = match args {
+                [] => None,
+                ["ipv4"] => Some(Family::V4),
+                ["ipv6"] => Some(Family::V6),
+                _ => return Err("expected: unicast [ipv4|ipv6]".into()),
+            };
             raw.transport = Some(Transport::Unicast);
+            (raw.transport_line, raw.unicast_family) = (lineno, family);
         }
         "heartbeat" => raw.heartbeat = Some(parse_duration(one(args, "duration")?)?),
         "rtt" => raw.rtt = Some(parse_duration(one(args, "duration")?)?),
@@ -581,12 +591,15 @@ impl Config {
                 "missing transport: add 'multicast GROUP:PORT interface NAME' or 'unicast'".into(),
             )
         })?;
+        let family = family(&servers, &transport, raw.transport_line, raw.unicast_family)
+            .map_err(|(l, m)| at(Some(l), m))?;
         let mut cfg = Config {
             path: path.to_path_buf(),
             cluster,
             servers,
             id,
             transport,
+            family,
             heartbeat: raw.heartbeat.unwrap_or(Duration::from_secs(1)),
             rtt: raw.rtt.unwrap_or(Duration::from_millis(100)),
             missed_heartbeats: raw.k.unwrap_or(3),
@@ -673,9 +686,84 @@ impl Config {
         self.servers.iter().find(|s| s.id == id)
     }
 
+    /// Every server's address (by id), host names resolved to the cluster's family.
+    /// Blocking (getaddrinfo, at most `addr::RESOLVE_TIMEOUT`): call it at start and in
+    /// `--check-config`, never in the event loop. Errors name the server's line.
+    pub fn resolve(&self) -> Result<Vec<(u16, SocketAddr)>, ConfigError> {
+        let at = |line: usize, msg: String| ConfigError {
+            file: self.path.display().to_string(),
+            line: Some(line),
+            msg,
+        };
+        // Each distinct name once; `asks[i]` is server i's question, if it has one.
+        let mut names: Vec<(String, u16)> = Vec::new();
+        let mut asks: Vec<usize> = Vec::new();
+        for s in &self.servers {
+            if let Address::Name(n, p) = &s.addr {
+                let q = (n.clone(), *p);
+                asks.push(names.iter().position(|x| *x == q).unwrap_or(names.len()));
+                if !names.contains(&q) {
+                    names.push(q);
+                }
+            } else {
+                asks.push(usize::MAX);
+            }
+        }
+        let answers = addr::resolve_names(&names, addr::RESOLVE_TIMEOUT);
+        let mut out: Vec<(u16, SocketAddr)> = Vec::with_capacity(self.servers.len());
+        for (s, &ask) in self.servers.iter().zip(&asks) {
+            let a = match &s.addr {
+                Address::Ip(a) => *a,
+                Address::Name(n, _) => {
+                    let got: &[SocketAddr] = match answers.get(ask) {
+                        Some(Ok(got)) => got,
+                        Some(Err(e)) => {
+                            return Err(at(
+                                s.line,
+                                format!("server {}: cannot resolve '{n}': {e}", s.id),
+                            ));
+                        }
+                        None => &[],
+                    };
+                    addr::pick(got, self.family).ok_or_else(|| {
+                        let ips: Vec<String> = got.iter().map(|a| a.ip().to_string()).collect();
+                        at(
+                            s.line,
+                            format!(
+                                "server {}: '{n}' has no {} address (it resolves to {}); the cluster is {} (one address family per cluster)",
+                                s.id,
+                                self.family,
+                                ips.join(", "),
+                                self.family
+                            ),
+                        )
+                    })?
+                }
+            };
+            if let Some((other, _)) = out.iter().find(|(_, o)| *o == a) {
+                return Err(at(
+                    s.line,
+                    format!(
+                        "server {} {} is {a}, the address of server {other}",
+                        s.id, s.addr
+                    ),
+                ));
+            }
+            out.push((s.id, a));
+        }
+        Ok(out)
+    }
+
     /// CRC-32 of the canonical cluster name and server list (ids, addresses, witness marks).
+    /// Textual (SPEC section 16): a host name counts as written (lowercased), never as
+    /// what it resolves to, and literals in their canonical form, so an IPv4 list has
+    /// the fingerprint it always had. An IPv6 cluster adds its family: a list of names
+    /// means other addresses under `unicast ipv6`.
     pub fn fingerprint(&self) -> u32 {
         let mut canon = format!("electd-cluster-v1\ncluster {}\n", self.cluster);
+        if self.family == Family::V6 {
+            canon.push_str("family ipv6\n");
+        }
         for s in &self.servers {
             canon.push_str(&format!(
                 "server {} {}{}\n",
@@ -783,6 +871,41 @@ fn preempt_delay(
         ));
     }
     Ok(Some(d))
+}
+
+/// The cluster's address family (SPEC section 16): the one of every literal server
+/// address and the multicast group, or the one `unicast ipv4|ipv6` names; IPv4 for a
+/// list of names alone. A mix is an error on the line that breaks the rule.
+fn family(
+    servers: &[Server],
+    transport: &Transport,
+    transport_line: usize,
+    unicast_family: Option<Family>,
+) -> Result<Family, (usize, String)> {
+    let mut claims: Vec<Claim> = servers
+        .iter()
+        .filter_map(|s| {
+            Some(Claim {
+                line: s.line,
+                what: format!("server {} {}", s.id, s.addr),
+                family: s.addr.family()?,
+            })
+        })
+        .collect();
+    match (transport, unicast_family) {
+        (Transport::Multicast { group, .. }, _) => claims.push(Claim {
+            line: transport_line,
+            what: format!("multicast group {group}"),
+            family: Family::of(group.ip()),
+        }),
+        (Transport::Unicast, Some(f)) => claims.push(Claim {
+            line: transport_line,
+            what: format!("'unicast {}'", f.to_string().to_ascii_lowercase()),
+            family: f,
+        }),
+        (Transport::Unicast, None) => {}
+    }
+    addr::cluster_family(claims)
 }
 
 /// Ok when `cmd` names an executable file (searched in PATH when it has no '/');
@@ -918,7 +1041,7 @@ hook-timeout 10s
             ),
             (
                 "server 9 nowhere",
-                "electd.conf:15: 'nowhere' is not an IPv4 address:port",
+                "electd.conf:15: 'nowhere' needs a port: ADDRESS:PORT, [IPV6-ADDRESS]:PORT or NAME:PORT",
             ),
             (
                 "multicast 10.0.0.1:7400 interface eth0",
@@ -1122,6 +1245,162 @@ hook-timeout 10s
                 .warnings()
                 .is_empty()
         );
+    }
+
+    /// Issue 13: IPv6 and host names, one family per cluster, ttl 0.
+    #[test]
+    fn ipv6_names_and_one_family_per_cluster() {
+        let v6 = "cluster c\nserver 1 [2001:db8::11]:7400\nserver 2 [2001:db8::12]:7400 name b\nserver 3 node3.example.net:7400\nid 1\n";
+        let c = parse(&format!(
+            "{v6}multicast [ff12::4711]:7400 interface eth0 ttl 0\n"
+        ))
+        .unwrap();
+        assert_eq!(c.family, Family::V6);
+        assert_eq!(
+            c.transport,
+            Transport::Multicast {
+                group: "[ff12::4711]:7400".parse().unwrap(),
+                interface: "eth0".into(),
+                ttl: 0
+            }
+        );
+        assert_eq!(c.servers[1].addr.to_string(), "[2001:db8::12]:7400");
+        assert_eq!(
+            c.servers[2].addr,
+            Address::Name("node3.example.net".into(), 7400)
+        );
+        assert_eq!(c.servers[2].line, 4);
+        assert_eq!(parse(&format!("{v6}unicast\n")).unwrap().family, Family::V6);
+        // Names alone: IPv4 unless 'unicast ipv6' says otherwise.
+        let names = "cluster c\nserver 1 a.example:1\nserver 2 b.example:1\nid 1\n";
+        for (t, f) in [
+            ("unicast", Family::V4),
+            ("unicast ipv4", Family::V4),
+            ("unicast ipv6", Family::V6),
+            ("multicast [ff15::1]:7 interface eth0", Family::V6),
+            ("multicast 239.1.1.1:7 interface eth0 ttl 255", Family::V4),
+        ] {
+            assert_eq!(parse(&format!("{names}{t}\n")).unwrap().family, f, "{t}");
+        }
+        let v4 = "cluster c\nserver 1 10.0.0.1:7400\nserver 2 n2.example:7400\nid 1\n";
+        for (text, want) in [
+            (
+                format!("{v4}server 3 [2001:db8::3]:7400\nunicast\n"),
+                "electd.conf:5: server 3 [2001:db8::3]:7400 is IPv6 but server 1 10.0.0.1:7400 (line 2) is IPv4: one address family per cluster (every server and the multicast group)",
+            ),
+            (
+                format!("{v4}multicast [ff12::1]:7400 interface eth0\n"),
+                "electd.conf:5: multicast group [ff12::1]:7400 is IPv6 but server 1 10.0.0.1:7400 (line 2) is IPv4: one address family per cluster (every server and the multicast group)",
+            ),
+            (
+                format!("{v4}unicast ipv6\n"),
+                "electd.conf:5: 'unicast ipv6' is IPv6 but server 1 10.0.0.1:7400 (line 2) is IPv4: one address family per cluster (every server and the multicast group)",
+            ),
+            (
+                format!("{v4}unicast ipv5\n"),
+                "electd.conf:5: expected: unicast [ipv4|ipv6]",
+            ),
+            (
+                format!("{v4}server 3 [fe80::3]:7400\nunicast\n"),
+                "electd.conf:5: fe80::3 is link-local (fe80::/10): its scope is an interface name that differs per host; use a global or unique-local (fd00::/8) address",
+            ),
+            (
+                format!("{v4}server 3 [fe80::3%eth0]:7400\nunicast\n"),
+                "electd.conf:5: '[fe80::3%eth0]:7400': zones ('%eth0') are not supported: the list must be the same text on every server; use a global or unique-local (fd00::/8) address",
+            ),
+            (
+                format!("{v4}server 3 N2.Example:7400\nunicast\n"),
+                "electd.conf:5: address n2.example:7400 is listed twice",
+            ),
+            (
+                format!("{v4}multicast 239.1.1.1:7400 interface eth0 ttl 256\n"),
+                "electd.conf:5: ttl '256' is not in 0..=255",
+            ),
+        ] {
+            assert_eq!(parse(&text).unwrap_err().to_string(), want);
+        }
+        assert_eq!(
+            parse(&format!(
+                "{v6}server 4 [2001:0DB8::12]:1\nserver 5 [2001:db8::12]:7400\nunicast\n"
+            ))
+            .unwrap_err()
+            .to_string(),
+            "electd.conf:7: address [2001:db8::12]:7400 is listed twice"
+        );
+        let c = parse(&format!(
+            "{v4}multicast 239.1.1.1:7400 interface eth0 ttl 0\n"
+        ))
+        .unwrap();
+        assert!(matches!(c.transport, Transport::Multicast { ttl: 0, .. }));
+    }
+
+    /// The fingerprint is the text of the list (SPEC section 16): an IPv4 list keeps
+    /// the value it had before names and IPv6 existed; a name is not its address.
+    #[test]
+    fn fingerprint_is_the_text_of_the_list() {
+        // The value electd computed for this list before issue 13: a rolling upgrade
+        // of an IPv4 cluster keeps talking.
+        assert_eq!(parse(GOOD).unwrap().fingerprint(), 0xdb28_d655);
+        let base = "cluster c\nserver 1 127.0.0.1:7400\nserver 2 localhost:7401\nid 1\nunicast\n";
+        let fp = |t: &str| parse(t).unwrap().fingerprint();
+        assert_ne!(
+            fp(base),
+            fp(&base.replace("localhost", "127.0.0.1")),
+            "a name counts as written, not as what it resolves to"
+        );
+        assert_eq!(fp(base), fp(&base.replace("localhost", "LocalHost")));
+        assert_ne!(fp(base), fp(&base.replace("localhost", "localhost.")));
+        let v6 =
+            "cluster c\nserver 1 [2001:db8::1]:7400\nserver 2 [2001:db8::2]:7400\nid 1\nunicast\n";
+        assert_eq!(fp(v6), fp(&v6.replace("2001:db8::1", "2001:0db8:0:0::1")));
+        let names = "cluster c\nserver 1 a.example:1\nserver 2 b.example:1\nid 1\nunicast\n";
+        assert_ne!(
+            fp(names),
+            fp(&names.replace("unicast", "unicast ipv6")),
+            "the same names in another family are other addresses"
+        );
+        assert_eq!(fp(names), fp(&names.replace("unicast", "unicast ipv4")));
+    }
+
+    #[test]
+    fn names_resolve_once_to_the_clusters_family() {
+        let c =
+            parse("cluster c\nserver 1 localhost:7400\nserver 2 127.0.0.2:7400\nid 1\nunicast\n")
+                .unwrap();
+        assert_eq!(
+            c.resolve().unwrap(),
+            vec![
+                (1, "127.0.0.1:7400".parse().unwrap()),
+                (2, "127.0.0.2:7400".parse().unwrap())
+            ]
+        );
+        let c = parse("cluster c\nserver 1 localhost:7400\nserver 2 no-such-host.invalid:7400\nid 1\nunicast\n")
+            .unwrap();
+        let e = c.resolve().unwrap_err().to_string();
+        assert!(
+            e.starts_with("electd.conf:3: server 2: cannot resolve 'no-such-host.invalid': "),
+            "{e}"
+        );
+        let c =
+            parse("cluster c\nserver 1 127.0.0.1:7400\nserver 2 localhost:7400\nid 1\nunicast\n")
+                .unwrap();
+        assert_eq!(
+            c.resolve().unwrap_err().to_string(),
+            "electd.conf:3: server 2 localhost:7400 is 127.0.0.1:7400, the address of server 1"
+        );
+        // An IPv6 cluster takes localhost's IPv6 address, or says it has none (hosts
+        // files differ: Debian lists ::1 as localhost, some containers do not).
+        let c = parse("cluster c\nserver 1 [::1]:7400\nserver 2 localhost:7401\nid 1\nunicast\n")
+            .unwrap();
+        match c.resolve() {
+            Ok(a) => assert_eq!(a[1], (2, "[::1]:7401".parse().unwrap())),
+            Err(e) => assert!(
+                e.to_string().starts_with(
+                    "electd.conf:3: server 2: 'localhost' has no IPv6 address (it resolves to 127.0.0.1"
+                ),
+                "{e}"
+            ),
+        }
     }
 
     #[test]

@@ -309,7 +309,10 @@ impl Daemon {
         for (&id, &boot) in &extra.peer_boots {
             replay.floor(id, boot);
         }
-        let mut transport = Transport::open(&cfg).map_err(|e| Fatal(format!("UDP: {e}")))?;
+        // Host names are resolved here, once (SPEC section 16); a reload never does.
+        let addrs = cfg.resolve().map_err(|e| Fatal(e.to_string()))?;
+        let mut transport =
+            Transport::open(&cfg, &addrs).map_err(|e| Fatal(format!("UDP: {e}")))?;
         let mut control = Control::bind(&cfg.socket, cfg.socket_mode, CONTROL.0)
             .map_err(|e| Fatal(format!("control socket: {e}")))?;
         let signals = signal_fd().map_err(|e| Fatal(format!("signals: {e}")))?;

@@ -13,6 +13,7 @@
 //! `Node`; see `docs/PROTOCOL.md` for the protocol and why it is safe.
 
 pub mod access;
+pub mod addr;
 pub mod auth;
 pub mod candidate;
 pub mod config;

@@ -1,18 +1,24 @@
-//! UDP transport (SPEC section 9): multicast with port sharing, or unicast fan-out.
+//! UDP transport (SPEC sections 9 and 16): multicast with port sharing, or unicast
+//! fan-out, over IPv4 or IPv6 (one family per cluster).
 //!
 //! Every server owns a unicast socket bound to its configured address; all datagrams
-//! leave from it, so their source is the sender's configured address. In multicast
-//! mode a second socket, bound to the group port with SO_REUSEPORT (so several daemons
-//! share one host), receives the group; broadcasts go to the group with the configured
-//! TTL and loopback on. In unicast mode broadcasts are sent to each other server.
+//! leave from it, so their source is the sender's configured address. It is bound
+//! with IP_FREEBIND / IPV6_FREEBIND, so an address that is not up yet does not stop
+//! the start (a loud warning says so). In multicast mode a second socket, bound to the
+//! group port with SO_REUSEPORT (so several daemons share one host), receives the
+//! group; broadcasts go to the group with the configured TTL (hop limit) and loopback
+//! on. IPv6 names the interface by index (IPV6_ADD_MEMBERSHIP, IPV6_MULTICAST_IF);
+//! IPv4 by its address, as before. In unicast mode broadcasts are sent to each other
+//! server.
 
+use crate::addr::{self, Address, Family};
 use crate::config::{Config, Transport as Mode};
 use crate::node::Dest;
+use log::{info, warn};
 use mio::net::UdpSocket;
 use socket2::{Domain, Protocol, Socket, Type};
-use std::ffi::CString;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV6};
 
 /// The receive buffer: anything longer than a valid datagram is refused anyway.
 pub const RECV_BUF: usize = 2048;
@@ -30,63 +36,72 @@ pub struct Transport {
 
 /// The IPv4 address of interface `name`.
 pub fn interface_addr(name: &str) -> io::Result<Ipv4Addr> {
-    let cname = CString::new(name)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "bad interface name"))?;
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `head` with a list we free below.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return Err(io::Error::last_os_error());
+    match addr::multicast_interface(name, Family::V4)? {
+        IpAddr::V4(a) => Ok(a),
+        IpAddr::V6(a) => Err(io::Error::other(format!("{a} is not IPv4"))),
     }
-    let mut found = None;
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned, not yet freed.
-        let ifa = unsafe { &*cur };
-        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let matches = !ifa.ifa_name.is_null()
-            && unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) } == cname.as_c_str();
-        if matches && !ifa.ifa_addr.is_null() {
-            // SAFETY: ifa_addr points to a sockaddr; its family says which one.
-            let family = unsafe { (*ifa.ifa_addr).sa_family };
-            if i32::from(family) == libc::AF_INET {
-                // SAFETY: AF_INET means the sockaddr is a sockaddr_in.
-                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-                found = Some(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
-                break;
-            }
-        }
-        cur = ifa.ifa_next;
-    }
-    // SAFETY: `head` came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(head) };
-    found.ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("interface '{name}' has no IPv4 address"),
-        )
-    })
 }
 
-fn udp_socket() -> io::Result<Socket> {
-    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+fn udp_socket(family: Family) -> io::Result<Socket> {
+    let domain = match family {
+        Family::V4 => Domain::IPV4,
+        Family::V6 => Domain::IPV6,
+    };
+    let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP)).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            match family {
+                Family::V4 => format!("cannot open an IPv4 socket: {e}"),
+                // Most likely a sandbox (systemd's RestrictAddressFamilies) or a host
+                // without IPv6; say both.
+                Family::V6 => format!(
+                    "cannot open an IPv6 socket: {e} (is IPv6 off on this host, or AF_INET6 missing from the unit's RestrictAddressFamilies?)"
+                ),
+            },
+        )
+    })?;
+    if family == Family::V6 {
+        s.set_only_v6(true)?;
+    }
     s.set_nonblocking(true)?;
     s.set_cloexec(true)?;
     Ok(s)
 }
 
+/// Lets a socket bind an address this host does not have yet (IP_FREEBIND,
+/// IPV6_FREEBIND): a daemon started before its address is up (boot ordering, a
+/// transient failure) binds and works once the address appears, instead of failing
+/// the start and looping through restarts.
+fn set_freebind(s: &Socket, family: Family) -> io::Result<()> {
+    match family {
+        Family::V4 => s.set_freebind_v4(true),
+        Family::V6 => s.set_freebind_v6(true),
+    }
+}
+
 impl Transport {
-    /// Opens the sockets `cfg` asks for.
-    pub fn open(cfg: &Config) -> io::Result<Transport> {
-        let me = cfg.me().addr;
-        let uni = udp_socket()?;
-        uni.bind(&SocketAddr::V4(me).into())
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {me}: {e}")))?;
-        let peers = cfg
-            .servers
+    /// Opens the sockets `cfg` asks for; `addrs` are the servers' addresses as
+    /// `Config::resolve` gave them.
+    pub fn open(cfg: &Config, addrs: &[(u16, SocketAddr)]) -> io::Result<Transport> {
+        let family = cfg.family;
+        let me = addrs
             .iter()
-            .filter(|s| s.id != cfg.id)
-            .map(|s| (s.id, SocketAddr::V4(s.addr)))
-            .collect();
+            .find(|a| a.0 == cfg.id)
+            .map(|a| a.1)
+            .ok_or_else(|| io::Error::other(format!("no address for server {}", cfg.id)))?;
+        for &(id, a) in addrs {
+            if let Some(s) = cfg.server(id).filter(|s| s.addr != Address::Ip(a)) {
+                info!("server {id}: {} is {a}", s.addr);
+            }
+        }
+        if let Some(why) = addr::own_address_problem(cfg.id, me) {
+            warn!("{}:{}: {why}", cfg.path.display(), cfg.me().line);
+        }
+        let uni = udp_socket(family)?;
+        set_freebind(&uni, family)?;
+        uni.bind(&me.into())
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {me}: {e}")))?;
+        let peers = addrs.iter().filter(|a| a.0 != cfg.id).copied().collect();
         let (group, group_addr) = match &cfg.transport {
             Mode::Unicast => (None, None),
             Mode::Multicast {
@@ -94,27 +109,55 @@ impl Transport {
                 interface,
                 ttl,
             } => {
-                let ifaddr = interface_addr(interface)?;
-                uni.set_multicast_if_v4(&ifaddr)?;
-                uni.set_multicast_ttl_v4(*ttl)?;
-                uni.set_multicast_loop_v4(true)?;
-                let g = udp_socket()?;
-                g.set_reuse_address(true)?;
-                g.set_reuse_port(true)?;
-                // Bound to the group address, the socket sees only the group's traffic.
-                g.bind(&SocketAddr::V4(*group).into()).map_err(|e| {
-                    io::Error::new(e.kind(), format!("cannot bind group {group}: {e}"))
-                })?;
-                g.join_multicast_v4(group.ip(), &ifaddr).map_err(|e| {
-                    io::Error::new(
-                        e.kind(),
-                        format!("cannot join {} on {interface}: {e}", group.ip()),
-                    )
-                })?;
-                (
-                    Some(UdpSocket::from_std(g.into())),
-                    Some(SocketAddr::V4(*group)),
-                )
+                let (g, to) = match group {
+                    SocketAddr::V4(group) => {
+                        let ifaddr = interface_addr(interface)?;
+                        uni.set_multicast_if_v4(&ifaddr)?;
+                        uni.set_multicast_ttl_v4(*ttl)?;
+                        uni.set_multicast_loop_v4(true)?;
+                        let g = udp_socket(family)?;
+                        g.set_reuse_address(true)?;
+                        g.set_reuse_port(true)?;
+                        // Bound to the group address, the socket sees only the group's traffic.
+                        g.bind(&SocketAddr::V4(*group).into()).map_err(|e| {
+                            io::Error::new(e.kind(), format!("cannot bind group {group}: {e}"))
+                        })?;
+                        g.join_multicast_v4(group.ip(), &ifaddr).map_err(|e| {
+                            io::Error::new(
+                                e.kind(),
+                                format!("cannot join {} on {interface}: {e}", group.ip()),
+                            )
+                        })?;
+                        (g, SocketAddr::V4(*group))
+                    }
+                    SocketAddr::V6(group) => {
+                        // By index: IPv6 names the interface, not one of its addresses.
+                        // One with no IPv6 address has IPv6 off and is refused as
+                        // IPv4 refuses one without an IPv4 address.
+                        addr::multicast_interface(interface, Family::V6)?;
+                        let index = addr::interface_index(interface)?;
+                        uni.set_multicast_if_v6(index)?;
+                        uni.set_multicast_hops_v6(*ttl)?;
+                        uni.set_multicast_loop_v6(true)?;
+                        let g = udp_socket(family)?;
+                        g.set_reuse_address(true)?;
+                        g.set_reuse_port(true)?;
+                        // The scope is the interface: a link-scope group (ff02::, ff12::)
+                        // can only be bound with one, and the socket then hears only it.
+                        let scoped = SocketAddrV6::new(*group.ip(), group.port(), 0, index);
+                        g.bind(&SocketAddr::V6(scoped).into()).map_err(|e| {
+                            io::Error::new(e.kind(), format!("cannot bind group {group}: {e}"))
+                        })?;
+                        g.join_multicast_v6(group.ip(), index).map_err(|e| {
+                            io::Error::new(
+                                e.kind(),
+                                format!("cannot join {} on {interface}: {e}", group.ip()),
+                            )
+                        })?;
+                        (g, SocketAddr::V6(scoped))
+                    }
+                };
+                (Some(UdpSocket::from_std(g.into())), Some(to))
             }
         };
         Ok(Transport {
@@ -148,5 +191,50 @@ impl Transport {
     /// The configured address of server `id`.
     pub fn peer_addr(&self, id: u16) -> Option<SocketAddr> {
         self.peers.iter().find(|p| p.0 == id).map(|p| p.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use socket2::SockRef;
+    use std::path::Path;
+
+    fn free_port() -> u16 {
+        std::net::UdpSocket::bind("127.0.0.1:0")
+            .and_then(|s| s.local_addr())
+            .map(|a| a.port())
+            .unwrap()
+    }
+
+    fn open(text: &str) -> Transport {
+        let cfg = Config::parse(text, Path::new("t.conf"), Some(1)).unwrap();
+        Transport::open(&cfg, &cfg.resolve().unwrap()).unwrap()
+    }
+
+    /// `ttl 0` reaches the socket (host-only multicast), and the unicast socket of
+    /// either family is bound with freebind.
+    #[test]
+    fn ttl_zero_and_freebind_reach_the_sockets() {
+        let (p, g) = (free_port(), free_port());
+        let t = open(&format!(
+            "cluster t\nserver 1 127.0.0.1:{p}\nmulticast 239.255.77.77:{g} interface lo ttl 0\n"
+        ));
+        let uni = SockRef::from(&t.unicast);
+        assert_eq!(uni.multicast_ttl_v4().unwrap(), 0);
+        assert!(uni.freebind_v4().unwrap());
+        drop(t);
+        let t = open(&format!(
+            "cluster t\nserver 1 127.0.0.1:{p}\nmulticast 239.255.77.77:{g} interface lo ttl 7\n"
+        ));
+        assert_eq!(SockRef::from(&t.unicast).multicast_ttl_v4().unwrap(), 7);
+        drop(t);
+        let t = open(&format!("cluster t\nserver 1 [::1]:{p}\nunicast\n"));
+        let uni = SockRef::from(&t.unicast);
+        assert!(uni.freebind_v6().unwrap());
+        assert_eq!(
+            t.unicast.local_addr().unwrap(),
+            format!("[::1]:{p}").parse().unwrap()
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! electd: flags, logging and the daemon's lifetime; everything else is in the library.
 
 use electd::access::{self, DAEMON_USER, User};
-use electd::config::{Config, DEFAULT_PATH};
+use electd::addr::{self, Address};
+use electd::config::{Config, DEFAULT_PATH, Transport};
 use electd::daemon::Daemon;
 use log::LevelFilter;
 use std::io::Write;
@@ -101,6 +102,46 @@ fn init_logging(level: LevelFilter) {
         })
         .init();
     log::set_max_level(level);
+}
+
+/// `--check-config` on this host (SPEC section 16): names resolve to the cluster's
+/// family and the multicast interface has an address of it (errors, printed; None),
+/// and this server's own address is one of this host's (a warning, returned). Not an
+/// error: the daemon binds it with freebind and works once it is up, and the unit runs
+/// `--check-config` before every start, at boot too, when it may not be up yet.
+fn check_host(cfg: &Config) -> Option<Vec<String>> {
+    let file = cfg.path.display();
+    let addrs = match cfg.resolve() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("electd: {e}");
+            return None;
+        }
+    };
+    for s in &cfg.servers {
+        if let Some((_, a)) = addrs
+            .iter()
+            .find(|a| a.0 == s.id && s.addr != Address::Ip(a.1))
+        {
+            println!("{file}:{}: server {} {} is {a}", s.line, s.id, s.addr);
+        }
+    }
+    if let Transport::Multicast {
+        group, interface, ..
+    } = &cfg.transport
+    {
+        if let Err(e) = addr::multicast_interface(interface, cfg.family) {
+            eprintln!("electd: {file}: multicast {group}: {e}");
+            return None;
+        }
+    }
+    let me = addrs.iter().find(|a| a.0 == cfg.id)?.1;
+    Some(
+        addr::own_address_problem(cfg.id, me)
+            .map(|why| format!("{file}:{}: {why}", cfg.me().line))
+            .into_iter()
+            .collect(),
+    )
 }
 
 fn main() {
@@ -228,8 +269,11 @@ fn run() -> i32 {
             eprintln!("electd: {}: {e}", path.display());
             return code;
         }
+        let Some(host_warnings) = check_host(&cfg) else {
+            return 1;
+        };
         // Warnings do not fail the check: the daemon runs with them (SPEC section 13).
-        for w in cfg.warnings() {
+        for w in cfg.warnings().into_iter().chain(host_warnings) {
             eprintln!("electd: warning: {w}");
         }
         println!(

@@ -837,8 +837,25 @@ pub fn run_log(c: &Cluster, id: u16) -> std::fs::File {
 /// Asserts that electd refuses `conf`, with `--check-config` and at start alike: exit
 /// status 1 and a message containing `want`.
 pub fn assert_refused(conf: &std::path::Path, want: &str) {
+    assert_refused_in(None, conf, want)
+}
+
+/// A command that runs electd, inside network namespace `ns` when one is given.
+pub fn electd_in(ns: Option<&str>) -> Command {
+    match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_electd")]);
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_electd")),
+    }
+}
+
+/// `assert_refused`, electd run inside network namespace `ns` when one is given.
+pub fn assert_refused_in(ns: Option<&str>, conf: &std::path::Path, want: &str) {
     for extra in [&["--check-config"][..], &[]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+        let out = electd_in(ns)
             .arg("--config")
             .arg(conf)
             .args(extra)
