@@ -45,7 +45,17 @@ pub fn load_key(path: &Path) -> Result<Key, String> {
     if meta.len() > 4096 {
         return Err(format!("key file {name} is larger than 4096 bytes"));
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("key file {name}: {e}"))?;
+    let bytes = std::fs::read(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            let me = crate::access::current();
+            format!(
+                "key file {name}: {e}; this process runs as user {} (uid {}): make the file readable by it, for example: chown root:GROUP {name} && chmod 0640 {name} with GROUP a group of that user",
+                me.name, me.uid
+            )
+        } else {
+            format!("key file {name}: {e}")
+        }
+    })?;
     let end = bytes
         .iter()
         .rposition(|b| !b.is_ascii_whitespace())

@@ -204,7 +204,7 @@ pub fn connect_error(path: &Path, e: &io::Error) -> String {
                 .or_else(|_| std::fs::metadata(path.parent().unwrap_or(Path::new("/"))))
                 .ok()
                 .map(|m| std::os::unix::fs::MetadataExt::gid(&m))
-                .map(|gid| group_name(gid).unwrap_or_else(|| format!("gid {gid}")));
+                .map(|gid| crate::access::group_name(gid).unwrap_or_else(|| format!("gid {gid}")));
             format!(
                 "permission denied on {p}: run as root or as a member of the socket's group{} (socket-mode)",
                 group.map_or(String::new(), |g| format!(" '{g}'"))
@@ -214,26 +214,6 @@ pub fn connect_error(path: &Path, e: &io::Error) -> String {
             format!("cannot connect to {p}: {e} (is electd running?)")
         }
         _ => format!("cannot connect to {p}: {e}"),
-    }
-}
-
-/// The name of group `gid`, if it has one.
-fn group_name(gid: u32) -> Option<String> {
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    // SAFETY: group is plain data that getgrgid_r fills; `buf` outlives the read of
-    // gr_name, which points into it.
-    unsafe {
-        let mut grp: libc::group = std::mem::zeroed();
-        let mut out: *mut libc::group = std::ptr::null_mut();
-        let rc = libc::getgrgid_r(gid, &mut grp, buf.as_mut_ptr(), buf.len(), &mut out);
-        if rc != 0 || out.is_null() || grp.gr_name.is_null() {
-            return None;
-        }
-        Some(
-            std::ffi::CStr::from_ptr(grp.gr_name)
-                .to_string_lossy()
-                .into_owned(),
-        )
     }
 }
 

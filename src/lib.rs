@@ -12,6 +12,7 @@
 //! The daemon (a mio loop) and the deterministic simulator (`tests/sim`) drive the same
 //! `Node`; see `docs/PROTOCOL.md` for the protocol and why it is safe.
 
+pub mod access;
 pub mod auth;
 pub mod candidate;
 pub mod config;

@@ -675,6 +675,11 @@ fn sighup_while_starting_does_not_kill() {
         led.is_some(),
         "no election under SIGHUP ({sent} sent):\n{text}"
     );
+    eprintln!(
+        "{sent} SIGHUPs from the config read on; leader {:?} after the config was written; {} reloads",
+        led.unwrap_or_default(),
+        text.matches("configuration reloaded").count()
+    );
     assert!(
         h.child.try_wait().unwrap().is_none(),
         "electd died:\n{text}"
@@ -876,4 +881,214 @@ fn electctl_tells_permission_from_no_daemon() {
     );
     assert!(!out.contains("is electd running"), "{out}");
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `electd --config CONF --check-config ARGS...` as this user: (exit code, stdout + stderr).
+fn check_config(conf: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_electd"))
+        .arg("--config")
+        .arg(conf)
+        .arg("--check-config")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// Issue 13 item 4 (SPEC 9, 10): `--check-config` checks that the key files are readable
+/// by the user electd runs as: run as that user, by opening them; run as root, for
+/// `--as-user NAME` (default `electd` if it exists), by a child acting as that user.
+#[test]
+fn check_config_checks_the_key_files_for_the_daemons_user() {
+    if !root() {
+        eprintln!("SKIPPED: checking key files for another user needs root");
+        return;
+    }
+    let dir = hook_dir();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key = dir.join("key");
+    let next = dir.join("key-next");
+    for k in [&key, &next] {
+        std::fs::write(k, [b'k'; 48]).unwrap();
+        std::os::unix::fs::chown(k, Some(0), Some(0)).unwrap();
+        std::fs::set_permissions(k, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let conf = dir.join("c.conf");
+    let port = common::free_udp_port();
+    let base = format!(
+        "cluster k\nserver 1 127.0.0.1:{port}\nid 1\nunicast\nstate {0}/s\nsocket {0}/x.sock\nkey-file {1}\n",
+        dir.display(),
+        key.display()
+    );
+    std::fs::write(&conf, &base).unwrap();
+    std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let set = |k: &Path, uid: u32, gid: u32, mode: u32| {
+        std::os::unix::fs::chown(k, Some(uid), Some(gid)).unwrap();
+        std::fs::set_permissions(k, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+
+    // As root for nobody: root:root 0600 is unreadable, and the error says how to fix it.
+    let (code, out) = check_config(&conf, &["--as-user", "nobody"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!(
+            "key file {} is not readable by user nobody (uid 65534)",
+            key.display()
+        )) && out.contains("Permission denied")
+            && out.contains("mode 0600")
+            && out.contains("chmod 0640"),
+        "{out}"
+    );
+    // Readable through the group (root:nogroup 0640), or as the owner.
+    set(&key, 0, 65534, 0o640);
+    let (code, out) = check_config(&conf, &["--as-user", "nobody"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("key files readable by user nobody (uid 65534)"),
+        "{out}"
+    );
+    set(&key, 65534, 0, 0o600);
+    assert_eq!(check_config(&conf, &["--as-user", "nobody"]).0, Some(0));
+    // key-file-next is checked too.
+    std::fs::write(&conf, format!("{base}key-file-next {}\n", next.display())).unwrap();
+    let (code, out) = check_config(&conf, &["--as-user", "nobody"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!("key file {} is not", next.display())),
+        "{out}"
+    );
+    std::fs::write(&conf, &base).unwrap();
+    // An unknown user is a usage error.
+    let (code, out) = check_config(&conf, &["--as-user", "no-such-user-electd-test"]);
+    assert_eq!(code, Some(2), "{out}");
+    // Without --as-user, root checks for the unit's user `electd` if there is one.
+    let (code, out) = check_config(&conf, &[]);
+    if electd::access::lookup("electd").unwrap().is_some() {
+        assert!(out.contains("for user electd, the unit's user"), "{out}");
+    } else {
+        assert_eq!(code, Some(0), "{out}");
+        assert!(
+            out.contains("no user 'electd' here: key files checked for root"),
+            "{out}"
+        );
+    }
+
+    // Run as the daemon's user (ExecStartPre), opening the file is the check.
+    let exe = dir.join("electd");
+    std::fs::copy(env!("CARGO_BIN_EXE_electd"), &exe).unwrap();
+    let as_nobody = |args: &[&str]| {
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&exe)
+            .arg("--config")
+            .arg(&conf)
+            .arg("--check-config")
+            .args(args)
+            .output()
+            .expect("setpriv (util-linux) is needed to run electd as nobody");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, out) = as_nobody(&[]);
+    assert_eq!(code, Some(0), "owned by nobody: {out}");
+    set(&key, 0, 0, 0o600);
+    let (code, out) = as_nobody(&[]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("Permission denied") && out.contains("runs as user nobody"),
+        "{out}"
+    );
+    // Only root can check for someone else.
+    let (code, out) = as_nobody(&["--as-user", "root"]);
+    assert_eq!(
+        code,
+        Some(1),
+        "the key is unreadable to nobody first: {out}"
+    );
+    set(&key, 65534, 0, 0o600);
+    let (code, out) = as_nobody(&["--as-user", "root"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("only root can check"), "{out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Issue 13 item 6: outside journald each log line is "TIMESTAMP LEVEL message" (an
+/// RFC 3339 time to the millisecond, the level padded to 5), with no colour escapes
+/// even when the environment asks for colour; journald's `<N>` prefixes are
+/// `journald_priority_prefixes`.
+#[test]
+fn plain_log_lines_have_a_timestamp_and_no_colour() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::start_with(
+        Mode::Unicast,
+        1,
+        "",
+        &[("CLICOLOR_FORCE", "1"), ("TERM", "xterm-256color")],
+    );
+    wait_for("an election", Duration::from_secs(3), || {
+        c.log(1).contains("elected leader")
+    });
+    let log = c.log(1);
+    assert!(!log.contains('\x1b'), "colour escapes: {log:?}");
+    let line = log
+        .lines()
+        .find(|l| l.contains("elected leader of term 1"))
+        .unwrap_or_else(|| panic!("{log}"));
+    // 2026-01-02T03:04:05.678Z INFO  elected leader of term 1
+    let (ts, rest) = line.split_once(' ').unwrap();
+    let shape: String = ts
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '9' } else { c })
+        .collect();
+    assert_eq!(shape, "9999-99-99T99:99:99.999Z", "{line}");
+    assert_eq!(rest, "INFO  elected leader of term 1", "{line}");
+}
+
+/// Issue 13 item 7 (SPEC 9: "paths may hold {id}"): every path directive expands
+/// `{id}`, the key files as the socket and the state file, with `--id` overriding.
+#[test]
+fn every_path_expands_id() {
+    let text = "cluster c\nserver 1 127.0.0.1:7401\nserver 2 127.0.0.1:7402\nid 1\nunicast\n\
+                socket /run/e/{id}.sock\nstate /var/lib/e/{id}.state\n\
+                key-file /etc/e/{id}.key\nkey-file-next /etc/e/{id}.next\n";
+    let cfg = electd::config::Config::parse(text, Path::new("electd.conf"), Some(2)).unwrap();
+    assert_eq!(cfg.socket, Path::new("/run/e/2.sock"));
+    assert_eq!(cfg.state, Path::new("/var/lib/e/2.state"));
+    assert_eq!(cfg.key_file.as_deref(), Some(Path::new("/etc/e/2.key")));
+    assert_eq!(
+        cfg.key_file_next.as_deref(),
+        Some(Path::new("/etc/e/2.next"))
+    );
+}
+
+/// Issue 13 item 7: the duration units the docs list (ms, s, m, h, with fractions) are
+/// the ones the parser takes, and nothing else.
+#[test]
+fn durations_take_the_documented_units() {
+    use electd::config::parse_duration;
+    for (text, ms) in [
+        ("250ms", 250),
+        ("1s", 1000),
+        ("1.5s", 1500),
+        ("2m", 120_000),
+        ("1h", 3_600_000),
+        ("0.5h", 1_800_000),
+    ] {
+        assert_eq!(
+            parse_duration(text),
+            Ok(Duration::from_millis(ms)),
+            "{text}"
+        );
+    }
+    for bad in ["1", "1d", "1us", "1 s", "h", "1sec"] {
+        assert!(parse_duration(bad).is_err(), "{bad} accepted");
+    }
+    let err = parse_duration("1d").unwrap_err();
+    assert!(err.contains("ms, s, m or h"), "{err}");
 }

@@ -1,5 +1,6 @@
 //! electd: flags, logging and the daemon's lifetime; everything else is in the library.
 
+use electd::access::{self, DAEMON_USER, User};
 use electd::config::{Config, DEFAULT_PATH};
 use electd::daemon::Daemon;
 use log::LevelFilter;
@@ -7,7 +8,69 @@ use std::io::Write;
 use std::path::PathBuf;
 
 fn usage(opts: &getopts::Options) -> String {
-    opts.usage("Usage: electd [--config PATH] [--id N] [--check-config] [--log-level LEVEL]")
+    opts.usage(
+        "Usage: electd [--config PATH] [--id N] [--check-config [--as-user NAME]] [--log-level LEVEL]",
+    )
+}
+
+/// The user whose access `--check-config` checks the key files for, and a note saying
+/// which was assumed. `--as-user NAME`; else, as root, the unit's user `electd` if it
+/// exists (root can read anything, so root's own open would prove nothing), else root;
+/// else the current user.
+fn key_reader(as_user: Option<String>) -> Result<(User, Option<String>), String> {
+    if let Some(name) = as_user {
+        return match access::lookup(&name)? {
+            Some(u) => Ok((u, None)),
+            None => Err(format!("--as-user: no user '{name}' on this system")),
+        };
+    }
+    let me = access::current();
+    if me.uid != 0 {
+        return Ok((me, None));
+    }
+    Ok(match access::lookup(DAEMON_USER)? {
+        Some(u) => (
+            u,
+            Some(format!(
+                "key files checked for user {DAEMON_USER}, the unit's user (--as-user NAME checks another)"
+            )),
+        ),
+        None => (
+            me,
+            Some(format!(
+                "no user '{DAEMON_USER}' here: key files checked for root; --as-user NAME checks them for the user electd runs as"
+            )),
+        ),
+    })
+}
+
+/// `--check-config`: the key files are readable by `user` (SPEC section 10). As that
+/// user, `load_keys` has opened them already; as root for another user, a child acting
+/// as that user opens them.
+fn check_key_access(cfg: &Config, user: &User) -> Result<(), (i32, String)> {
+    let keys: Vec<&std::path::Path> = cfg
+        .key_file
+        .iter()
+        .chain(cfg.key_file_next.iter())
+        .map(PathBuf::as_path)
+        .collect();
+    let me = access::current();
+    if keys.is_empty() || user.uid == me.uid {
+        return Ok(());
+    }
+    if me.uid != 0 {
+        return Err((
+            2,
+            format!(
+                "--as-user {}: only root can check the key files for another user; run the check as {0}",
+                user.name
+            ),
+        ));
+    }
+    for k in keys {
+        access::readable_as(k, user).map_err(|e| (1, e))?;
+    }
+    Ok(())
 }
 
 fn init_logging(level: LevelFilter) {
@@ -25,6 +88,8 @@ fn init_logging(level: LevelFilter) {
                 };
                 writeln!(buf, "<{prio}>{}", rec.args())
             } else {
+                // No colour: the format writes no styles, and the crate is built
+                // without its colour features (Cargo.toml).
                 writeln!(
                     buf,
                     "{} {:<5} {}",
@@ -64,6 +129,12 @@ fn run() -> i32 {
         "N",
     );
     opts.optflag("", "check-config", "validate the configuration and exit");
+    opts.optopt(
+        "",
+        "as-user",
+        "with --check-config: check that user NAME can read the key files (default: the current user; as root, 'electd' if it exists)",
+        "NAME",
+    );
     opts.optopt(
         "",
         "log-level",
@@ -119,6 +190,13 @@ fn run() -> i32 {
             return 2;
         }
     };
+    if m.opt_present("as-user") && !m.opt_present("check-config") {
+        eprintln!(
+            "electd: --as-user goes with --check-config\n{}",
+            usage(&opts)
+        );
+        return 2;
+    }
     if m.opt_present("check-config") {
         // No loop will take them: a check is stopped by SIGTERM or Ctrl-C as usual.
         if let Err(e) = electd::daemon::unblock_signals() {
@@ -139,6 +217,17 @@ fn run() -> i32 {
         return 1;
     }
     if m.opt_present("check-config") {
+        let (reader, note) = match key_reader(m.opt_str("as-user")) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("electd: {e}");
+                return 2;
+            }
+        };
+        if let Err((code, e)) = check_key_access(&cfg, &reader) {
+            eprintln!("electd: {}: {e}", path.display());
+            return code;
+        }
         // Warnings do not fail the check: the daemon runs with them (SPEC section 13).
         for w in cfg.warnings() {
             eprintln!("electd: warning: {w}");
@@ -152,6 +241,14 @@ fn run() -> i32 {
             cfg.name_of(cfg.id),
             cfg.fingerprint()
         );
+        if cfg.key_file.is_some() {
+            println!(
+                "key files readable by user {} (uid {}){}",
+                reader.name,
+                reader.uid,
+                note.map_or(String::new(), |n| format!(": {n}"))
+            );
+        }
         return 0;
     }
     let env_level = std::env::var("RUST_LOG").ok().and_then(|v| v.parse().ok());
