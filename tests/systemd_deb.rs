@@ -483,7 +483,9 @@ impl Cluster {
             }
             assert!(
                 Instant::now() < end,
-                "no single agreed leader within {limit:?}: {last}"
+                "no single agreed leader within {limit:?} (servers that never hear each other: \
+                 does the host's firewall drop bridged traffic? net.bridge.bridge-nf-call-iptables \
+                 with a FORWARD policy of DROP does): {last}"
             );
             std::thread::sleep(Duration::from_millis(200));
         }
