@@ -1,9 +1,16 @@
-//! The systemd unit and the install script (issue 4): the unit verifies without a
-//! warning and its exposure stays at or below 2.0; the install script puts every file
-//! where the unit and the man pages say.
+//! The systemd units, the install script and the Debian package (issues 4 and 13):
+//! the units verify without a warning and their exposure stays at or below 2.0; the two
+//! units and the example configuration agree; the install script puts every file where
+//! the units and the man pages say, removes it again, and says what to do when it cannot
+//! build; the .deb holds the binaries, units, sysusers and tmpfiles entries, gzipped man
+//! pages, the configuration as a conffile, and the maintainer scripts of pkg/deb.
+//! tests/systemd_deb.rs installs that package under a real systemd.
 
+mod debpkg;
+
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 fn have(tool: &str) -> bool {
     let found = Command::new("sh")
@@ -19,114 +26,553 @@ fn have(tool: &str) -> bool {
     found
 }
 
-fn stage(name: &str) -> PathBuf {
+fn said(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn scratch(name: &str) -> PathBuf {
     let root = std::env::temp_dir().join(format!("electd-install-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    let out = Command::new("systemd/install.sh")
-        .args(["--no-build", "--destdir"])
-        .arg(&root)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "install.sh: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     root
 }
+
+fn install_sh(args: &[&str], root: &Path) -> Output {
+    Command::new("systemd/install.sh")
+        .args(args)
+        .arg("--destdir")
+        .arg(root)
+        .output()
+        .unwrap()
+}
+
+fn stage(name: &str) -> PathBuf {
+    let root = scratch(name);
+    let out = install_sh(&["--no-build"], &root);
+    assert!(out.status.success(), "install.sh: {}", said(&out));
+    root
+}
+
+/// Every regular file under `root`, relative to it.
+fn files_under(root: &Path) -> BTreeSet<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut BTreeSet<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, root, out);
+            } else {
+                out.insert(p.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    if root.is_dir() {
+        walk(root, root, &mut out);
+    }
+    out
+}
+
+const STAGED: [&str; 11] = [
+    "usr/local/sbin/electd",
+    "usr/local/bin/electctl",
+    "etc/systemd/system/electd.service",
+    "etc/systemd/system/electd@.service",
+    "usr/lib/sysusers.d/electd.conf",
+    "usr/lib/tmpfiles.d/electd.conf",
+    "etc/electd/electd.conf",
+    "etc/electd/electd.conf.example",
+    "usr/local/share/man/man8/electd.8",
+    "usr/local/share/man/man5/electd.conf.5",
+    "usr/local/share/man/man1/electctl.1",
+];
 
 #[test]
 fn install_script_places_every_file() {
     // The release binaries exist: cargo builds them for the integration tests.
     let root = stage("files");
-    for f in [
-        "usr/local/bin/electd",
-        "usr/local/bin/electctl",
-        "etc/systemd/system/electd.service",
-        "usr/lib/sysusers.d/electd.conf",
-        "usr/lib/tmpfiles.d/electd.conf",
-        "etc/electd/electd.conf",
-        "etc/electd/electd.conf.example",
-        "usr/local/share/man/man8/electd.8",
-        "usr/local/share/man/man5/electd.conf.5",
-        "usr/local/share/man/man1/electctl.1",
-    ] {
-        assert!(root.join(f).is_file(), "{f} missing");
-    }
-    let out = Command::new(root.join("usr/local/bin/electd"))
+    let want: BTreeSet<String> = STAGED.iter().map(|s| s.to_string()).collect();
+    assert_eq!(files_under(&root), want);
+    let out = Command::new(root.join("usr/local/sbin/electd"))
         .arg("--version")
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("electd "));
+    // The installed units run the installed binaries.
+    for u in ["electd.service", "electd@.service"] {
+        let text = std::fs::read_to_string(root.join("etc/systemd/system").join(u)).unwrap();
+        assert!(text.contains("ExecStart=/usr/local/sbin/electd "), "{u}");
+        assert!(text.contains("ExecReload=/usr/local/bin/electctl "), "{u}");
+        assert!(
+            !text.contains("/usr/sbin/") && !text.contains("/usr/bin/"),
+            "{u}"
+        );
+    }
     std::fs::remove_dir_all(root).unwrap();
 }
 
-/// A copy of the installed unit pointing at the staged binaries, so verify can check
-/// that ExecStart exists.
-fn staged_unit(root: &Path) -> PathBuf {
-    let unit = std::fs::read_to_string(root.join("etc/systemd/system/electd.service")).unwrap();
-    let bin = root.join("usr/local/bin");
-    let dir = root.join("verify");
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("electd.service");
-    std::fs::write(&p, unit.replace("/usr/local/bin", bin.to_str().unwrap())).unwrap();
-    p
+#[test]
+fn install_script_honours_prefix_and_keeps_an_edited_config() {
+    let root = scratch("prefix");
+    let out = install_sh(&["--no-build", "--prefix", "/opt/electd"], &root);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(root.join("opt/electd/sbin/electd").is_file());
+    assert!(root.join("opt/electd/bin/electctl").is_file());
+    assert!(root.join("opt/electd/share/man/man8/electd.8").is_file());
+    let unit = std::fs::read_to_string(root.join("etc/systemd/system/electd@.service")).unwrap();
+    assert!(
+        unit.contains(
+            "ExecStart=/opt/electd/sbin/electd --config /etc/electd/electd.conf --id %i\n"
+        )
+    );
+    assert!(unit.contains(
+        "ExecReload=/opt/electd/bin/electctl --socket /run/electd/electd-%i.sock reload\n"
+    ));
+    // A second run (an upgrade) never overwrites the operator's file, only the example.
+    let conf = root.join("etc/electd/electd.conf");
+    std::fs::write(&conf, "# edited\n").unwrap();
+    std::fs::write(root.join("etc/electd/electd.conf.example"), "old\n").unwrap();
+    // An older install.sh put electd in bin: the upgrade removes it.
+    std::fs::write(root.join("opt/electd/bin/electd"), "old\n").unwrap();
+    let out = install_sh(&["--no-build", "--prefix", "/opt/electd"], &root);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), "# edited\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/electd/electd.conf.example")).unwrap(),
+        std::fs::read_to_string("conf/electd.conf").unwrap()
+    );
+    assert!(!root.join("opt/electd/bin/electd").exists());
+    std::fs::remove_dir_all(root).unwrap();
 }
 
 #[test]
-fn unit_verifies_cleanly_and_is_hardened() {
-    if !have("systemd-analyze") {
-        return;
-    }
-    let root = stage("unit");
-    let unit = staged_unit(&root);
-    let out = Command::new("systemd-analyze")
-        .arg("verify")
-        .arg(&unit)
-        .env("MANPATH", root.join("usr/local/share/man"))
+fn install_script_uninstall_keeps_config_and_state_unless_purged() {
+    let root = stage("uninstall");
+    std::fs::create_dir_all(root.join("var/lib/electd")).unwrap();
+    std::fs::write(root.join("var/lib/electd/1.state"), "term").unwrap();
+    let out = install_sh(&["--uninstall"], &root);
+    assert!(out.status.success(), "{}", said(&out));
+    let kept: BTreeSet<String> = ["etc/electd/electd.conf", "var/lib/electd/1.state"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(files_under(&root), kept, "{}", said(&out));
+    assert!(
+        said(&out).contains("kept: /etc/electd/electd.conf"),
+        "{}",
+        said(&out)
+    );
+    let out = install_sh(&["--uninstall", "--purge"], &root);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(files_under(&root), BTreeSet::new());
+    assert!(!root.join("etc/electd").exists());
+    // --purge alone is a mistake, not an uninstall.
+    let out = install_sh(&["--purge"], &root);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    std::fs::remove_dir_all(root).unwrap();
+}
+
+#[test]
+fn install_script_help_names_every_option() {
+    let out = Command::new("systemd/install.sh")
+        .arg("--help")
         .output()
         .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "systemd-analyze verify: {said}"
-    );
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for opt in [
+        "--prefix",
+        "--destdir",
+        "--no-build",
+        "--uninstall",
+        "--purge",
+        "--help",
+    ] {
+        assert!(help.contains(opt), "--help lacks {opt}:\n{help}");
+    }
+    let out = Command::new("systemd/install.sh")
+        .arg("--frobnicate")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(said(&out).contains("unknown option --frobnicate"));
+}
+
+/// A checkout with no build and no cargo (sudo's PATH, for one): the script says why it
+/// cannot go on and what to run, and installs nothing.
+#[test]
+fn install_script_without_binaries_or_cargo_says_how_to_build() {
+    let base = scratch("nocargo");
+    let tree = base.join("checkout");
+    std::fs::create_dir_all(tree.join("systemd")).unwrap();
+    std::fs::copy("systemd/install.sh", tree.join("systemd/install.sh")).unwrap();
+    // A PATH with only what the script needs before it would build.
+    let bin = base.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["dirname", "cat"] {
+        let at = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("{tool} not found"));
+        std::os::unix::fs::symlink(at, bin.join(tool)).unwrap();
+    }
+    let root = base.join("root");
+    let run = |extra: &[&str]| {
+        Command::new("/bin/bash")
+            .arg(tree.join("systemd/install.sh"))
+            .args(extra)
+            .arg("--destdir")
+            .arg(&root)
+            .env_clear()
+            .env("PATH", &bin)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let text = said(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for must in [
+        "cargo is not on PATH",
+        "cargo build --release --locked",
+        "sudo",
+        "rustup",
+    ] {
+        assert!(text.contains(must), "lacks '{must}': {text}");
+    }
+    let out = run(&["--no-build"]);
+    let text = said(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("--no-build"), "{text}");
+    assert!(!root.exists(), "installed something");
+    std::fs::remove_dir_all(base).unwrap();
+}
+
+/// A copy of an installed unit pointing at the staged binaries, so verify can check
+/// that every Exec line's program exists; a template is verified as one instance.
+fn staged_unit(root: &Path, unit: &str, as_name: &str) -> PathBuf {
+    let text = std::fs::read_to_string(root.join("etc/systemd/system").join(unit)).unwrap();
+    let local = root.join("usr/local/");
+    let dir = root.join("verify");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(as_name);
+    std::fs::write(&p, text.replace("/usr/local/", local.to_str().unwrap())).unwrap();
+    p
+}
+
+fn exposure(unit: &Path) -> f64 {
     let out = Command::new("systemd-analyze")
         .args(["security", "--offline=true"])
-        .arg(&unit)
+        .arg(unit)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let line = text
         .lines()
         .find(|l| l.contains("Overall exposure level"))
-        .unwrap_or_else(|| panic!("{text}"));
-    let level: f64 = line
-        .split(": ")
+        .unwrap_or_else(|| panic!("{text}{}", String::from_utf8_lossy(&out.stderr)));
+    line.split(": ")
         .nth(1)
         .and_then(|r| r.split(' ').next())
         .and_then(|v| v.parse().ok())
-        .unwrap();
-    eprintln!("systemd-analyze security: exposure {level}");
-    assert!(level <= 2.0, "exposure {level} > 2.0:\n{text}");
-    let unit_text = std::fs::read_to_string(&unit).unwrap();
-    for must in [
-        "Type=notify",
-        "WatchdogSec=",
-        "ExecReload=",
-        "Restart=on-failure",
-        "User=electd",
-        "StateDirectory=electd",
-        "RuntimeDirectory=electd",
-        "ConfigurationDirectory=electd",
-        "CapabilityBoundingSet=\n",
-        "SystemCallFilter=",
+        .unwrap_or_else(|| panic!("{line}"))
+}
+
+#[test]
+fn units_verify_cleanly_and_are_hardened() {
+    if !have("systemd-analyze") {
+        return;
+    }
+    let root = stage("unit");
+    for (unit, name) in [
+        ("electd.service", "electd.service"),
+        ("electd@.service", "electd@2.service"),
     ] {
-        assert!(unit_text.contains(must), "unit lacks {must}");
+        let path = staged_unit(&root, unit, name);
+        let out = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&path)
+            .env("MANPATH", root.join("usr/local/share/man"))
+            .output()
+            .unwrap();
+        let text = said(&out);
+        assert!(
+            out.status.success() && text.trim().is_empty(),
+            "systemd-analyze verify {name}: {text}"
+        );
+        let level = exposure(&path);
+        eprintln!("systemd-analyze security --offline {name}: exposure {level}");
+        assert!(level <= 2.0, "{name}: exposure {level} > 2.0");
+        let unit_text = std::fs::read_to_string(&path).unwrap();
+        for must in [
+            "Type=notify",
+            "WatchdogSec=",
+            "Restart=on-failure",
+            "RestartSec=2s",
+            "StartLimitIntervalSec=0",
+            "User=electd",
+            "StateDirectory=electd",
+            "RuntimeDirectory=electd",
+            "ConfigurationDirectory=electd",
+            "CapabilityBoundingSet=\n",
+            "SystemCallFilter=",
+            "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK\n",
+        ] {
+            assert!(unit_text.contains(must), "{name} lacks {must}");
+        }
     }
     std::fs::remove_dir_all(root).unwrap();
+}
+
+/// The `Key=value` lines of a unit, comments and blank lines left out.
+fn settings(path: &str) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The example's value of `directive` (the first line that sets it).
+fn example(directive: &str) -> Option<String> {
+    std::fs::read_to_string("conf/electd.conf")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(directive)).then(|| w.next().unwrap_or("").to_string())
+        })
+}
+
+/// electd.service runs the file's `id`; electd@ID.service passes `--id ID` and reloads
+/// through the per-id socket the example tells template users to write; apart from
+/// that the two units are the same, hardening included, and both reload through
+/// electctl so that a refused file fails `systemctl reload`.
+#[test]
+fn units_and_example_config_agree() {
+    let plain = settings("systemd/electd.service");
+    let template = settings("systemd/electd@.service");
+    let reload = "ExecReload=/usr/bin/electctl --socket /run/electd/electd.sock reload";
+    let start = "ExecStart=/usr/sbin/electd --config /etc/electd/electd.conf";
+    let check = "ExecStartPre=/usr/sbin/electd --config /etc/electd/electd.conf --check-config";
+    for must in [reload, start, check] {
+        assert!(
+            plain.iter().any(|l| l == must),
+            "electd.service lacks {must}"
+        );
+    }
+    assert!(
+        !plain.iter().any(|l| l.contains("--id")),
+        "electd.service takes the id from the file"
+    );
+    // The example has the id electd.service needs and the socket it reloads through.
+    assert!(example("id").is_some(), "conf/electd.conf lacks 'id'");
+    assert_eq!(
+        example("socket").as_deref(),
+        Some("/run/electd/electd.sock")
+    );
+    assert_eq!(
+        example("state").as_deref(),
+        Some("/var/lib/electd/{id}.state"),
+        "instances need a state file each"
+    );
+    let conf = std::fs::read_to_string("conf/electd.conf").unwrap();
+    assert!(
+        conf.contains("#   socket /run/electd/electd-{id}.sock"),
+        "the example must tell template users the socket their reload uses"
+    );
+    // The template: the same lines, with --id %i and the per-id socket.
+    let expect: Vec<String> = plain
+        .iter()
+        .map(|l| match l.as_str() {
+            l if l == reload => {
+                "ExecReload=/usr/bin/electctl --socket /run/electd/electd-%i.sock reload".into()
+            }
+            l if l == start => format!("{start} --id %i"),
+            l if l == check => l.replace(" --check-config", " --id %i --check-config"),
+            "Description=electd leader election daemon" => {
+                "Description=electd leader election daemon, server %i".into()
+            }
+            l => l.to_string(),
+        })
+        .collect();
+    let mut got = template.clone();
+    // Instances share /run/electd: one that stops must not remove the others' sockets.
+    let preserve = got.iter().position(|l| l == "RuntimeDirectoryPreserve=yes");
+    assert!(
+        preserve.is_some(),
+        "electd@.service lacks RuntimeDirectoryPreserve=yes"
+    );
+    got.remove(preserve.unwrap());
+    assert_eq!(got, expect, "electd@.service differs from electd.service");
+}
+
+fn dpkg_deb(args: &[&str], deb: &Path) -> String {
+    let out = Command::new("dpkg-deb")
+        .args(args)
+        .arg(deb)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "dpkg-deb {args:?}: {}", said(&out));
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// `cargo deb` makes electd_<version>_<arch>.deb with every file where the units and
+/// man pages say, the configuration as its only conffile, and pkg/deb's scripts.
+#[test]
+fn deb_package_holds_files_conffile_scripts_and_dependencies() {
+    if !have("dpkg-deb") {
+        return;
+    }
+    if let Some(why) = debpkg::unavailable() {
+        assert!(std::env::var_os("CI").is_none(), "CI: {why}");
+        eprintln!("SKIPPED: no .deb checked: {why}");
+        return;
+    }
+    let out = scratch("deb");
+    let deb = debpkg::build(&out).unwrap_or_else(|e| panic!("{e}"));
+    // Files: `dpkg-deb -c` lines end with "./path".
+    let listed: BTreeSet<String> = dpkg_deb(&["-c"], &deb)
+        .lines()
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| l.split(" ./").nth(1))
+        .map(str::to_string)
+        .collect();
+    let want: BTreeSet<String> = [
+        "usr/sbin/electd",
+        "usr/bin/electctl",
+        "lib/systemd/system/electd.service",
+        "lib/systemd/system/electd@.service",
+        "usr/lib/sysusers.d/electd.conf",
+        "usr/lib/tmpfiles.d/electd.conf",
+        "etc/electd/electd.conf",
+        "usr/share/man/man8/electd.8.gz",
+        "usr/share/man/man5/electd.conf.5.gz",
+        "usr/share/man/man1/electctl.1.gz",
+        "usr/share/doc/electd/README.md",
+        "usr/share/doc/electd/copyright",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(listed, want);
+    // Control: the dependencies cargo-deb found (libc), the maintainer scripts.
+    let info = dpkg_deb(&["-I"], &deb);
+    assert!(
+        info.contains(&format!("Version: {}\n", env!("CARGO_PKG_VERSION"))),
+        "{info}"
+    );
+    assert!(info.contains("Depends: libc6"), "{info}");
+    assert!(info.contains("Section: net"), "{info}");
+    // The shipped files, byte for byte: units, sysusers, tmpfiles, the configuration.
+    let tree = out.join("tree");
+    let x = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&deb)
+        .arg(&tree)
+        .output()
+        .unwrap();
+    assert!(x.status.success(), "{}", said(&x));
+    for (inside, source) in [
+        (
+            "lib/systemd/system/electd.service",
+            "systemd/electd.service",
+        ),
+        (
+            "lib/systemd/system/electd@.service",
+            "systemd/electd@.service",
+        ),
+        ("usr/lib/sysusers.d/electd.conf", "systemd/electd.sysusers"),
+        ("usr/lib/tmpfiles.d/electd.conf", "systemd/electd.tmpfiles"),
+        ("etc/electd/electd.conf", "conf/electd.conf"),
+    ] {
+        assert_eq!(
+            std::fs::read(tree.join(inside)).unwrap(),
+            std::fs::read(source).unwrap(),
+            "{inside} differs from {source}"
+        );
+    }
+    // Man pages are gzipped (Debian policy) and decompress to the sources.
+    for (gz, source) in [
+        ("usr/share/man/man8/electd.8.gz", "docs/man/man8/electd.8"),
+        (
+            "usr/share/man/man1/electctl.1.gz",
+            "docs/man/man1/electctl.1",
+        ),
+    ] {
+        let z = Command::new("gzip")
+            .arg("-dc")
+            .arg(tree.join(gz))
+            .output()
+            .unwrap();
+        assert!(z.status.success(), "{gz} is not gzip");
+        assert_eq!(z.stdout, std::fs::read(source).unwrap(), "{gz}");
+    }
+    let ctl = out.join("control");
+    let e = Command::new("dpkg-deb")
+        .arg("-e")
+        .arg(&deb)
+        .arg(&ctl)
+        .output()
+        .unwrap();
+    assert!(e.status.success(), "{}", said(&e));
+    assert_eq!(
+        std::fs::read_to_string(ctl.join("conffiles"))
+            .unwrap()
+            .trim(),
+        "/etc/electd/electd.conf"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    for script in ["postinst", "prerm", "postrm"] {
+        let got = ctl.join(script);
+        assert_eq!(
+            std::fs::read(&got).unwrap(),
+            std::fs::read(Path::new("pkg/deb").join(script)).unwrap(),
+            "{script} is not pkg/deb/{script}"
+        );
+        let mode = std::fs::metadata(&got).unwrap().permissions().mode();
+        assert_eq!(mode & 0o111, 0o111, "{script} is not executable");
+    }
+    assert!(!ctl.join("preinst").exists());
+    std::fs::remove_dir_all(out).unwrap();
+}
+
+/// The maintainer scripts: what they do to a live system is tested under systemd in
+/// tests/systemd_deb.rs; here, that they parse, never enable a unit, and restart only
+/// on an upgrade.
+#[test]
+fn maintainer_scripts_parse_and_enable_nothing() {
+    for script in ["postinst", "prerm", "postrm"] {
+        let path = Path::new("pkg/deb").join(script);
+        let out = Command::new("sh").arg("-n").arg(&path).output().unwrap();
+        assert!(out.status.success(), "{script}: {}", said(&out));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("#!/bin/sh\n"), "{script}");
+        assert!(text.contains("set -e"), "{script}");
+        let code: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect();
+        for never in [
+            "systemctl enable",
+            "systemctl start",
+            "deb-systemd-helper enable",
+        ] {
+            assert!(
+                !code.iter().any(|l| l.contains(never)),
+                "{script} must not '{never}'"
+            );
+        }
+    }
+    let postinst = std::fs::read_to_string("pkg/deb/postinst").unwrap();
+    assert!(postinst.contains("systemctl try-restart electd.service 'electd@*.service'"));
+    assert!(
+        postinst.contains("if [ -n \"$2\" ]; then"),
+        "restart on upgrades only"
+    );
+    let prerm = std::fs::read_to_string("pkg/deb/prerm").unwrap();
+    assert!(prerm.contains("systemctl stop electd.service 'electd@*.service'"));
 }

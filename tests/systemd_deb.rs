@@ -1,0 +1,1172 @@
+//! The Debian package under a real systemd (issue 13, SPEC sections 12 and 16).
+//!
+//! Three Debian bookworm containers (systemd-nspawn, booted, on a private bridge of
+//! their own with addresses in 10.77.0.0/16) each install the .deb that `cargo deb`
+//! makes from this run's release binaries, and run one server: the first through
+//! electd.service with `id 1` in its file, the others through the template
+//! electd@ID.service with one shared file without `id`. The test checks what an
+//! operator relies on: installing enables nothing; the units come up READY with a
+//! STATUS line and exactly one leader; `systemctl reload` applies new timers without a
+//! change of role, and fails (non-zero) when the server list changed; the watchdog
+//! restarts a SIGSTOPped leader while the others elect a new one; a processor under
+//! `electctl run` in its own unit hands over on `systemctl restart` of the leader's
+//! electd, with no two processors ever running at once (their timestamps share the
+//! host's clock); the online `systemd-analyze security` exposure stays low; and the
+//! package's upgrade, remove and purge do what pkg/deb says.
+//!
+//! Needs root, systemd-nspawn (systemd-container), debootstrap, nsenter, ip and
+//! cargo-deb, and runs from `cargo test --release`. The rootfs is made once by
+//! debootstrap from Debian's package registry and cached outside the repository, in
+//! $ELECTD_TEST_CACHE (default /var/cache/electd-test), keyed by suite and package
+//! list; each container runs on an overlay of it. A machine where the containers
+//! cannot run fails with the reason: a skip would hide a broken package. Developers
+//! without root set ELECTD_SKIP_SYSTEMD_TEST=1 to skip it, loudly.
+
+mod debpkg;
+
+use electd::json::{self, Value};
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const SKIP_ENV: &str = "ELECTD_SKIP_SYSTEMD_TEST";
+const CACHE_ENV: &str = "ELECTD_TEST_CACHE";
+const MIRROR_ENV: &str = "ELECTD_TEST_DEBIAN_MIRROR";
+const SUITE: &str = "bookworm";
+/// What debootstrap adds to minbase: an init, a bus for systemctl and systemd-analyze,
+/// and ip for a person debugging a kept container.
+const PACKAGES: [&str; 4] = ["dbus", "iproute2", "systemd", "systemd-sysv"];
+/// Host tools and the Debian packages that provide them.
+const TOOLS: [(&str, &str); 7] = [
+    ("systemd-nspawn", "systemd-container"),
+    ("debootstrap", "debootstrap"),
+    ("nsenter", "util-linux"),
+    ("mount", "mount"),
+    ("ip", "iproute2"),
+    ("dpkg-deb", "dpkg"),
+    ("timeout", "coreutils"),
+];
+/// A marker written last into a finished rootfs: a half-made one is never used.
+const COMPLETE: &str = ".electd-test-complete";
+
+const HEARTBEAT_MS: u64 = 300;
+const HEARTBEAT2_MS: u64 = 500;
+const SUBNET: &str = "10.77.13";
+/// The watchdog period the test sets by a drop-in (the units ship 10s).
+const WATCHDOG_S: u64 = 3;
+/// The bound on the online exposure score (bookworm's systemd 252 rates the units 1.1).
+const MAX_EXPOSURE: f64 = 1.5;
+
+/// Elapsed time for the log: the phases' durations are part of what this test reports.
+struct Clock(Instant);
+
+impl Clock {
+    fn say(&self, what: &str) {
+        eprintln!("[{:6.1}s] {what}", self.0.elapsed().as_secs_f64());
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs a host command (bounded by the caller's choice of program or by `timeout`).
+fn host(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+fn host_ok(cmd: &mut Command) -> String {
+    let o = host(cmd);
+    assert!(o.status.success(), "{cmd:?} failed: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+/// Polls `f` every `every` until it returns Some, or panics with `what` after `limit`.
+fn wait_for<T>(
+    limit: Duration,
+    every: Duration,
+    what: &str,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out after {limit:?}: {what}");
+        std::thread::sleep(every);
+    }
+}
+
+/// The Debian rootfs, made by debootstrap once and kept in the cache.
+fn rootfs(clock: &Clock) -> PathBuf {
+    let cache = std::env::var_os(CACHE_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/electd-test"));
+    let dir = cache.join(format!("{SUITE}_minbase_{}", PACKAGES.join("_")));
+    if dir.join(COMPLETE).is_file() {
+        clock.say(&format!("rootfs from the cache: {}", dir.display()));
+        return dir;
+    }
+    fs::create_dir_all(&cache).unwrap_or_else(|e| panic!("{}: {e}", cache.display()));
+    let tmp = cache.join(format!(".tmp-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&tmp);
+    let mirror =
+        std::env::var(MIRROR_ENV).unwrap_or_else(|_| "http://deb.debian.org/debian".into());
+    clock.say(&format!(
+        "debootstrap {SUITE} from {mirror} into {} (cold cache: about a minute)",
+        tmp.display()
+    ));
+    let log = cache.join(format!(".debootstrap-{}.log", std::process::id()));
+    let o = host(
+        Command::new("timeout")
+            .args([
+                "900",
+                "nice",
+                "-n",
+                "10",
+                "debootstrap",
+                "--variant=minbase",
+            ])
+            .arg(format!("--include={}", PACKAGES.join(",")))
+            .arg(SUITE)
+            .arg(&tmp)
+            .arg(&mirror),
+    );
+    let _ = fs::write(&log, text(&o));
+    if !o.status.success() {
+        let t = text(&o);
+        let tail: Vec<&str> = t.lines().rev().take(30).collect();
+        let _ = fs::remove_dir_all(&tmp);
+        panic!(
+            "debootstrap failed ({}; log {}): the containers need a Debian rootfs from \
+             the Debian package registry:\n{}",
+            o.status,
+            log.display(),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    // Every container gets a machine id of its own at boot.
+    fs::write(tmp.join("etc/machine-id"), "").unwrap();
+    fs::write(
+        tmp.join(COMPLETE),
+        format!("{SUITE} {}\n", PACKAGES.join(" ")),
+    )
+    .unwrap();
+    if dir.exists() && !dir.join(COMPLETE).is_file() {
+        // A rootfs without the marker was left half-made (or by hand): replace it.
+        let _ = fs::remove_dir_all(&dir);
+    }
+    if fs::rename(&tmp, &dir).is_err() {
+        // Another run finished first: use its copy.
+        let _ = fs::remove_dir_all(&tmp);
+        assert!(
+            dir.join(COMPLETE).is_file(),
+            "cannot move the rootfs to {}",
+            dir.display()
+        );
+    }
+    let _ = fs::remove_file(&log);
+    clock.say("rootfs made and cached");
+    dir
+}
+
+/// One booted container running one electd server.
+struct Machine {
+    id: u8,
+    name: String,
+    dir: PathBuf,
+    nspawn: Option<Child>,
+    /// The container's PID 1 (its systemd) in the host's PID namespace.
+    pid1: i32,
+    mounted: bool,
+    unit: String,
+    socket: String,
+}
+
+impl Machine {
+    fn root(&self) -> PathBuf {
+        self.dir.join("root")
+    }
+
+    fn addr(&self) -> String {
+        format!("{SUBNET}.{}", self.id)
+    }
+
+    /// `sh -c script` inside the container (every namespace of its PID 1), bounded.
+    fn run(&self, script: &str) -> Output {
+        host(
+            Command::new("timeout")
+                .args(["-k", "5", "60", "nsenter", "-a", "-t"])
+                .arg(self.pid1.to_string())
+                .args(["/bin/sh", "-c", script])
+                .env_clear()
+                .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+                .env("LANG", "C")
+                .env("SYSTEMD_COLORS", "0"),
+        )
+    }
+
+    /// Like run, and the script must succeed; its standard output.
+    fn ok(&self, script: &str) -> String {
+        let o = self.run(script);
+        assert!(
+            o.status.success(),
+            "{}: `{script}` failed ({}): {}",
+            self.name,
+            o.status,
+            text(&o)
+        );
+        String::from_utf8_lossy(&o.stdout).to_string()
+    }
+
+    /// A file inside the container, written from the host through the overlay.
+    fn write(&self, path: &str, content: &str) {
+        let p = self.root().join(path.trim_start_matches('/'));
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, content).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    }
+
+    fn read(&self, path: &str) -> String {
+        let p = self.root().join(path.trim_start_matches('/'));
+        fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    fn exists(&self, path: &str) -> bool {
+        self.root().join(path.trim_start_matches('/')).exists()
+    }
+
+    /// `systemctl show -p NAME --value UNIT`.
+    fn prop(&self, unit: &str, name: &str) -> String {
+        self.ok(&format!("systemctl show -p {name} --value {unit}"))
+            .trim()
+            .to_string()
+    }
+
+    /// This server's `status` line, or None while its socket does not answer.
+    fn status(&self) -> Option<Value> {
+        let o = self.run(&format!("electctl --socket {} status --json", self.socket));
+        if !o.status.success() {
+            return None;
+        }
+        json::parse(String::from_utf8_lossy(&o.stdout).trim()).ok()
+    }
+
+    fn journal(&self, unit: &str) -> String {
+        let o = self.run(&format!("journalctl --no-pager -o cat -u {unit}"));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    }
+
+    fn main_pid(&self) -> u32 {
+        self.prop(&self.unit, "MainPID").parse().unwrap()
+    }
+}
+
+/// The containers of one run and everything they need; Drop tears all of it down,
+/// also when the test fails.
+struct Cluster {
+    clock: Clock,
+    zone: String,
+    dir: PathBuf,
+    machines: Vec<Machine>,
+}
+
+impl Cluster {
+    fn new(clock: Clock) -> Cluster {
+        // A name of our own for this run: zones (bridge vz-NAME) and veths (vb-NAME)
+        // are interface names, at most 15 bytes.
+        let tag = format!("e{:05x}", std::process::id() & 0xf_ffff);
+        reap_stale_runs(&clock);
+        let dir = std::env::temp_dir().join(format!("{RUN_PREFIX}{tag}"));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("shared")).unwrap();
+        fs::create_dir_all(dir.join("deb")).unwrap();
+        fs::write(dir.join("owner"), std::process::id().to_string()).unwrap();
+        Cluster {
+            clock,
+            zone: tag,
+            dir,
+            machines: Vec::new(),
+        }
+    }
+
+    fn boot(&mut self, rootfs: &Path) {
+        for id in 1..=3u8 {
+            let name = format!("{}n{id}", self.zone);
+            let dir = self.dir.join(&name);
+            for d in ["upper", "work", "root"] {
+                fs::create_dir_all(dir.join(d)).unwrap();
+            }
+            let mut m = Machine {
+                id,
+                name: name.clone(),
+                dir: dir.clone(),
+                nspawn: None,
+                pid1: 0,
+                mounted: false,
+                unit: if id == 1 {
+                    "electd.service".into()
+                } else {
+                    format!("electd@{id}.service")
+                },
+                socket: if id == 1 {
+                    "/run/electd/electd.sock".into()
+                } else {
+                    format!("/run/electd/electd-{id}.sock")
+                },
+            };
+            host_ok(
+                Command::new("mount")
+                    .args(["-t", "overlay", "overlay", "-o"])
+                    .arg(format!(
+                        "lowerdir={},upperdir={},workdir={}",
+                        rootfs.display(),
+                        dir.join("upper").display(),
+                        dir.join("work").display()
+                    ))
+                    .arg(dir.join("root")),
+            );
+            m.mounted = true;
+            let log = fs::File::create(dir.join("boot.log")).unwrap();
+            let child = Command::new("systemd-nspawn")
+                .arg("-D")
+                .arg(dir.join("root"))
+                .args(["-b", "--register=no", "--keep-unit", "--console=read-only"])
+                .arg(format!("--machine={name}"))
+                .arg(format!("--network-zone={}", self.zone))
+                .arg(format!(
+                    "--bind={}:/shared",
+                    self.dir.join("shared").display()
+                ))
+                .arg(format!("--bind-ro={}:/deb", self.dir.join("deb").display()))
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .process_group(0)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start systemd-nspawn: {e}"));
+            let _ = fs::write(dir.join("nspawn.pid"), child.id().to_string());
+            m.nspawn = Some(child);
+            self.machines.push(m);
+        }
+        for i in 0..self.machines.len() {
+            let pid1 = self.find_pid1(i);
+            self.machines[i].pid1 = pid1;
+            let _ = fs::write(self.machines[i].dir.join("pid1"), pid1.to_string());
+        }
+        for m in &self.machines {
+            // Until its systemd listens, systemctl cannot connect; then --wait blocks
+            // until the boot is over.
+            let o = wait_for(
+                Duration::from_secs(60),
+                Duration::from_millis(200),
+                &format!("{}: systemd to answer systemctl", m.name),
+                || {
+                    let o = m.run("timeout 120 systemctl is-system-running --wait");
+                    (!o.stdout.is_empty()).then_some(o)
+                },
+            );
+            let state = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            if state != "running" {
+                // degraded: a unit of the image failed (the host's cgroup v1 can cause
+                // that); electd's units are what this test is about, so say which.
+                let failed = m.run("systemctl --failed --no-legend --plain");
+                assert!(
+                    state == "degraded",
+                    "{} did not boot ({state}): {}\n{}",
+                    m.name,
+                    text(&o),
+                    self.boot_log(m)
+                );
+                eprintln!("{}: degraded: {}", m.name, text(&failed).trim());
+            }
+        }
+        self.clock.say("3 containers booted");
+        // The bridge is ours (named after this run); the containers' ends get addresses.
+        host_ok(Command::new("ip").args(["link", "set", &format!("vz-{}", self.zone), "up"]));
+        for m in &self.machines {
+            let pid = m.pid1.to_string();
+            host_ok(
+                Command::new("nsenter")
+                    .args(["-n", "-t", &pid, "ip", "addr", "add"])
+                    .arg(format!("{}/16", m.addr()))
+                    .args(["dev", "host0"]),
+            );
+            host_ok(
+                Command::new("nsenter")
+                    .args(["-n", "-t", &pid, "ip", "link", "set", "host0", "up"]),
+            );
+        }
+    }
+
+    /// The container's systemd: the child of systemd-nspawn once it runs systemd.
+    fn find_pid1(&mut self, i: usize) -> i32 {
+        let ns = self.machines[i].nspawn.as_ref().unwrap().id() as i32;
+        let name = self.machines[i].name.clone();
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(pid) = children(ns).into_iter().find(|&p| {
+                fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "systemd")
+            }) {
+                return pid;
+            }
+            if let Ok(Some(st)) = self.machines[i].nspawn.as_mut().unwrap().try_wait() {
+                panic!(
+                    "systemd-nspawn for {name} exited ({st}):\n{}",
+                    self.boot_log(&self.machines[i])
+                );
+            }
+            assert!(
+                Instant::now() < end,
+                "{name}: no systemd under systemd-nspawn after 30s:\n{}",
+                self.boot_log(&self.machines[i])
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn boot_log(&self, m: &Machine) -> String {
+        let t = fs::read_to_string(m.dir.join("boot.log")).unwrap_or_default();
+        let lines: Vec<&str> = t.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    fn proc_log(&self) -> String {
+        fs::read_to_string(self.dir.join("shared/proc.log")).unwrap_or_default()
+    }
+
+    /// Polls every server until exactly one leads and all agree on it and its term.
+    fn settle(&self, limit: Duration) -> (u8, u64) {
+        let end = Instant::now() + limit;
+        loop {
+            let st: Vec<Option<Value>> = self.machines.iter().map(Machine::status).collect();
+            let last = format!("{st:?}");
+            let leaders: Vec<u8> = self
+                .machines
+                .iter()
+                .zip(&st)
+                .filter(|(_, s)| {
+                    s.as_ref()
+                        .and_then(|s| s.get("role")?.as_str().map(str::to_string))
+                        .as_deref()
+                        == Some("leader")
+                })
+                .map(|(m, _)| m.id)
+                .collect();
+            if let ([l], Some(all)) = (
+                leaders.as_slice(),
+                st.iter().cloned().collect::<Option<Vec<Value>>>(),
+            ) {
+                let term = all[0].get("term").and_then(Value::as_u64);
+                let agree = all.iter().all(|s| {
+                    s.get("leader").and_then(Value::as_u64) == Some(u64::from(*l))
+                        && s.get("term").and_then(Value::as_u64) == term
+                });
+                if agree {
+                    return (*l, term.unwrap());
+                }
+            }
+            assert!(
+                Instant::now() < end,
+                "no single agreed leader within {limit:?} (servers that never hear each other: \
+                 does the host's firewall drop bridged traffic? net.bridge.bridge-nf-call-iptables \
+                 with a FORWARD policy of DROP does): {last}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn machine(&self, id: u8) -> &Machine {
+        &self.machines[usize::from(id - 1)]
+    }
+}
+
+/// Each run's directory in the temporary directory: electd-systemd-TAG.
+const RUN_PREFIX: &str = "electd-systemd-";
+
+fn alive(pid: i32) -> bool {
+    pid > 0 && unsafe { libc::kill(pid, 0) } == 0
+}
+
+fn comm(pid: i32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn pid_file(p: &Path) -> Option<i32> {
+    fs::read_to_string(p).ok()?.trim().parse().ok()
+}
+
+/// What an earlier run left when its test process was killed before Drop could run
+/// (a CI timeout, a ^C): its containers, overlay mounts, bridge and directory. Only
+/// runs whose owner process is gone are touched, and only processes that still are
+/// the systemd-nspawn and systemd that run recorded.
+fn reap_stale_runs(clock: &Clock) {
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(tag) = name.strip_prefix(RUN_PREFIX).map(str::to_string) else {
+            continue;
+        };
+        let dir = e.path();
+        match pid_file(&dir.join("owner")) {
+            Some(owner) if alive(owner) => continue,
+            Some(_) => {}
+            // Being made right now by another run, or older debris.
+            None if dir
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().unwrap_or_default() < Duration::from_secs(60)) =>
+            {
+                continue;
+            }
+            None => {}
+        }
+        clock.say(&format!("cleaning up a killed run: {}", dir.display()));
+        for m in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let md = m.path();
+            for (file, prog) in [("nspawn.pid", "systemd-nspawn"), ("pid1", "systemd")] {
+                if let Some(pid) = pid_file(&md.join(file)).filter(|&p| comm(p) == prog) {
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            if md.join("root").is_dir() {
+                let _ = Command::new("umount")
+                    .arg("-l")
+                    .arg(md.join("root"))
+                    .output();
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["link", "del", &format!("vz-{tag}")])
+            .output();
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
+
+/// The pids whose parent is `parent`.
+fn children(parent: i32) -> Vec<i32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            // /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces.
+            fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                s.rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.split(' ').nth(1)?.parse::<i32>().ok())
+                    == Some(parent)
+            })
+        })
+        .collect()
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for m in &self.machines {
+                if m.pid1 > 0 {
+                    let j = m.run("journalctl --no-pager -n 60 -u 'electd*'");
+                    eprintln!("--- {} journal (electd units):\n{}", m.name, text(&j));
+                }
+                eprintln!("--- {} boot log (tail):\n{}", m.name, self.boot_log(m));
+            }
+            let p = self.proc_log();
+            let tail: Vec<&str> = p.lines().filter(|l| !l.contains(" T ")).collect();
+            eprintln!("--- processor starts and ends:\n{}", tail.join("\n"));
+        }
+        // Ask every container to shut down (nspawn turns SIGTERM into a poweroff) ...
+        for m in &self.machines {
+            if let Some(c) = &m.nspawn {
+                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            }
+        }
+        let end = Instant::now() + Duration::from_secs(15);
+        for m in &mut self.machines {
+            if let Some(mut c) = m.nspawn.take() {
+                while Instant::now() < end && matches!(c.try_wait(), Ok(None)) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                if matches!(c.try_wait(), Ok(None)) {
+                    // ... and kill what did not: PID 1 takes its whole namespace along.
+                    eprintln!("{}: no clean shutdown within 15s; killing it", m.name);
+                    if m.pid1 > 0 {
+                        unsafe { libc::kill(m.pid1, libc::SIGKILL) };
+                    }
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+            }
+            if m.mounted {
+                let root = m.dir.join("root");
+                let ok = Command::new("umount")
+                    .arg(&root)
+                    .status()
+                    .is_ok_and(|s| s.success());
+                if !ok {
+                    let _ = Command::new("umount").arg("-l").arg(&root).status();
+                }
+                m.mounted = false;
+            }
+        }
+        // systemd-nspawn removes the zone's bridge with its last container; make sure.
+        let bridge = format!("vz-{}", self.zone);
+        if Path::new("/sys/class/net").join(&bridge).exists() {
+            let _ = Command::new("ip").args(["link", "del", &bridge]).status();
+        }
+        if std::env::var_os("ELECTD_KEEP_SYSTEMD_TEST").is_none() {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+        self.clock.say("containers torn down");
+    }
+}
+
+/// Why this test cannot run here, for the failure message; None when it can.
+fn missing_prerequisites() -> Option<String> {
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(format!(
+            "it needs root (to mount, boot containers with systemd-nspawn and make a \
+             bridge); run cargo test --release as root, or set {SKIP_ENV}=1 to skip it"
+        ));
+    }
+    let missing: Vec<&str> = TOOLS
+        .iter()
+        .filter(|(tool, _)| !have(tool))
+        .map(|(_, pkg)| *pkg)
+        .collect();
+    if !missing.is_empty() {
+        return Some(format!(
+            "missing host tools: apt-get install {}",
+            missing.join(" ")
+        ));
+    }
+    debpkg::unavailable()
+}
+
+/// One run of a processor (`electctl run`) as it logged itself on the shared file.
+#[derive(Debug, Clone)]
+struct ProcRun {
+    id: u8,
+    term: u64,
+    start: u128,
+    /// Its `E` line (a clean stop on SIGTERM), else its last tick.
+    end: u128,
+    stopped: bool,
+}
+
+/// Lines: "ID S NS TERM" at start, "ID T NS" every 50 ms, "ID E NS" on SIGTERM.
+fn proc_runs(log: &str) -> Vec<ProcRun> {
+    let mut done = Vec::new();
+    let mut open: Vec<Option<ProcRun>> = vec![None; 4];
+    for line in log.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let (Some(id), Some(ns)) = (
+            w.first()
+                .and_then(|v| v.parse::<u8>().ok())
+                .filter(|i| (1..=3).contains(i)),
+            w.get(2).and_then(|v| v.parse::<u128>().ok()),
+        ) else {
+            continue;
+        };
+        let slot = &mut open[usize::from(id)];
+        match w[1] {
+            "S" => {
+                if let Some(r) = slot.take() {
+                    done.push(r);
+                }
+                let term = w.get(3).and_then(|v| v.parse().ok()).unwrap_or(0);
+                *slot = Some(ProcRun {
+                    id,
+                    term,
+                    start: ns,
+                    end: ns,
+                    stopped: false,
+                });
+            }
+            "T" => {
+                if let Some(r) = slot.as_mut() {
+                    r.end = r.end.max(ns);
+                }
+            }
+            "E" => {
+                if let Some(mut r) = slot.take() {
+                    r.end = r.end.max(ns);
+                    r.stopped = true;
+                    done.push(r);
+                }
+            }
+            _ => {}
+        }
+    }
+    done.extend(open.into_iter().flatten());
+    done.sort_by_key(|r| r.start);
+    done
+}
+
+/// No two processors ran at once, and each new leadership's term is higher (S5, S3).
+fn assert_no_overlap(runs: &[ProcRun]) {
+    if let Err(e) = overlap(runs) {
+        panic!("{e}");
+    }
+}
+
+/// In start order, each run's successor starts after it ended: then no two overlap.
+fn overlap(runs: &[ProcRun]) -> Result<(), String> {
+    for w in runs.windows(2) {
+        if w[1].start <= w[0].end {
+            return Err(format!(
+                "two processors ran at once: {:?} and {:?}",
+                w[0], w[1]
+            ));
+        }
+        if w[1].id != w[0].id && w[1].term <= w[0].term {
+            return Err(format!("terms did not grow: {:?} then {:?}", w[0], w[1]));
+        }
+    }
+    Ok(())
+}
+
+fn config(id: Option<u8>, socket: &str, heartbeat_ms: u64) -> String {
+    let mut c = String::from("cluster systemd-test\n");
+    for i in 1..=3 {
+        c.push_str(&format!("server {i} {SUBNET}.{i}:7400 name n{i}\n"));
+    }
+    if let Some(id) = id {
+        c.push_str(&format!("id {id}\n"));
+    }
+    c.push_str(&format!(
+        "unicast\nheartbeat {heartbeat_ms}ms\nrtt 100ms\nmissed-heartbeats 3\nsocket {socket}\nstate /var/lib/electd/{{id}}.state\n"
+    ));
+    c
+}
+
+/// The processor: logs its start (with the term electctl run hands it), a tick every
+/// 50 ms, and its stop on SIGTERM, to a file every container shares.
+const PROC_SH: &str = r#"#!/bin/sh
+f=/shared/proc.log
+echo "$1 S $(date +%s%N) $ELECTD_TERM" >> $f
+trap 'echo "$1 E $(date +%s%N)" >> $f; exit 0' TERM
+while :; do echo "$1 T $(date +%s%N)" >> $f; sleep 0.05; done
+"#;
+
+fn lease_samples(m: &Machine, n: usize) -> Vec<u64> {
+    (0..n)
+        .filter_map(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            m.status()?.get("lease_ms")?.as_u64()
+        })
+        .collect()
+}
+
+fn exposure(m: &Machine, unit: &str) -> f64 {
+    let out = m.ok(&format!("systemd-analyze security {unit} 2>&1"));
+    let line = out
+        .lines()
+        .find(|l| l.contains("Overall exposure level"))
+        .unwrap_or_else(|| panic!("{out}"));
+    line.split(": ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"))
+}
+
+#[test]
+fn debian_package_under_systemd() {
+    if std::env::var_os(SKIP_ENV).is_some() {
+        eprintln!(
+            "\n********\nSKIPPED: the Debian package under systemd (tests/systemd_deb.rs) \
+             did NOT run because {SKIP_ENV} is set. CI runs it.\n********\n"
+        );
+        return;
+    }
+    if let Some(why) = missing_prerequisites() {
+        panic!("the systemd container test cannot run: {why}");
+    }
+    let clock = Clock(Instant::now());
+    let fs_root = rootfs(&clock);
+    let mut c = Cluster::new(clock);
+    let deb = debpkg::build(&c.dir.join("deb")).unwrap_or_else(|e| panic!("{e}"));
+    let deb_in = format!("/deb/{}", deb.file_name().unwrap().to_string_lossy());
+    c.clock.say(&format!("built {}", deb.display()));
+    c.boot(&fs_root);
+
+    // Installing creates the user and directories and enables nothing.
+    for m in &c.machines {
+        m.ok(&format!("dpkg -i {deb_in}"));
+    }
+    let m1 = c.machine(1);
+    assert!(
+        m1.ok("getent passwd electd")
+            .contains(":/var/lib/electd:/usr/sbin/nologin")
+    );
+    assert_eq!(
+        m1.ok("stat -c '%U:%G %a' /var/lib/electd").trim(),
+        "electd:electd 750"
+    );
+    for unit in ["electd.service", "electd@1.service"] {
+        assert_eq!(m1.prop(unit, "UnitFileState"), "disabled", "{unit}");
+        assert_eq!(m1.prop(unit, "ActiveState"), "inactive", "{unit}");
+    }
+    assert!(
+        m1.ok("ls /etc/systemd/system/multi-user.target.wants/")
+            .lines()
+            .all(|l| !l.starts_with("electd"))
+    );
+    assert!(m1.exists("/usr/share/man/man8/electd.8.gz"));
+    c.clock
+        .say("package installed on 3; nothing enabled or started");
+
+    // The operator's files: server 1 names its id, 2 and 3 share one without it.
+    fs::write(c.dir.join("shared/proc.sh"), PROC_SH).unwrap();
+    for m in &c.machines {
+        let conf = if m.id == 1 {
+            config(Some(1), &m.socket, HEARTBEAT_MS)
+        } else {
+            config(None, "/run/electd/electd-{id}.sock", HEARTBEAT_MS)
+        };
+        m.write("/etc/electd/electd.conf", &conf);
+        // A shorter watchdog for the test, and no core file from its SIGABRT.
+        let dropin = if m.id == 1 {
+            "electd.service.d"
+        } else {
+            "electd@.service.d"
+        };
+        m.write(
+            &format!("/etc/systemd/system/{dropin}/test.conf"),
+            &format!("[Service]\nWatchdogSec={WATCHDOG_S}s\nLimitCORE=0\n"),
+        );
+        // The processor in a unit of its own: electctl run reconnects by itself when
+        // electd restarts, so it is only ordered after electd, not bound to it.
+        m.write(
+            "/etc/systemd/system/electd-proc.service",
+            &format!(
+                "[Unit]\nDescription=test processor, only on the leader\nAfter={u}\nWants={u}\n\n\
+                 [Service]\nExecStart=/usr/bin/electctl --socket {s} run --grace 300ms -- /bin/sh /shared/proc.sh {id}\n\
+                 Restart=always\nRestartSec=200ms\n",
+                u = m.unit,
+                s = m.socket,
+                id = m.id
+            ),
+        );
+        m.ok("systemctl daemon-reload");
+    }
+    for m in &c.machines {
+        // Type=notify: this returns once the daemon said READY=1.
+        m.ok(&format!("systemctl enable --now {}", m.unit));
+    }
+    for m in &c.machines {
+        assert_eq!(m.prop(&m.unit, "ActiveState"), "active", "{}", m.name);
+        assert_eq!(m.prop(&m.unit, "SubState"), "running", "{}", m.name);
+        assert_eq!(m.prop(&m.unit, "WatchdogUSec"), format!("{WATCHDOG_S}s"));
+    }
+    let (leader, term) = c.settle(Duration::from_secs(30));
+    for m in &c.machines {
+        let st = m.prop(&m.unit, "StatusText");
+        let want = if m.id == leader {
+            format!("leader, term {term}")
+        } else {
+            format!("follower, leader {leader} (n{leader}), term {term}")
+        };
+        assert!(
+            st.starts_with(&want),
+            "{}: STATUS={st}, want {want}",
+            m.name
+        );
+    }
+    c.clock.say(&format!(
+        "3 units active, READY; leader {leader}, term {term}"
+    ));
+    for m in &c.machines {
+        m.ok("systemctl start electd-proc.service");
+    }
+    wait_for(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        "the leader's processor to start",
+        || {
+            proc_runs(&c.proc_log())
+                .iter()
+                .any(|r| r.id == leader)
+                .then_some(())
+        },
+    );
+
+    // Reload with new timers: applied, no change of role or term.
+    let before = lease_samples(c.machine(leader), 8);
+    let old_max = HEARTBEAT_MS * 3 * 98 / 100;
+    assert!(
+        before.iter().all(|&l| l <= old_max),
+        "lease_ms {before:?} above {old_max}"
+    );
+    for m in &c.machines {
+        let conf = m.read("/etc/electd/electd.conf");
+        m.write(
+            "/etc/electd/electd.conf",
+            &conf.replace(
+                &format!("heartbeat {HEARTBEAT_MS}ms"),
+                &format!("heartbeat {HEARTBEAT2_MS}ms"),
+            ),
+        );
+        m.ok(&format!("systemctl reload {}", m.unit));
+        assert!(
+            m.journal(&m.unit).contains(&format!(
+                "configuration reloaded: heartbeat {HEARTBEAT2_MS}ms"
+            )),
+            "{}: no reload in the journal",
+            m.name
+        );
+    }
+    assert_eq!(
+        c.settle(Duration::from_secs(10)),
+        (leader, term),
+        "a reload changed the leadership"
+    );
+    let after = lease_samples(c.machine(leader), 15);
+    assert!(
+        after.iter().any(|&l| l > old_max + 100),
+        "the leader's lease_ms {after:?} never showed the new heartbeat"
+    );
+    c.clock.say(&format!(
+        "reload: heartbeat {HEARTBEAT2_MS}ms applied, leader {leader} term {term} kept"
+    ));
+
+    // A reload the daemon refuses (a new server list) fails systemctl reload.
+    let lm = c.machine(leader);
+    let good = lm.read("/etc/electd/electd.conf");
+    let pid = lm.main_pid();
+    lm.write(
+        "/etc/electd/electd.conf",
+        &good.replace(
+            "server 3 ",
+            &format!("server 4 {SUBNET}.4:7400 name n4\nserver 3 "),
+        ),
+    );
+    let o = lm.run(&format!("systemctl reload {}", lm.unit));
+    assert!(
+        !o.status.success(),
+        "systemctl reload accepted a new server list: {}",
+        text(&o)
+    );
+    let st = lm.prop(&lm.unit, "StatusText");
+    assert!(st.contains("reload refused"), "STATUS={st}");
+    let s = lm.status().expect("status");
+    assert!(
+        s.get("config_refused")
+            .and_then(Value::as_str)
+            .is_some_and(|w| w.contains("server list")),
+        "{s:?}"
+    );
+    assert!(
+        lm.journal(&lm.unit).contains("server list"),
+        "the refusal is not in the journal"
+    );
+    assert_eq!(lm.main_pid(), pid, "a refused reload restarted the daemon");
+    assert_eq!(lm.prop(&lm.unit, "ActiveState"), "active");
+    lm.write("/etc/electd/electd.conf", &good);
+    lm.ok(&format!("systemctl reload {}", lm.unit));
+    assert!(
+        lm.status()
+            .expect("status")
+            .get("config_refused")
+            .is_some_and(Value::is_null)
+    );
+    assert_eq!(c.settle(Duration::from_secs(10)), (leader, term));
+    c.clock.say(&format!(
+        "refused reload: exit {:?}, daemon kept its configuration",
+        o.status.code()
+    ));
+
+    // The watchdog restarts a frozen leader; the others elect meanwhile.
+    let lm = c.machine(leader);
+    let pid = lm.main_pid();
+    let restarts: u32 = lm.prop(&lm.unit, "NRestarts").parse().unwrap();
+    lm.ok(&format!("kill -STOP {pid}"));
+    let frozen = Instant::now();
+    let (new_leader, new_term) = wait_for(
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        "a new leader while the old one is frozen",
+        || {
+            c.machines.iter().filter(|m| m.id != leader).find_map(|m| {
+                let s = m.status()?;
+                if s.get("role")?.as_str()? != "leader" {
+                    return None;
+                }
+                Some((m.id, s.get("term")?.as_u64()?))
+            })
+        },
+    );
+    let elected_after = frozen.elapsed();
+    // The frozen server must still be down (or restarting): the election did not wait for it.
+    let back_then = lm.prop(&lm.unit, "MainPID");
+    assert!(
+        back_then == pid.to_string() || back_then == "0",
+        "restarted before the others elected"
+    );
+    wait_for(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        "the watchdog to restart the frozen daemon",
+        || {
+            let n: u32 = lm.prop(&lm.unit, "NRestarts").parse().ok()?;
+            (n > restarts && lm.prop(&lm.unit, "ActiveState") == "active" && lm.main_pid() != pid)
+                .then_some(())
+        },
+    );
+    let restarted_after = frozen.elapsed();
+    assert!(
+        lm.journal(&lm.unit).contains("Watchdog timeout"),
+        "no watchdog in the journal"
+    );
+    assert!(new_term > term);
+    assert_eq!(
+        c.settle(Duration::from_secs(20)).0,
+        new_leader,
+        "leadership moved back"
+    );
+    c.clock.say(&format!(
+        "watchdog: leader {leader} frozen; {new_leader} elected after {elected_after:?}; \
+         {leader} restarted by the watchdog after {restarted_after:?}"
+    ));
+
+    // A planned handoff: systemctl restart of the leader's electd stops its processor
+    // before another server's starts. First let the restarted server's startup quiet
+    // period (K x HBT) pass, or the round after the RESIGN would wait for it.
+    std::thread::sleep(Duration::from_millis(3 * HEARTBEAT2_MS + 500));
+    let (leader, _) = c.settle(Duration::from_secs(10));
+    let lm = c.machine(leader);
+    let t = Instant::now();
+    lm.ok(&format!("systemctl restart {}", lm.unit));
+    let restart_took = t.elapsed();
+    let (next, _) = c.settle(Duration::from_secs(20));
+    assert_ne!(next, leader, "the restarted leader was re-elected");
+    let runs = wait_for(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        "the next leader's processor",
+        || {
+            let runs = proc_runs(&c.proc_log());
+            let last = runs.last()?;
+            (last.id == next).then_some(runs)
+        },
+    );
+    let n = runs.len();
+    let (old, new) = (&runs[n - 2], &runs[n - 1]);
+    assert_eq!(old.id, leader, "{runs:?}");
+    assert!(
+        old.stopped,
+        "the old leader's processor did not stop on SIGTERM: {old:?}"
+    );
+    let gap_ms = (new.start - old.end) as f64 / 1e6;
+    c.clock.say(&format!(
+        "handover on systemctl restart ({restart_took:?}): processor {leader} stopped, {next} started {gap_ms:.1} ms later"
+    ));
+    let runs = proc_runs(&c.proc_log());
+    assert!(runs.len() >= 3, "too few processor runs: {runs:?}");
+    assert_no_overlap(&runs);
+    c.clock
+        .say(&format!("{} processor runs, none overlapping", runs.len()));
+
+    // The online exposure score of both units.
+    let e1 = exposure(c.machine(1), "electd.service");
+    let e2 = exposure(c.machine(2), "electd@2.service");
+    c.clock.say(&format!(
+        "systemd-analyze security: electd.service {e1}, electd@2.service {e2}"
+    ));
+    assert!(
+        e1 <= MAX_EXPOSURE && e2 <= MAX_EXPOSURE,
+        "exposure {e1} / {e2} above {MAX_EXPOSURE}"
+    );
+
+    // The package's own life on a follower: an upgrade (a reinstall) restarts the
+    // running unit and starts nothing else, remove stops it and keeps config and
+    // state, purge removes them and keeps the user.
+    let (leader, _) = c.settle(Duration::from_secs(10));
+    let f = c
+        .machines
+        .iter()
+        .find(|m| m.id != leader && m.id != 1)
+        .unwrap();
+    let pid = f.main_pid();
+    f.ok(&format!("dpkg -i {deb_in}"));
+    assert_eq!(f.prop(&f.unit, "ActiveState"), "active");
+    assert_ne!(f.main_pid(), pid, "the upgrade did not restart {}", f.unit);
+    assert_eq!(
+        f.prop("electd.service", "ActiveState"),
+        "inactive",
+        "the upgrade started electd.service"
+    );
+    assert_eq!(f.prop("electd.service", "UnitFileState"), "disabled");
+    assert_eq!(f.prop("electd-proc.service", "ActiveState"), "active");
+    c.settle(Duration::from_secs(20));
+    let state = format!("/var/lib/electd/{}.state", f.id);
+    let link = format!("/etc/systemd/system/multi-user.target.wants/{}", f.unit);
+    f.ok("dpkg -r electd");
+    assert_eq!(f.prop(&f.unit, "ActiveState"), "inactive");
+    assert!(!f.exists("/usr/sbin/electd"));
+    for kept in ["/etc/electd/electd.conf", state.as_str(), link.as_str()] {
+        assert!(
+            f.root()
+                .join(kept.trim_start_matches('/'))
+                .symlink_metadata()
+                .is_ok(),
+            "remove deleted {kept}"
+        );
+    }
+    f.ok("dpkg -P electd");
+    for gone in ["/etc/electd", "/var/lib/electd", link.as_str()] {
+        assert!(
+            f.root()
+                .join(gone.trim_start_matches('/'))
+                .symlink_metadata()
+                .is_err(),
+            "purge left {gone}"
+        );
+    }
+    f.ok("getent passwd electd");
+    c.clock.say(&format!(
+        "server {}: upgrade restarted it, remove stopped it, purge cleaned up",
+        f.id
+    ));
+}
+
+/// The overlap checker fails on an overlap (so its silence in the test means something)
+/// and accepts a clean handover.
+#[test]
+fn processor_overlap_checker_catches_overlap() {
+    let clean = "1 S 100 1\n1 T 150\n1 E 200\n2 S 210 2\n2 T 260\n";
+    let runs = proc_runs(clean);
+    assert_eq!(runs.len(), 2);
+    assert!(runs[0].stopped && !runs[1].stopped);
+    assert_no_overlap(&runs);
+    for bad in [
+        // 2 starts while 1 still ticks.
+        "1 S 100 1\n1 T 150\n2 S 160 2\n1 T 200\n1 E 210\n",
+        // 1 was killed (no E line) after its last tick, and 2 started before that tick.
+        "1 S 100 1\n2 S 140 2\n1 T 150\n",
+        // A new leader with an old term.
+        "1 S 100 3\n1 E 200\n2 S 210 3\n",
+    ] {
+        assert!(overlap(&proc_runs(bad)).is_err(), "not caught: {bad:?}");
+    }
+}
