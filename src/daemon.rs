@@ -975,12 +975,15 @@ impl Daemon {
         let c = self.node.counters();
         let m = &self.metrics;
         let mut s = String::new();
-        // One sample per family; counters take the _total suffix (OpenMetrics).
+        // Prometheus text format 0.0.4 (what Prometheus scrapes and `promtool check
+        // metrics` parses): a counter's family is named with its _total suffix, like
+        // its sample, and units are base units. The final `# EOF`, a comment in that
+        // format, ends the answer on the control socket.
         let mut family = |kind: &str, name: &str, help: &str, v: String| {
             let total = if kind == "counter" { "_total" } else { "" };
             let _ = writeln!(
                 s,
-                "# HELP electd_{name} {help}\n# TYPE electd_{name} {kind}\nelectd_{name}{total} {v}"
+                "# HELP electd_{name}{total} {help}\n# TYPE electd_{name}{total} {kind}\nelectd_{name}{total} {v}"
             );
         };
         family(
@@ -1071,9 +1074,9 @@ impl Daemon {
         );
         family(
             "gauge",
-            "handoff_last_wait_ms",
-            "How long the last planned handoff's RESIGN waited, in milliseconds.",
-            m.last_handoff_wait_ms.to_string(),
+            "handoff_last_wait_seconds",
+            "How long the last planned handoff's RESIGN waited, in seconds.",
+            format!("{:.3}", m.last_handoff_wait_ms as f64 / 1e3),
         );
         family(
             "gauge",
@@ -1198,14 +1201,14 @@ impl Daemon {
         ] {
             let _ = writeln!(
                 s,
-                "# HELP electd_{name} {help}\n# TYPE electd_{name} counter"
+                "# HELP electd_{name}_total {help}\n# TYPE electd_{name}_total counter"
             );
             for (label, value, v) in rows {
                 let _ = writeln!(s, "electd_{name}_total{{{label}=\"{value}\"}} {v}");
             }
         }
         s.push_str(
-            "# HELP electd_bytes Datagram bytes sent and received.\n# TYPE electd_bytes counter\n",
+            "# HELP electd_bytes_total Datagram bytes sent and received.\n# TYPE electd_bytes_total counter\n",
         );
         let _ = writeln!(
             s,
