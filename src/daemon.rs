@@ -28,6 +28,7 @@ use crate::config::{Config, Transport as Mode};
 use crate::control::{Control, NOT_LEADER, Request, error_line, json_str};
 use crate::health::{Checks, REASONS, Verdict};
 use crate::hooks::Hooks;
+use crate::http::Http;
 
 use crate::node::{Durable, Event, Handover, Node, Output, Reject, Role, Sabotage};
 use crate::notify::Notifier;
@@ -51,6 +52,8 @@ const SIGNALS: Token = Token(2);
 const CONTROL: Token = Token(3);
 /// The check runner's waker; far above the control clients' tokens (CONTROL + 1..).
 const HEALTH: Token = Token(1 << 20);
+/// The metrics listener (`metrics-listen`); its connections take the tokens after it.
+const HTTP: Token = Token(1 << 16);
 /// Datagrams read from one socket per wakeup before other sources get their turn.
 const UDP_BUDGET: usize = 256;
 /// The longest a wait may last even with no deadline (idle clients are swept).
@@ -100,6 +103,22 @@ fn yield_target(cfg: &Config, id: u64) -> Result<u16, String> {
         return Err(format!("yield: server {id} is a witness and never leads"));
     }
     Ok(s.id)
+}
+
+/// Binds `metrics-listen` (None: off) and registers it under `HTTP`.
+fn bind_metrics(
+    addr: Option<std::net::SocketAddr>,
+    reg: &mio::Registry,
+) -> Result<Option<Http>, String> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let mut h = Http::bind(addr, HTTP.0)
+        .map_err(|e| format!("metrics-listen {addr}: cannot listen: {e}"))?;
+    h.register(reg, HTTP)
+        .map_err(|e| format!("metrics-listen {addr}: poll register: {e}"))?;
+    info!("metrics on http://{}/metrics", h.addr());
+    Ok(Some(h))
 }
 
 /// Blocks SIGTERM, SIGINT, SIGHUP and SIGCHLD and returns a signalfd that reports them.
@@ -228,6 +247,8 @@ pub struct Daemon {
     health: Verdict,
     /// The successor named by the latest handover begun (for the answer to `drain`).
     last_handover_to: Option<u16>,
+    /// `metrics-listen`: Prometheus over HTTP (SPEC section 16), if configured.
+    http: Option<Http>,
 }
 
 impl Daemon {
@@ -284,6 +305,7 @@ impl Daemon {
         reg.register(&mut SourceFd(&signals), SIGNALS, Interest::READABLE)
             .map_err(fail)?;
         control.register(reg, CONTROL).map_err(fail)?;
+        let http = bind_metrics(cfg.metrics_listen, reg).map_err(Fatal)?;
         let now = boot_now();
         let mut node_cfg = cfg.node_config(random_seed());
         node_cfg.sabotage = sabotage_from_env().map_err(Fatal)?;
@@ -379,6 +401,7 @@ impl Daemon {
             health: checks.verdict(),
             checks,
             last_handover_to: None,
+            http,
         })
     }
 
@@ -390,7 +413,9 @@ impl Daemon {
         self.notifier.send(&self.status_text());
         loop {
             let now = boot_now();
-            let busy = self.udp_more.iter().any(|&m| m) || self.control.has_more();
+            let busy = self.udp_more.iter().any(|&m| m)
+                || self.control.has_more()
+                || self.http.as_ref().is_some_and(Http::has_more);
             let mut deadline = self.node.next_deadline();
             if self.node.resign_pending() {
                 // A supervisor that left unconfirmed may hold a lease shorter than ours.
@@ -432,6 +457,16 @@ impl Daemon {
                             self.control.readable(t, Instant::now());
                         }
                     }
+                    HTTP => {
+                        if let Some(h) = self.http.as_mut() {
+                            h.accept(self.poll.registry(), Instant::now());
+                        }
+                    }
+                    t if self.http.as_ref().is_some_and(|h| h.owns(t)) => {
+                        if let Some(h) = self.http.as_mut() {
+                            h.readable(t, Instant::now());
+                        }
+                    }
                     t => debug!("event for unknown token {t:?}"),
                 }
             }
@@ -453,10 +488,14 @@ impl Daemon {
                 self.node.handle_timeout(boot_now());
                 self.flush_node()?;
             }
+            self.serve_http()?;
             self.check_release()?;
             self.checks.drain();
             self.update_health()?;
             self.control.flush(self.poll.registry(), Instant::now());
+            if let Some(h) = self.http.as_mut() {
+                h.flush(self.poll.registry(), Instant::now());
+            }
             // A supervisor freed by the flush takes its health report with it.
             if self.update_health()? {
                 self.control.flush(self.poll.registry(), Instant::now());
@@ -532,6 +571,24 @@ impl Daemon {
         // The view's health changes here, even when the core's bool does not.
         self.flush_node()?;
         Ok(true)
+    }
+
+    /// Answers a bounded batch of `metrics-listen` requests, running the core's timers
+    /// between two answers as for control requests: a LEAD never waits for a batch.
+    fn serve_http(&mut self) -> Result<(), Fatal> {
+        let Some(h) = self.http.as_mut() else {
+            return Ok(());
+        };
+        for (slot, reply) in h.take_requests(self.poll.registry(), Instant::now()) {
+            // The control socket's `metrics` answer, from the same function.
+            let body = reply.wants_metrics().then(|| self.metrics_text());
+            if let Some(h) = self.http.as_mut() {
+                h.answer(slot, &reply, body.as_deref(), Instant::now());
+            }
+            self.node.handle_timeout(boot_now());
+            self.flush_node()?;
+        }
+        Ok(())
     }
 
     /// During a planned handoff: releases the RESIGN once every supervisor is clear.
@@ -1230,6 +1287,9 @@ impl Daemon {
                 );
             }
         }
+        if let Some(h) = &self.http {
+            h.write_metrics(&mut s);
+        }
         s.push_str("# EOF\n");
         s
     }
@@ -1427,6 +1487,12 @@ impl Daemon {
                 "reload refused: turning authentication on or off needs a restart of every server"
             );
         }
+        // Applied by rebinding (bound here, installed below): turning metrics on or
+        // moving them must not need a restart, which would move the leadership.
+        let metrics = match self.rebind_metrics(new.metrics_listen) {
+            Ok(m) => m,
+            Err(e) => return error!("reload refused: {e}"),
+        };
         if let Err(e) = self.node.set_timers(
             new.heartbeat,
             new.rtt,
@@ -1469,11 +1535,37 @@ impl Daemon {
                 log::set_max_level(l);
             }
         }
+        if let Some(m) = metrics {
+            if m.is_none() {
+                info!("metrics-listen off: the metrics listener is closed");
+            }
+            // The old listener and its connections close here (scrapers reconnect).
+            self.http = m;
+        }
         info!(
             "configuration reloaded: heartbeat {:?}, rtt {:?}, missed-heartbeats {}",
             new.heartbeat, new.rtt, new.missed_heartbeats
         );
         self.cfg = new;
+    }
+
+    /// A changed `metrics-listen` on reload: None when unchanged, else the listener to
+    /// install (None: off). The new address is bound before the old one closes, so a
+    /// refused reload leaves the running listener as it was.
+    fn rebind_metrics(
+        &self,
+        addr: Option<std::net::SocketAddr>,
+    ) -> Result<Option<Option<Http>>, String> {
+        if addr == self.cfg.metrics_listen {
+            return Ok(None);
+        }
+        bind_metrics(addr, self.poll.registry()).map(Some).map_err(|e| match &self.http {
+            Some(old) => format!(
+                "{e} (the running listener on {} stays; to move to an address that conflicts with it, reload with metrics-listen off first)",
+                old.addr()
+            ),
+            None => e,
+        })
     }
 }
 
