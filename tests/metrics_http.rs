@@ -419,6 +419,24 @@ fn status_codes_keep_alive_and_close_on_raw_connections() {
         );
         assert!(closed(&mut r), "{req:?}: not closed after {code}");
     }
+    // A refusal closes gracefully (a lingering close): what the client sent beyond the
+    // head limit is read and discarded, and the client sees the end of the stream, not
+    // a reset, which may erase an answer not yet read (RFC 9112 section 9.6).
+    let mut r = connect(port);
+    send(
+        &mut r,
+        &format!(
+            "GET /metrics HTTP/1.1\r\nHost: test\r\nX-Big: {}\r\n",
+            "c".repeat(20_000)
+        ),
+    );
+    assert_eq!(read_response(&mut r, false).unwrap().code, 431);
+    let mut b = [0u8; 1];
+    assert_eq!(
+        r.read(&mut b).map_err(|e| e.kind()),
+        Ok(0),
+        "the connection was reset after the 431, not closed"
+    );
     // A header flood: 431 arrives although the client is still sending, then the close.
     let mut r = connect(port);
     let mut w = r.get_ref().try_clone().unwrap();
@@ -442,7 +460,7 @@ fn status_codes_keep_alive_and_close_on_raw_connections() {
         (404, 2),
         (405, 2),
         (413, 1),
-        (431, 1),
+        (431, 2),
         (501, 1),
         (505, 1),
     ] {
@@ -508,11 +526,12 @@ fn scraper(port: u16, stop: Arc<AtomicBool>, batch: usize) -> std::thread::JoinH
 
 /// SPEC 10 and 16, issue 13: against the leader's metrics port, at once for 3 s: 150
 /// idle connections (the limit is 64), 32 slowloris connections trickling a header
-/// byte at a time, 4 header floods reconnecting as they are refused, and 4 keep-alive
-/// scrapers pipelining 8 requests per write. A new scraper (curl, a fresh connection)
-/// is served throughout, the control socket answers, and the leader's heartbeat gaps
-/// stay within HBT + (10 % of HBT + 10 ms) x slack, as for control-socket abuse
-/// (tests/limits.rs); the leader keeps its seat and term.
+/// byte at a time, 4 header floods reconnecting as they are refused, 4 keep-alive
+/// scrapers pipelining 8 requests per write, and 2 clients pipelining 2,000 requests
+/// that never read an answer. A new scraper (curl, a fresh connection) is served
+/// throughout, the control socket answers, and the leader's heartbeat gaps stay within
+/// HBT + (10 % of HBT + 10 ms) x slack, as for control-socket abuse (tests/limits.rs);
+/// the leader keeps its seat and term.
 #[test]
 fn abusive_http_clients_stop_neither_service_nor_heartbeats() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -562,6 +581,20 @@ fn abusive_http_clients_stop_neither_service_nor_heartbeats() {
         ));
     }
     let scrapers: Vec<_> = (0..4).map(|_| scraper(port, stop.clone(), 8)).collect();
+    // Two that pipeline 2,000 requests (14 MB of answers) and never read: the daemon
+    // must not wait for them (their answers pile up to the backpressure limit).
+    for _ in 0..2 {
+        let (stop, port) = (stop.clone(), port);
+        threads.push(std::thread::spawn(move || {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+            let _ = s.write_all(get("/metrics").repeat(2000).as_bytes());
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            0
+        }));
+    }
     // A new scraper is served throughout, and so is the control socket.
     let mut fresh = Vec::new();
     while t0.elapsed() < Duration::from_secs(3) {
