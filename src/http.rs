@@ -200,7 +200,8 @@ pub struct Counters {
     /// Idle connections closed after `REQUEST_TIMEOUT` without a request (a keep-alive
     /// connection between two scrapes, or one that never sent anything).
     pub idle_closed: u64,
-    /// Connections closed because their answers were not read.
+    /// Connections closed because their answers were not read (over `MAX_OUTBUF`, or
+    /// unread for `REQUEST_TIMEOUT`).
     pub unread: u64,
 }
 
@@ -450,6 +451,11 @@ impl Http {
                     // An idle keep-alive connection is closed without a word.
                     self.counters.idle_closed += 1;
                     c.close(now);
+                } else if !c.outbuf.is_empty() {
+                    // Its answers have not been read for that long: not a slow request.
+                    self.counters.unread += 1;
+                    c.outbuf.clear();
+                    c.close(now);
                 } else {
                     self.counters.timed_out += 1;
                     let reply = Reply {
@@ -671,19 +677,24 @@ mod tests {
         (&partial)
             .write_all(b"GET /metrics HTTP/1.1\r\nHo")
             .unwrap();
+        // An answer still queued when the time is up: its client is not reading.
+        let deaf = f.connect();
+        (&deaf).write_all(get("/metrics").as_bytes()).unwrap();
         std::thread::sleep(Duration::from_millis(20));
         f.read_all();
-        assert!(f.take().is_empty());
+        let reqs = f.take();
+        assert_eq!(reqs.len(), 1);
         // Not yet.
         f.http
             .flush(f.poll.registry(), Instant::now() + REQUEST_TIMEOUT / 2);
-        assert_eq!(f.http.clients(), 2);
+        assert_eq!(f.http.clients(), 3);
+        f.http
+            .answer(reqs[0].0, &reqs[0].1, Some("x\n"), Instant::now());
         let later = Instant::now() + REQUEST_TIMEOUT;
         f.http.flush(f.poll.registry(), later);
-        assert_eq!(
-            (f.http.counters.idle_closed, f.http.counters.timed_out),
-            (1, 1)
-        );
+        let n = &f.http.counters;
+        assert_eq!((n.idle_closed, n.timed_out, n.unread), (1, 1, 1));
+        drop(deaf);
         let mut b = [0u8; 1];
         assert_eq!(idle.read(&mut b).unwrap(), 0, "idle: closed without a word");
         let mut r = std::io::BufReader::new(partial);
