@@ -47,6 +47,7 @@ const DIRECTIVES: &[&str] = &[
     "check-fall",
     "check-rise",
     "preempt-delay",
+    "metrics-listen",
 ];
 
 /// The default `check-interval`.
@@ -169,6 +170,8 @@ pub struct Config {
     /// The line of a `check-interval` or `check-timeout` given without a `check`
     /// (a warning: a shared file may set them for servers that have no check).
     pub unused_check_settings: Option<usize>,
+    /// `metrics-listen`: where `GET /metrics` is served over HTTP (SPEC section 16).
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// A configuration error: file, line (when it is about one line) and problem.
@@ -280,6 +283,7 @@ struct Raw {
     check_fall: Option<u32>,
     check_rise: Option<u32>,
     preempt_delay: Option<(usize, Option<Duration>)>,
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 fn one<'a>(args: &[&'a str], what: &str) -> Result<&'a str, String> {
@@ -494,6 +498,9 @@ fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result<(), String
             }
             raw.preempt_delay = Some((lineno, d));
         }
+        "metrics-listen" => {
+            raw.metrics_listen = crate::http::parse_listen(one(args, "address:port or 'off'")?)?
+        }
         "key-file" => raw.key_file = Some(one(args, "path")?.to_string()),
         "key-file-next" => raw.key_file_next = Some(one(args, "path")?.to_string()),
         other => return Err(format!("unknown directive '{other}'{}", suggest(other))),
@@ -624,6 +631,7 @@ impl Config {
             } else {
                 None
             },
+            metrics_listen: raw.metrics_listen,
         };
         if cfg.key_file.is_none() && cfg.key_file_next.is_some() {
             return Err(at(None, "key-file-next needs key-file".into()));

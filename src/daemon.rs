@@ -28,6 +28,7 @@ use crate::config::{Config, Transport as Mode};
 use crate::control::{Control, NOT_LEADER, RELOAD_REFUSED, Request, error_line, json_str};
 use crate::health::{Checks, REASONS, Verdict};
 use crate::hooks::Hooks;
+use crate::http::Http;
 
 use crate::node::{Durable, Event, Handover, Node, Output, Reject, Role, Sabotage};
 use crate::notify::Notifier;
@@ -51,6 +52,8 @@ const SIGNALS: Token = Token(2);
 const CONTROL: Token = Token(3);
 /// The check runner's waker; far above the control clients' tokens (CONTROL + 1..).
 const HEALTH: Token = Token(1 << 20);
+/// The metrics listener (`metrics-listen`); its connections take the tokens after it.
+const HTTP: Token = Token(1 << 16);
 /// Datagrams read from one socket per wakeup before other sources get their turn.
 const UDP_BUDGET: usize = 256;
 /// The longest a wait may last even with no deadline (idle clients are swept).
@@ -104,6 +107,22 @@ fn yield_target(cfg: &Config, id: u64) -> Result<u16, String> {
         return Err(format!("yield: server {id} is a witness and never leads"));
     }
     Ok(s.id)
+}
+
+/// Binds `metrics-listen` (None: off) and registers it under `HTTP`.
+fn bind_metrics(
+    addr: Option<std::net::SocketAddr>,
+    reg: &mio::Registry,
+) -> Result<Option<Http>, String> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let mut h = Http::bind(addr, HTTP.0)
+        .map_err(|e| format!("metrics-listen {addr}: cannot listen: {e}"))?;
+    h.register(reg, HTTP)
+        .map_err(|e| format!("metrics-listen {addr}: poll register: {e}"))?;
+    info!("metrics on http://{}/metrics", h.addr());
+    Ok(Some(h))
 }
 
 /// The signals the daemon takes through its signalfd.
@@ -269,6 +288,8 @@ pub struct Daemon {
     /// Why the last reload (SIGHUP or `reload`) was refused; None once one succeeds.
     /// The refused file is still on disk: the next restart would load it.
     config_refused: Option<String>,
+    /// `metrics-listen`: Prometheus over HTTP (SPEC section 16), if configured.
+    http: Option<Http>,
 }
 
 impl Daemon {
@@ -328,6 +349,7 @@ impl Daemon {
         reg.register(&mut SourceFd(&signals), SIGNALS, Interest::READABLE)
             .map_err(fail)?;
         control.register(reg, CONTROL).map_err(fail)?;
+        let http = bind_metrics(cfg.metrics_listen, reg).map_err(Fatal)?;
         let now = boot_now();
         let mut node_cfg = cfg.node_config(random_seed());
         node_cfg.sabotage = sabotage_from_env().map_err(Fatal)?;
@@ -424,6 +446,7 @@ impl Daemon {
             checks,
             last_handover_to: None,
             config_refused: None,
+            http,
         })
     }
 
@@ -435,7 +458,9 @@ impl Daemon {
         self.notifier.send(&self.status_text());
         loop {
             let now = boot_now();
-            let busy = self.udp_more.iter().any(|&m| m) || self.control.has_more();
+            let busy = self.udp_more.iter().any(|&m| m)
+                || self.control.has_more()
+                || self.http.as_ref().is_some_and(Http::has_more);
             let mut deadline = self.node.next_deadline();
             if self.node.resign_pending() {
                 // A supervisor that left unconfirmed may hold a lease shorter than ours.
@@ -477,6 +502,16 @@ impl Daemon {
                             self.control.readable(t, Instant::now());
                         }
                     }
+                    HTTP => {
+                        if let Some(h) = self.http.as_mut() {
+                            h.accept(self.poll.registry(), Instant::now());
+                        }
+                    }
+                    t if self.http.as_ref().is_some_and(|h| h.owns(t)) => {
+                        if let Some(h) = self.http.as_mut() {
+                            h.readable(t, Instant::now());
+                        }
+                    }
                     t => debug!("event for unknown token {t:?}"),
                 }
             }
@@ -498,10 +533,14 @@ impl Daemon {
                 self.node.handle_timeout(boot_now());
                 self.flush_node()?;
             }
+            self.serve_http()?;
             self.check_release()?;
             self.checks.drain();
             self.update_health()?;
             self.control.flush(self.poll.registry(), Instant::now());
+            if let Some(h) = self.http.as_mut() {
+                h.flush(self.poll.registry(), Instant::now());
+            }
             // A supervisor freed by the flush takes its health report with it.
             if self.update_health()? {
                 self.control.flush(self.poll.registry(), Instant::now());
@@ -577,6 +616,24 @@ impl Daemon {
         // The view's health changes here, even when the core's bool does not.
         self.flush_node()?;
         Ok(true)
+    }
+
+    /// Answers a bounded batch of `metrics-listen` requests, running the core's timers
+    /// between two answers as for control requests: a LEAD never waits for a batch.
+    fn serve_http(&mut self) -> Result<(), Fatal> {
+        let Some(h) = self.http.as_mut() else {
+            return Ok(());
+        };
+        for (slot, reply) in h.take_requests(self.poll.registry(), Instant::now()) {
+            // The control socket's `metrics` answer, from the same function.
+            let body = reply.wants_metrics().then(|| self.metrics_text());
+            if let Some(h) = self.http.as_mut() {
+                h.answer(slot, &reply, body.as_deref(), Instant::now());
+            }
+            self.node.handle_timeout(boot_now());
+            self.flush_node()?;
+        }
+        Ok(())
     }
 
     /// During a planned handoff: releases the RESIGN once every supervisor is clear.
@@ -1030,12 +1087,15 @@ impl Daemon {
         let c = self.node.counters();
         let m = &self.metrics;
         let mut s = String::new();
-        // One sample per family; counters take the _total suffix (OpenMetrics).
+        // Prometheus text format 0.0.4 (what Prometheus scrapes and `promtool check
+        // metrics` parses): a counter's family is named with its _total suffix, like
+        // its sample, and units are base units. The final `# EOF`, a comment in that
+        // format, ends the answer on the control socket.
         let mut family = |kind: &str, name: &str, help: &str, v: String| {
             let total = if kind == "counter" { "_total" } else { "" };
             let _ = writeln!(
                 s,
-                "# HELP electd_{name} {help}\n# TYPE electd_{name} {kind}\nelectd_{name}{total} {v}"
+                "# HELP electd_{name}{total} {help}\n# TYPE electd_{name}{total} {kind}\nelectd_{name}{total} {v}"
             );
         };
         family(
@@ -1126,9 +1186,9 @@ impl Daemon {
         );
         family(
             "gauge",
-            "handoff_last_wait_ms",
-            "How long the last planned handoff's RESIGN waited, in milliseconds.",
-            m.last_handoff_wait_ms.to_string(),
+            "handoff_last_wait_seconds",
+            "How long the last planned handoff's RESIGN waited, in seconds.",
+            format!("{:.3}", m.last_handoff_wait_ms as f64 / 1e3),
         );
         family(
             "gauge",
@@ -1259,14 +1319,14 @@ impl Daemon {
         ] {
             let _ = writeln!(
                 s,
-                "# HELP electd_{name} {help}\n# TYPE electd_{name} counter"
+                "# HELP electd_{name}_total {help}\n# TYPE electd_{name}_total counter"
             );
             for (label, value, v) in rows {
                 let _ = writeln!(s, "electd_{name}_total{{{label}=\"{value}\"}} {v}");
             }
         }
         s.push_str(
-            "# HELP electd_bytes Datagram bytes sent and received.\n# TYPE electd_bytes counter\n",
+            "# HELP electd_bytes_total Datagram bytes sent and received.\n# TYPE electd_bytes_total counter\n",
         );
         let _ = writeln!(
             s,
@@ -1287,6 +1347,9 @@ impl Daemon {
                     now.saturating_since(t).as_secs_f64()
                 );
             }
+        }
+        if let Some(h) = &self.http {
+            h.write_metrics(&mut s);
         }
         s.push_str("# EOF\n");
         s
@@ -1501,6 +1564,10 @@ impl Daemon {
         if keys.is_some() != self.keys.is_some() {
             return Err("turning authentication on or off needs a restart of every server".into());
         }
+        // Applied by rebinding (bound here, installed below): turning metrics on or
+        // moving them must not need a restart, which would move the leadership. A
+        // listener bound here and not installed closes when dropped on a refusal.
+        let metrics = self.rebind_metrics(new.metrics_listen)?;
         let old = &self.cfg;
         let (hbt, rtt, k, drift, hold) = (
             old.heartbeat,
@@ -1553,12 +1620,38 @@ impl Daemon {
                 log::set_max_level(l);
             }
         }
+        if let Some(m) = metrics {
+            if m.is_none() {
+                info!("metrics-listen off: the metrics listener is closed");
+            }
+            // The old listener and its connections close here (scrapers reconnect).
+            self.http = m;
+        }
         info!(
             "configuration reloaded: heartbeat {:?}, rtt {:?}, missed-heartbeats {}",
             new.heartbeat, new.rtt, new.missed_heartbeats
         );
         self.cfg = new;
         Ok(())
+    }
+
+    /// A changed `metrics-listen` on reload: None when unchanged, else the listener to
+    /// install (None: off). The new address is bound before the old one closes, so a
+    /// refused reload leaves the running listener as it was.
+    fn rebind_metrics(
+        &self,
+        addr: Option<std::net::SocketAddr>,
+    ) -> Result<Option<Option<Http>>, String> {
+        if addr == self.cfg.metrics_listen {
+            return Ok(None);
+        }
+        bind_metrics(addr, self.poll.registry()).map(Some).map_err(|e| match &self.http {
+            Some(old) => format!(
+                "{e} (the running listener on {} stays; to move to an address that conflicts with it, reload with metrics-listen off first)",
+                old.addr()
+            ),
+            None => e,
+        })
     }
 
     /// The socket's `reload`: allowed to whoever may send the daemon SIGHUP (root and

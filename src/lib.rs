@@ -22,6 +22,7 @@ pub mod daemon;
 pub mod elector;
 pub mod health;
 pub mod hooks;
+pub mod http;
 pub mod json;
 pub mod node;
 pub mod notify;

@@ -7,13 +7,11 @@
 
 mod common;
 
-use common::{Cluster, Mode, Opts, SERIAL, slacked, wait_for};
+use common::{Cluster, LeadTap, Mode, Opts, SERIAL, slacked, wait_for};
 use electd::wire::{self, Body, Message};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::unix::net::UnixStream;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 fn fingerprint(c: &Cluster) -> u32 {
@@ -251,52 +249,6 @@ fn restart_after_a_long_timers_reload_elects_in_the_normal_bound() {
     );
     assert!(t > term, "a new term after the restart");
     assert!(took <= limit, "elected after {took:?}, bound {limit:?}");
-}
-
-/// The leader's LEADs as server 4 of a unicast cluster sees them: the test binds
-/// server 4's configured address and never answers, so the leader sends it every LEAD.
-struct LeadTap {
-    stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<(Duration, usize)>,
-}
-
-impl LeadTap {
-    fn start(sock: UdpSocket, leader: u16) -> LeadTap {
-        sock.set_read_timeout(Some(Duration::from_millis(20)))
-            .unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut buf = [0u8; 2048];
-            // From the start: a leader that stalls before its first LEAD counts too.
-            let mut last = Instant::now();
-            let (mut worst, mut count) = (Duration::ZERO, 0);
-            while !stop2.load(Ordering::Relaxed) {
-                let Ok(n) = sock.recv(&mut buf) else {
-                    continue;
-                };
-                let Ok(m) = wire::decode(&buf[..n]) else {
-                    continue;
-                };
-                if m.sender != leader || !matches!(m.body, Body::Lead { .. }) {
-                    continue;
-                }
-                let now = Instant::now();
-                worst = worst.max(now - last);
-                last = now;
-                count += 1;
-            }
-            // ... and so does one that has gone silent at the end.
-            (worst.max(last.elapsed()), count)
-        });
-        LeadTap { stop, thread }
-    }
-
-    /// The worst gap between two LEADs and how many arrived.
-    fn finish(self) -> (Duration, usize) {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap()
-    }
 }
 
 /// One control client that writes `n` requests without reading first (a writer thread)

@@ -334,7 +334,13 @@ fn departed_supervisor_holds_the_resign_until_its_lease_end() {
     wait_for("the RESIGN", Duration::from_secs(2), || {
         c.log(1).contains("RESIGN after").then_some(())
     });
-    let waited_ms = c.metric(1, "electd_handoff_last_wait_ms");
+    let waited_ms = c
+        .request(1, "metrics")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("electd_handoff_last_wait_seconds "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |s| (s * 1e3).round() as u64);
     let at_least = until.saturating_sub(yielded) / 1_000_000;
     eprintln!(
         "departed supervisor: RESIGN waited {waited_ms} ms (its lease had {at_least} ms left)"

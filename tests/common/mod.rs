@@ -866,3 +866,49 @@ pub fn assert_refused_in(ns: Option<&str>, conf: &std::path::Path, want: &str) {
         assert!(err.contains(want), "{extra:?}: wanted '{want}' in: {err}");
     }
 }
+
+/// The leader's LEADs as server 4 of a unicast cluster sees them: the test binds
+/// server 4's configured address and never answers, so the leader sends it every LEAD.
+pub struct LeadTap {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(Duration, usize)>,
+}
+
+impl LeadTap {
+    pub fn start(sock: UdpSocket, leader: u16) -> LeadTap {
+        sock.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            // From the start: a leader that stalls before its first LEAD counts too.
+            let mut last = Instant::now();
+            let (mut worst, mut count) = (Duration::ZERO, 0);
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(n) = sock.recv(&mut buf) else {
+                    continue;
+                };
+                let Ok(m) = electd::wire::decode(&buf[..n]) else {
+                    continue;
+                };
+                if m.sender != leader || !matches!(m.body, electd::wire::Body::Lead { .. }) {
+                    continue;
+                }
+                let now = Instant::now();
+                worst = worst.max(now - last);
+                last = now;
+                count += 1;
+            }
+            // ... and so does one that has gone silent at the end.
+            (worst.max(last.elapsed()), count)
+        });
+        LeadTap { stop, thread }
+    }
+
+    /// The worst gap between two LEADs and how many arrived.
+    pub fn finish(self) -> (Duration, usize) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
