@@ -860,6 +860,7 @@ fn metrics_listen_values_and_a_busy_port() {
             "expected one address:port or 'off', got 2",
         ),
         ("", "missing address:port or 'off'"),
+        ("[fe80::1%2]:9477", "a scope (%) is not accepted"),
     ] {
         let e = parse(v).unwrap_err().to_string();
         assert!(
@@ -912,4 +913,50 @@ fn metrics_listen_values_and_a_busy_port() {
             && err.contains("in use"),
         "{err}"
     );
+
+    // --check-config: the listener has no freebind, so an address that is not this
+    // host's is an error there too (the daemon could not start); a privileged port is
+    // a warning for a user without the capability (the unit's ExecStartPre).
+    let check = |line: &str, as_nobody: bool| {
+        c.set_server_conf(1, line);
+        let mut cmd = if as_nobody {
+            let mut s = Command::new("setpriv");
+            s.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+                .arg(env!("CARGO_BIN_EXE_electd"));
+            s
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_electd"))
+        };
+        let out = cmd
+            .arg("--config")
+            .arg(c.conf_of(1))
+            .args(["--id", "1", "--check-config"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = check("metrics-listen 10.77.250.1:9477\n", false);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("metrics-listen 10.77.250.1:9477: 10.77.250.1 is not an address of this host"),
+        "{err}"
+    );
+    let (code, err) = check("metrics-listen 127.0.0.1:9477\n", false);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("metrics-listen"), "{err}");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let (code, err) = check("metrics-listen 127.0.0.1:80\n", true);
+        assert_eq!(code, Some(0), "a warning, not an error: {err}");
+        assert!(
+            err.contains("port 80 is below 1024, which needs CAP_NET_BIND_SERVICE"),
+            "{err}"
+        );
+    } else {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+        eprintln!("SKIPPED: the privileged-port warning as another user needs root");
+    }
 }

@@ -135,13 +135,38 @@ fn check_host(cfg: &Config) -> Option<Vec<String>> {
             return None;
         }
     }
+    // The metrics listener has no freebind: an address that is not this host's, or a
+    // privileged port without the capability, stops the daemon at start.
+    if let Some(ml) = cfg.metrics_listen {
+        match addr::is_local(ml.ip()) {
+            Ok(true) => {}
+            Ok(false) => {
+                eprintln!(
+                    "electd: {file}: metrics-listen {ml}: {} is not an address of this host: the daemon could not start",
+                    ml.ip()
+                );
+                return None;
+            }
+            Err(e) => {
+                eprintln!("electd: {file}: metrics-listen {ml}: {e}");
+                return None;
+            }
+        }
+    }
     let me = addrs.iter().find(|a| a.0 == cfg.id)?.1;
-    Some(
-        addr::own_address_problem(cfg.id, me)
-            .map(|why| format!("{file}:{}: {why}", cfg.me().line))
-            .into_iter()
-            .collect(),
-    )
+    let mut warnings: Vec<String> = addr::own_address_problem(cfg.id, me)
+        .map(|why| format!("{file}:{}: {why}", cfg.me().line))
+        .into_iter()
+        .collect();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if let Some(ml) = cfg.metrics_listen.filter(|m| m.port() < 1024 && !root) {
+        warnings.push(format!(
+            "{file}: metrics-listen {ml}: port {} is below 1024, which needs CAP_NET_BIND_SERVICE (the unit grants none): use a port above 1023",
+            ml.port()
+        ));
+    }
+    Some(warnings)
 }
 
 fn main() {

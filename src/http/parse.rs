@@ -35,6 +35,13 @@ pub fn parse_listen(s: &str) -> Result<Option<SocketAddr>, String> {
             a.ip()
         ));
     }
+    if let SocketAddr::V6(v6) = a {
+        if v6.scope_id() != 0 {
+            return Err(format!(
+                "metrics-listen {s}: a scope (%) is not accepted; use a global, unique-local or loopback address"
+            ));
+        }
+    }
     Ok(Some(a))
 }
 
