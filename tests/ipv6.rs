@@ -575,3 +575,74 @@ fn check_config_warns_about_an_own_address_that_is_not_local() {
         ""
     );
 }
+
+/// `ttl 0` keeps multicast on this host: `--check-config` warns about every other
+/// server whose address is not this host's (it would never hear this server's LEADs),
+/// and says nothing when all are local. Exit 0 either way.
+#[test]
+fn check_config_warns_about_ttl_0_with_servers_on_other_hosts() {
+    let conf = Conf::new("ttl0");
+    let check = |path: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+            .arg("--config")
+            .arg(path)
+            .arg("--check-config")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let mcast = "multicast 239.255.77.9:7400 interface lo ttl 0";
+    let err = check(conf.write("127.0.0.1:7400", "203.0.113.7:7401", mcast));
+    assert!(
+        err.contains("ttl 0 keeps datagrams on this host, but server 2 (203.0.113.7:7401) is not an address of this host"),
+        "{err}"
+    );
+    let err = check(conf.write("127.0.0.1:7400", "127.0.0.2:7401", mcast));
+    assert!(!err.contains("ttl 0"), "{err}");
+    let err = check(conf.write(
+        "127.0.0.1:7400",
+        "203.0.113.7:7401",
+        "multicast 239.255.77.9:7400 interface lo ttl 1",
+    ));
+    assert!(!err.contains("ttl 0"), "{err}");
+}
+
+/// With `--id` (the template unit electd@N), a `socket` or `state` path without `{id}`
+/// would be shared by every instance on the host: `--check-config` warns, naming the
+/// template's socket; with `{id}` in both, or without `--id`, it says nothing.
+#[test]
+fn check_config_warns_about_paths_shared_by_template_instances() {
+    let conf = Conf::new("shared");
+    let d = conf.dir.display();
+    let check = |socket: &str, state: &str, id: bool| {
+        std::fs::write(
+            &conf.path,
+            format!(
+                "cluster cc\nserver 1 127.0.0.1:7400\nserver 2 127.0.0.2:7400\nunicast\nid 1\nsocket {d}/{socket}\nstate {d}/{state}\n"
+            ),
+        )
+        .unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_electd"));
+        cmd.arg("--config").arg(&conf.path).arg("--check-config");
+        if id {
+            cmd.args(["--id", "2"]);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let err = check("electd.sock", "electd.state", true);
+    assert!(
+        err.contains("electd.sock has no {id}, and --id is given: instances on one host would share it (the template unit electd@N expects socket /run/electd/electd-{id}.sock)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("electd.state has no {id}, and --id is given"),
+        "{err}"
+    );
+    let err = check("electd-{id}.sock", "{id}.state", true);
+    assert!(!err.contains("has no {id}"), "{err}");
+    let err = check("electd.sock", "electd.state", false);
+    assert!(!err.contains("has no {id}"), "{err}");
+}

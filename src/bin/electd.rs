@@ -104,6 +104,36 @@ fn init_logging(level: LevelFilter) {
     log::set_max_level(level);
 }
 
+/// With `--id` (the template unit `electd@N` passes it, so that one file serves every
+/// instance on a host): a `socket` or `state` path without `{id}` is the same for every
+/// instance, which would then share one socket (and `electd@N`'s reload, which talks to
+/// /run/electd/electd-N.sock, would find nothing). Checked by loading the file as
+/// another server of the list.
+fn shared_path_warnings(cfg: &Config, id: Option<u16>) -> Vec<String> {
+    let Some(other) = id.and_then(|_| cfg.servers.iter().map(|s| s.id).find(|&s| s != cfg.id))
+    else {
+        return Vec::new();
+    };
+    let Ok(o) = Config::load(&cfg.path, Some(other)) else {
+        return Vec::new();
+    };
+    let file = cfg.path.display();
+    let mut w = Vec::new();
+    if o.socket == cfg.socket {
+        w.push(format!(
+            "{file}: socket {} has no {{id}}, and --id is given: instances on one host would share it (the template unit electd@N expects socket /run/electd/electd-{{id}}.sock)",
+            cfg.socket.display()
+        ));
+    }
+    if o.state == cfg.state {
+        w.push(format!(
+            "{file}: state {} has no {{id}}, and --id is given: a second instance on this host would find it locked",
+            cfg.state.display()
+        ));
+    }
+    w
+}
+
 /// `--check-config` on this host (SPEC section 16): names resolve to the cluster's
 /// family and the multicast interface has an address of it (errors, printed; None),
 /// and this server's own address is one of this host's (a warning, returned). Not an
@@ -158,6 +188,15 @@ fn check_host(cfg: &Config) -> Option<Vec<String>> {
         .map(|why| format!("{file}:{}: {why}", cfg.me().line))
         .into_iter()
         .collect();
+    if let Transport::Multicast { ttl: 0, group, .. } = &cfg.transport {
+        for (sid, a) in &addrs {
+            if *sid != cfg.id && matches!(addr::is_local(a.ip()), Ok(false)) {
+                warnings.push(format!(
+                    "{file}: multicast {group} ttl 0 keeps datagrams on this host, but server {sid} ({a}) is not an address of this host: it would never hear this server's LEADs"
+                ));
+            }
+        }
+    }
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if let Some(ml) = cfg.metrics_listen.filter(|m| m.port() < 1024 && !root) {
@@ -298,7 +337,13 @@ fn run() -> i32 {
             return 1;
         };
         // Warnings do not fail the check: the daemon runs with them (SPEC section 13).
-        for w in cfg.warnings().into_iter().chain(host_warnings) {
+        let shared = shared_path_warnings(&cfg, id);
+        for w in cfg
+            .warnings()
+            .into_iter()
+            .chain(host_warnings)
+            .chain(shared)
+        {
             eprintln!("electd: warning: {w}");
         }
         println!(
