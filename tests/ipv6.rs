@@ -537,6 +537,20 @@ fn check_config_refuses_an_interface_without_an_address_of_the_family() {
     }
 }
 
+/// `electd --config PATH --check-config ARGS`, which must pass (exit 0, warnings
+/// allowed): its standard error, where the warnings go.
+fn check_config_passes(path: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+        .arg("--config")
+        .arg(path)
+        .arg("--check-config")
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
 /// This server's own address is not one of this host's: `--check-config` says so,
 /// loudly, naming the line, and still passes (exit 0): the unit runs it before every
 /// start, at boot too, when a not-yet-up address is legitimate and freebind lets the
@@ -544,16 +558,7 @@ fn check_config_refuses_an_interface_without_an_address_of_the_family() {
 #[test]
 fn check_config_warns_about_an_own_address_that_is_not_local() {
     let conf = Conf::new("own");
-    let check = |path: &Path| {
-        let out = Command::new(env!("CARGO_BIN_EXE_electd"))
-            .arg("--config")
-            .arg(path)
-            .arg("--check-config")
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{out:?}");
-        String::from_utf8_lossy(&out.stderr).to_string()
-    };
+    let check = |path: &Path| check_config_passes(path, &[]);
     // TEST-NET-3: never an address of a test machine (check-config sends nothing).
     let err = check(conf.write("203.0.113.7:7400", "127.0.0.1:7401", "unicast"));
     let want = format!(
@@ -582,16 +587,7 @@ fn check_config_warns_about_an_own_address_that_is_not_local() {
 #[test]
 fn check_config_warns_about_ttl_0_with_servers_on_other_hosts() {
     let conf = Conf::new("ttl0");
-    let check = |path: &Path| {
-        let out = Command::new(env!("CARGO_BIN_EXE_electd"))
-            .arg("--config")
-            .arg(path)
-            .arg("--check-config")
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{out:?}");
-        String::from_utf8_lossy(&out.stderr).to_string()
-    };
+    let check = |path: &Path| check_config_passes(path, &[]);
     let mcast = "multicast 239.255.77.9:7400 interface lo ttl 0";
     let err = check(conf.write("127.0.0.1:7400", "203.0.113.7:7401", mcast));
     assert!(
@@ -623,14 +619,7 @@ fn check_config_warns_about_paths_shared_by_template_instances() {
             ),
         )
         .unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_electd"));
-        cmd.arg("--config").arg(&conf.path).arg("--check-config");
-        if id {
-            cmd.args(["--id", "2"]);
-        }
-        let out = cmd.output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{out:?}");
-        String::from_utf8_lossy(&out.stderr).to_string()
+        check_config_passes(&conf.path, if id { &["--id", "2"] } else { &[] })
     };
     let err = check("electd.sock", "electd.state", true);
     assert!(

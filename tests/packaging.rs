@@ -268,16 +268,11 @@ fn exposure(unit: &Path) -> f64 {
         .arg(unit)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let line = text
-        .lines()
-        .find(|l| l.contains("Overall exposure level"))
-        .unwrap_or_else(|| panic!("{text}{}", String::from_utf8_lossy(&out.stderr)));
-    line.split(": ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"))
+    debpkg::exposure_score(&format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
 }
 
 #[test]

@@ -778,16 +778,7 @@ fn lease_samples(m: &Machine, n: usize) -> Vec<u64> {
 }
 
 fn exposure(m: &Machine, unit: &str) -> f64 {
-    let out = m.ok(&format!("systemd-analyze security {unit} 2>&1"));
-    let line = out
-        .lines()
-        .find(|l| l.contains("Overall exposure level"))
-        .unwrap_or_else(|| panic!("{out}"));
-    line.split(": ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"))
+    debpkg::exposure_score(&m.ok(&format!("systemd-analyze security {unit} 2>&1")))
 }
 
 #[test]

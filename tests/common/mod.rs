@@ -912,3 +912,38 @@ impl LeadTap {
         self.thread.join().unwrap()
     }
 }
+
+/// The bound on the leader's heartbeat gaps under abuse of its sockets (SPEC 10):
+/// HBT + (10 % of HBT + 10 ms) x the slack factor, 140 ms at HBT 100 ms.
+pub fn gap_bound(hbt: Duration) -> Duration {
+    hbt + (hbt / 10 + Duration::from_millis(10)).mul_f64(slack())
+}
+
+/// After an abuse that lasted `took`, with `tapped` = [`LeadTap::finish`]: the tap saw
+/// the leader's heartbeats all along (90 % of one per HBT), no gap exceeded
+/// [`gap_bound`], and the leader kept its seat and term. `what` names the abuse.
+pub fn assert_kept_pace(
+    c: &Cluster,
+    o: &Opts,
+    seat: (u16, u64),
+    (worst, leads): (Duration, usize),
+    took: Duration,
+    what: &str,
+) {
+    let hbt = Duration::from_millis(o.hbt_ms);
+    let bound = gap_bound(hbt);
+    let expected = (took.as_millis() / hbt.as_millis()) as usize;
+    assert!(
+        leads + 2 >= expected * 9 / 10,
+        "{leads} LEADs seen in {took:?}, ~{expected} sent"
+    );
+    assert!(
+        worst <= bound,
+        "heartbeat gap {worst:?} under {what}, bound {bound:?}"
+    );
+    assert_eq!(
+        c.agreement(o.failover_bound()),
+        seat,
+        "the leader kept its seat and term"
+    );
+}

@@ -75,3 +75,17 @@ pub fn build(out: &Path) -> Result<PathBuf, String> {
     }
     Ok(deb)
 }
+
+/// The score of `systemd-analyze security UNIT`'s "Overall exposure level for UNIT:
+/// 1.1 OK" line in `out`; panics, showing `out`, when there is none.
+pub fn exposure_score(out: &str) -> f64 {
+    let line = out
+        .lines()
+        .find(|l| l.contains("Overall exposure level"))
+        .unwrap_or_else(|| panic!("no exposure level in:\n{out}"));
+    line.split(": ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"))
+}
