@@ -18,7 +18,6 @@ use common::{Cluster, SERIAL, Span, sh, spans, supervise};
 use electd::json::{self, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,22 +31,8 @@ fn sh_ok(args: &[&str]) {
 
 /// Deletes namespaces left by earlier runs that were killed (their pid is gone).
 fn remove_stale() {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
-        .unwrap_or_default();
-    for name in out.lines().filter_map(|l| l.split_whitespace().next()) {
-        let Some(pid) = name
-            .strip_prefix("ecx")
-            .and_then(|r| r.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = sh(&["ip", "netns", "del", name]);
-        }
+    for name in common::stale_netns("ecx") {
+        let _ = sh(&["ip", "netns", "del", &name]);
     }
 }
 

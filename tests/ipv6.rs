@@ -194,23 +194,9 @@ fn etc_of(ns: &str) -> PathBuf {
 
 /// Deletes namespaces (and their /etc/netns files) of earlier runs that were killed.
 fn remove_stale() {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
-        .unwrap_or_default();
-    for name in out.lines().filter_map(|l| l.split_whitespace().next()) {
-        let Some(pid) = name.strip_prefix("e6x").and_then(|r| {
-            r.split(|c: char| !c.is_ascii_digit())
-                .next()
-                .and_then(|p| p.parse::<u32>().ok())
-        }) else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = sh(&["ip", "netns", "del", name]);
-            let _ = std::fs::remove_dir_all(etc_of(name));
-        }
+    for name in common::stale_netns("e6x") {
+        let _ = sh(&["ip", "netns", "del", &name]);
+        let _ = std::fs::remove_dir_all(etc_of(&name));
     }
 }
 

@@ -539,6 +539,26 @@ pub struct Netns {
 }
 
 /// Runs a command quietly; true if it succeeded.
+/// Network namespaces named `PREFIX<pid>...` whose test process is gone: left by a
+/// run that was killed before its guards could delete them.
+pub fn stale_netns(prefix: &str) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    out.lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| {
+            name.strip_prefix(prefix)
+                .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 pub fn sh(args: &[&str]) -> bool {
     Command::new(args[0])
         .args(&args[1..])
