@@ -292,7 +292,7 @@ impl Cluster {
         // are interface names, at most 15 bytes.
         let tag = format!("e{:05x}", std::process::id() & 0xf_ffff);
         reap_stale_runs(&clock);
-        let dir = std::env::temp_dir().join(format!("{RUN_PREFIX}{tag}"));
+        let dir = work_root().join(format!("{RUN_PREFIX}{tag}"));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("shared")).unwrap();
         fs::create_dir_all(dir.join("deb")).unwrap();
@@ -519,7 +519,7 @@ fn pid_file(p: &Path) -> Option<i32> {
 /// runs whose owner process is gone are touched, and only processes that still are
 /// the systemd-nspawn and systemd that run recorded.
 fn reap_stale_runs(clock: &Clock) {
-    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
+    let Ok(entries) = fs::read_dir(work_root()) else {
         return;
     };
     for e in entries.flatten() {
@@ -779,6 +779,13 @@ fn lease_samples(m: &Machine, n: usize) -> Vec<u64> {
 
 fn exposure(m: &Machine, unit: &str) -> f64 {
     debpkg::exposure_score(&m.ok(&format!("systemd-analyze security {unit} 2>&1")))
+}
+
+/// Where the containers' overlays live: /var/tmp, on disk, whatever TMPDIR says. With
+/// the overlay on a tmpfs (CI points TMPDIR at /dev/shm) the containers' systemd never
+/// came up ("offline").
+fn work_root() -> PathBuf {
+    PathBuf::from("/var/tmp")
 }
 
 #[test]
