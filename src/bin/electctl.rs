@@ -46,11 +46,12 @@ Commands:
                     configuration); root or the daemon's user only
   run [--group GROUP] [--grace D] [--poll D] [--max-restarts N
                     [--restart-window D]] -- CMD [ARGS]: run CMD only while
-                    this server holds the (group's) lease. run registers with electd ('supervise') and is told
-                    at once when the lease is given up: it sends SIGTERM to
-                    CMD's process group, SIGKILL after the grace (default
-                    100ms), then confirms, and only then does electd release the
-                    other servers. It also enforces the lease end itself (boot
+                    this server holds the (group's) lease. run registers
+                    with electd ('supervise') and is told at once when the
+                    lease is given up: it sends SIGTERM to CMD's process
+                    group, SIGKILL after the grace (default 100ms), then
+                    confirms, and only then does electd release the other
+                    servers. It also enforces the lease end itself (boot
                     clock): SIGTERM when grace + 20ms of lease are left, SIGKILL
                     at 20ms. Refused (exit 2, CMD never started) unless grace +
                     20ms fits in lease - heartbeat - rtt of this electd (e.g. at
