@@ -136,9 +136,12 @@ fn group_arg(word: &str, args: &[&str]) -> Result<Option<String>, Request> {
 fn id_arg(word: &str, id: &str) -> Result<u64, Request> {
     match id.parse::<u64>() {
         Ok(n) => Ok(n),
-        Err(_) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => Err(
-            Request::Invalid(format!("{word}: no server {} in the server list", shown(id))),
-        ),
+        Err(_) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => {
+            Err(Request::Invalid(format!(
+                "{word}: no server {} in the server list",
+                shown(id)
+            )))
+        }
         Err(_) => Err(Request::Invalid(format!(
             "{word}: '{}' is not a server id (a number)",
             shown(id)
@@ -808,13 +811,16 @@ impl Control {
 
     /// The supervisors of `group` that report their command unhealthy: (slot, reason).
     pub fn unhealthy_supervisors(&self, group: usize) -> impl Iterator<Item = (usize, &str)> + '_ {
-        self.clients.iter().enumerate().filter_map(move |(slot, c)| {
-            let c = c.as_ref()?;
-            if c.sup?.group != group {
-                return None;
-            }
-            Some((slot, c.unhealthy.as_deref()?))
-        })
+        self.clients
+            .iter()
+            .enumerate()
+            .filter_map(move |(slot, c)| {
+                let c = c.as_ref()?;
+                if c.sup?.group != group {
+                    return None;
+                }
+                Some((slot, c.unhealthy.as_deref()?))
+            })
     }
 
     /// True when every supervisor of `group` is clear and none that left unconfirmed can
@@ -872,8 +878,9 @@ impl Control {
                     }
                 }
             }
-            let idle =
-                c.watching.is_none() && c.sup.is_none() && now.duration_since(c.last_active) >= IDLE_TIMEOUT;
+            let idle = c.watching.is_none()
+                && c.sup.is_none()
+                && now.duration_since(c.last_active) >= IDLE_TIMEOUT;
             if idle {
                 self.counters.dropped += 1;
             }
@@ -896,7 +903,11 @@ impl Control {
 
     /// The number of watchers.
     pub fn watchers(&self) -> usize {
-        self.clients.iter().flatten().filter(|c| c.watching.is_some()).count()
+        self.clients
+            .iter()
+            .flatten()
+            .filter(|c| c.watching.is_some())
+            .count()
     }
 }
 
@@ -935,11 +946,15 @@ mod tests {
         assert_eq!(Request::parse("yield 999"), Request::Yield(None, Some(999)));
         assert_eq!(
             Request::parse("yield Abc"),
-            Request::Invalid("yield: 'Abc' is neither a server id (a number) nor a group name".into())
+            Request::Invalid(
+                "yield: 'Abc' is neither a server id (a number) nor a group name".into()
+            )
         );
         assert_eq!(
             Request::parse("yield -1"),
-            Request::Invalid("yield: '-1' is neither a server id (a number) nor a group name".into())
+            Request::Invalid(
+                "yield: '-1' is neither a server id (a number) nor a group name".into()
+            )
         );
         assert_eq!(
             Request::parse("yield 99999999999999999999"),
@@ -968,14 +983,26 @@ mod tests {
         assert_eq!(Request::parse("drain orders"), Request::Drain(g()));
         assert_eq!(Request::parse("undrain orders"), Request::Undrain(g()));
         assert_eq!(Request::parse("yield orders"), Request::Yield(g(), None));
-        assert_eq!(Request::parse("yield orders 3"), Request::Yield(g(), Some(3)));
+        assert_eq!(
+            Request::parse("yield orders 3"),
+            Request::Yield(g(), Some(3))
+        );
         assert_eq!(Request::parse("yield 3"), Request::Yield(None, Some(3)));
-        assert!(matches!(Request::parse("yield orders x"), Request::Invalid(_)));
-        assert!(matches!(Request::parse("yield 3 orders"), Request::Invalid(_)));
+        assert!(matches!(
+            Request::parse("yield orders x"),
+            Request::Invalid(_)
+        ));
+        assert!(matches!(
+            Request::parse("yield 3 orders"),
+            Request::Invalid(_)
+        ));
         assert!(matches!(Request::parse("status a b"), Request::Invalid(_)));
         assert!(matches!(Request::parse("status 1x"), Request::Invalid(_)));
         let long = format!("status a{}", "b".repeat(32));
-        assert!(matches!(Request::parse(&long), Request::Invalid(_)), "33 characters");
+        assert!(
+            matches!(Request::parse(&long), Request::Invalid(_)),
+            "33 characters"
+        );
         assert_eq!(
             Request::parse(&format!("status a{}", "b".repeat(31))),
             Request::Status(Some(format!("a{}", "b".repeat(31))))
@@ -1151,7 +1178,10 @@ mod tests {
             .push_supervisor(0, "\"role\":\"leader\"", Some(6_000));
         assert!(f.control.confirm(0, 3).is_err(), "line 3 was never sent");
         f.control.confirm(0, 2).unwrap();
-        assert!(!f.control.supervisors_clear(0, 0), "line 2 is a leader line");
+        assert!(
+            !f.control.supervisors_clear(0, 0),
+            "line 2 is a leader line"
+        );
         f.control.push_supervisor(0, "\"role\":\"follower\"", None);
         f.control.confirm(0, 3).unwrap();
         assert!(f.control.supervisors_clear(0, 0));
@@ -1232,24 +1262,40 @@ mod tests {
         let _b = f.connect();
         f.control.supervise(0, 0).unwrap();
         f.control.supervise(1, 1).unwrap();
-        assert!(f.control.supervise(1, 0).is_err(), "one group per connection");
+        assert!(
+            f.control.supervise(1, 0).is_err(),
+            "one group per connection"
+        );
         assert_eq!(f.control.supervised_group(1), Some(1));
-        f.control.push_supervisors(1, "\"role\":\"leader\"", Some(7_000));
-        assert!(f.control.supervisors_clear(0, 0), "group 0 was told of no lease");
+        f.control
+            .push_supervisors(1, "\"role\":\"leader\"", Some(7_000));
+        assert!(
+            f.control.supervisors_clear(0, 0),
+            "group 0 was told of no lease"
+        );
         assert!(!f.control.supervisors_clear(1, 0));
         assert_eq!((f.control.supervisors(0), f.control.supervisors(1)), (1, 1));
-        f.control.push_supervisors(0, "\"role\":\"leader\"", Some(9_000));
+        f.control
+            .push_supervisors(0, "\"role\":\"leader\"", Some(9_000));
         drop(a);
         f.read_all();
         f.flush();
         assert_eq!(f.control.departed_until_ns(0), 9_000);
-        assert_eq!(f.control.departed_until_ns(1), 0, "group 1's supervisor stayed");
+        assert_eq!(
+            f.control.departed_until_ns(1),
+            0,
+            "group 1's supervisor stayed"
+        );
         assert!(!f.control.supervisors_clear(0, 8_999));
         assert!(f.control.supervisors_clear(0, 9_000));
         // Watchers hear only their scope.
         let w = f.connect();
         let slot = (0..MAX_CLIENTS)
-            .find(|&i| f.control.clients[i].as_ref().is_some_and(|c| c.sup.is_none()))
+            .find(|&i| {
+                f.control.clients[i]
+                    .as_ref()
+                    .is_some_and(|c| c.sup.is_none())
+            })
             .unwrap();
         f.control.watch(slot, Scope::Group(1));
         f.control.broadcast(Scope::Group(0), "zero\n");

@@ -25,7 +25,7 @@
 
 use crate::auth::{self, Keys, ReplayWindow};
 use crate::config::{Config, Transport as Mode};
-use crate::control::{Scope, Control, NOT_LEADER, RELOAD_REFUSED, Request, error_line, json_str};
+use crate::control::{Control, NOT_LEADER, RELOAD_REFUSED, Request, Scope, error_line, json_str};
 use crate::health::{Checks, REASONS, Verdict};
 use crate::hooks::Hooks;
 use crate::http::Http;
@@ -638,7 +638,8 @@ impl Daemon {
 
     /// During a planned handoff: releases the RESIGN once every supervisor is clear.
     fn check_release(&mut self) -> Result<(), Fatal> {
-        if !self.node.resign_pending() || !self.control.supervisors_clear(0, boot_now().as_nanos()) {
+        if !self.node.resign_pending() || !self.control.supervisors_clear(0, boot_now().as_nanos())
+        {
             return Ok(());
         }
         if let Some(h) = self.handoff.as_mut() {
@@ -1393,7 +1394,9 @@ impl Daemon {
             Request::Ping => "{\"ok\":true}\n".into(),
             Request::Reload => self.reload_request(slot),
             Request::Metrics => self.metrics_text(),
-            Request::Elect(Some(g)) | Request::Drain(Some(g)) | Request::Undrain(Some(g))
+            Request::Elect(Some(g))
+            | Request::Drain(Some(g))
+            | Request::Undrain(Some(g))
             | Request::Yield(Some(g), _)
                 if self.group_index(Some(&g)).is_err() =>
             {

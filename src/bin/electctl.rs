@@ -248,8 +248,9 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
         return run_command(socket, rest);
     }
     let (group, rest) = match cmd {
-        "status" | "leader" | "is-leader" | "watch" | "elect" | "yield" | "drain"
-        | "undrain" => take_group(cmd, rest)?,
+        "status" | "leader" | "is-leader" | "watch" | "elect" | "yield" | "drain" | "undrain" => {
+            take_group(cmd, rest)?
+        }
         _ => (None, rest.to_vec()),
     };
     let g = group.as_deref();
