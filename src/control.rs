@@ -66,24 +66,26 @@ const LINGER: Duration = Duration::from_secs(1);
 /// A request from a client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
-    /// One status line.
-    Status,
-    /// The status line, then one line per change.
-    Watch,
-    /// Register as a supervisor of the lease (or, registered, ask again): numbered lines.
-    Supervise,
+    /// One status line (of a group, or of every group).
+    Status(Option<String>),
+    /// The status line, then one line per change (of a group, or of every group).
+    Watch(Option<String>),
+    /// Register as a supervisor of a group's lease (or, registered, ask again):
+    /// numbered lines.
+    Supervise(Option<String>),
     /// A supervisor confirms that its command has exited after line N.
     Released(u64),
     /// A supervisor leaves: no command of its runs and none will be started.
     Leave,
-    /// Start a round now.
-    Elect,
-    /// Resign if leader; with an id, hand over to that server (`yield ID`).
-    Yield(Option<u64>),
-    /// Make this server ineligible (persisted) until `undrain`.
-    Drain,
+    /// Start a round now (in a group).
+    Elect(Option<String>),
+    /// Resign a group's leadership if leader; with an id, hand over to that server
+    /// (`yield [GROUP] [ID]`).
+    Yield(Option<String>, Option<u64>),
+    /// Make this server ineligible in a group (persisted) until `undrain`.
+    Drain(Option<String>),
     /// End a drain.
-    Undrain,
+    Undrain(Option<String>),
     /// A supervisor reports its command's health: None for `health ok`, the reason
     /// for `health failing REASON`.
     Health(Option<String>),
@@ -100,6 +102,72 @@ pub enum Request {
     Unknown(String),
 }
 
+/// True for a group name as SPEC section 15 spells it: `[a-z][a-z0-9_-]{0,31}` (a letter
+/// first, so a group is never taken for a server id).
+pub fn valid_group_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 32
+        && b[0].is_ascii_lowercase()
+        && b[1..]
+            .iter()
+            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')
+}
+
+/// A request word's words, shortened for an error answer.
+fn shown(w: &str) -> String {
+    w.chars().take(32).collect()
+}
+
+/// The optional GROUP of `word [GROUP]`; the error request otherwise.
+fn group_arg(word: &str, args: &[&str]) -> Result<Option<String>, Request> {
+    match args {
+        [] => Ok(None),
+        [g] if valid_group_name(g) => Ok(Some((*g).to_string())),
+        [g] => Err(Request::Invalid(format!(
+            "{word}: '{}' is not a group name ([a-z][a-z0-9_-]{{0,31}})",
+            shown(g)
+        ))),
+        _ => Err(Request::Invalid(format!("usage: {word} [GROUP]"))),
+    }
+}
+
+/// A server id argument: a number is always an id, however large (then no such server).
+fn id_arg(word: &str, id: &str) -> Result<u64, Request> {
+    match id.parse::<u64>() {
+        Ok(n) => Ok(n),
+        Err(_) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => {
+            Err(Request::Invalid(format!(
+                "{word}: no server {} in the server list",
+                shown(id)
+            )))
+        }
+        Err(_) => Err(Request::Invalid(format!(
+            "{word}: '{}' is not a server id (a number)",
+            shown(id)
+        ))),
+    }
+}
+
+/// `yield`, `yield ID`, `yield GROUP`, `yield GROUP ID`.
+fn yield_args(args: &[&str]) -> Result<Request, Request> {
+    let is_id = |w: &str| w.bytes().all(|b| b.is_ascii_digit());
+    match args {
+        [] => Ok(Request::Yield(None, None)),
+        [id] if is_id(id) => Ok(Request::Yield(None, Some(id_arg("yield", id)?))),
+        [g] if valid_group_name(g) => Ok(Request::Yield(Some((*g).to_string()), None)),
+        [g, id] if valid_group_name(g) => Ok(Request::Yield(
+            Some((*g).to_string()),
+            Some(id_arg("yield", id)?),
+        )),
+        [w] | [w, _] if !valid_group_name(w) && !is_id(w) => Err(Request::Invalid(format!(
+            "yield: '{}' is neither a server id (a number) nor a group name",
+            shown(w)
+        ))),
+        _ => Err(Request::Invalid("usage: yield [GROUP] [ID]".into())),
+    }
+}
+
 impl Request {
     fn parse(line: &str) -> Request {
         let mut words = line.split_whitespace();
@@ -107,35 +175,27 @@ impl Request {
         if word == "health" {
             return Self::parse_health(line);
         }
-        let rest: Vec<&str> = words.take(2).collect();
-        match (word, rest.as_slice()) {
-            ("status", []) => Request::Status,
-            ("watch", []) => Request::Watch,
-            ("supervise", []) => Request::Supervise,
+        // At most three words are looked at: more is a usage error either way.
+        let rest: Vec<&str> = words.take(3).collect();
+        let r = rest.as_slice();
+        let grouped = |f: fn(Option<String>) -> Request| match group_arg(word, r) {
+            Ok(g) => f(g),
+            Err(e) => e,
+        };
+        match (word, r) {
+            ("status", _) => grouped(Request::Status),
+            ("watch", _) => grouped(Request::Watch),
+            ("supervise", _) => grouped(Request::Supervise),
+            ("elect", _) => grouped(Request::Elect),
+            ("drain", _) => grouped(Request::Drain),
+            ("undrain", _) => grouped(Request::Undrain),
             ("released", [n]) => match n.parse::<u64>() {
                 Ok(n) if n > 0 => Request::Released(n),
                 _ => Request::Invalid("released: N must be a line number from 1".into()),
             },
             ("released", _) => Request::Invalid("usage: released N".into()),
             ("leave", []) => Request::Leave,
-            ("elect", []) => Request::Elect,
-            ("yield", []) => Request::Yield(None),
-            ("yield", [id]) => match id.parse::<u64>() {
-                Ok(n) => Request::Yield(Some(n)),
-                // A number is always an id, however large: no such server.
-                Err(_) if id.bytes().all(|b| b.is_ascii_digit()) => Request::Invalid(format!(
-                    "yield: no server {} in the server list",
-                    id.chars().take(32).collect::<String>()
-                )),
-                Err(_) => Request::Invalid(format!(
-                    "yield: '{}' is not a server id (a number)",
-                    id.chars().take(32).collect::<String>()
-                )),
-            },
-            ("yield", _) => Request::Invalid("usage: yield [ID]".into()),
-            ("drain", []) => Request::Drain,
-            ("undrain", []) => Request::Undrain,
-            ("drain" | "undrain", _) => Request::Invalid(format!("{word} takes no arguments")),
+            ("yield", _) => yield_args(r).unwrap_or_else(|e| e),
             ("metrics", []) => Request::Metrics,
             ("ping", []) => Request::Ping,
             ("reload", []) => Request::Reload,
@@ -238,6 +298,15 @@ pub fn error_line(msg: &str) -> String {
     format!("{{\"error\":{}}}\n", json_str(msg))
 }
 
+/// What a `watch` client is told of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// One group's status line per change (the group's index in the configuration).
+    Group(usize),
+    /// With several groups, one line holding every group's status per change.
+    All,
+}
+
 /// What the daemon tracks of one supervisor (`electctl run`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Supervisor {
@@ -249,6 +318,8 @@ pub struct Supervisor {
     pub leader_until_ns: u64,
     /// The highest line number confirmed with `released N`.
     pub confirmed: u64,
+    /// The election group (index in the configuration) whose lease it supervises.
+    pub group: usize,
 }
 
 impl Supervisor {
@@ -264,7 +335,8 @@ struct Client {
     stream: UnixStream,
     inbuf: Vec<u8>,
     outbuf: Vec<u8>,
-    watching: bool,
+    /// What a `watch` client is told of: one group's changes, or every group's.
+    watching: Option<Scope>,
     sup: Option<Supervisor>,
     /// A supervisor's report that its command is unhealthy (`health failing`).
     unhealthy: Option<String>,
@@ -328,9 +400,9 @@ pub struct Control {
     pub counters: ControlCounters,
     /// The slot served first at the next wakeup (round-robin).
     next_slot: usize,
-    /// The latest lease end (boot clock, ns) known to a supervisor that left without
-    /// confirming: its command may run until then.
-    departed_until_ns: u64,
+    /// Per group, the latest lease end (boot clock, ns) known to a supervisor that left
+    /// without confirming: its command may run until then.
+    departed_until_ns: Vec<u64>,
 }
 
 impl Control {
@@ -357,7 +429,7 @@ impl Control {
             first_token: first_token + 1,
             counters: ControlCounters::default(),
             next_slot: 0,
-            departed_until_ns: 0,
+            departed_until_ns: Vec::new(),
         })
     }
 
@@ -394,7 +466,7 @@ impl Control {
                         stream,
                         inbuf: Vec::new(),
                         outbuf: Vec::new(),
-                        watching: false,
+                        watching: None,
                         sup: None,
                         unhealthy: None,
                         eof: false,
@@ -422,7 +494,7 @@ impl Control {
         let slot = (0..MAX_CLIENTS)
             .filter(|&i| {
                 self.clients[i].as_ref().is_some_and(|c| {
-                    !c.watching
+                    c.watching.is_none()
                         && c.sup.is_none()
                         && c.dropping.is_none()
                         && c.outbuf.is_empty()
@@ -450,7 +522,11 @@ impl Control {
         }
         if let Some(s) = c.sup.filter(|s| !s.clear()) {
             self.counters.departed_unconfirmed += 1;
-            self.departed_until_ns = self.departed_until_ns.max(s.leader_until_ns);
+            if self.departed_until_ns.len() <= s.group {
+                self.departed_until_ns.resize(s.group + 1, 0);
+            }
+            let d = &mut self.departed_until_ns[s.group];
+            *d = (*d).max(s.leader_until_ns);
             log::warn!(
                 "supervisor on control client {slot} left without confirming the end of the lease of line {}: a handoff waits for that lease end",
                 s.last_leader
@@ -614,31 +690,45 @@ impl Control {
         self.clients.get(slot)?.as_ref()?.peer_uid
     }
 
-    /// Marks client `slot` as a watcher.
-    pub fn watch(&mut self, slot: usize) {
+    /// Marks client `slot` as a watcher of `scope`.
+    pub fn watch(&mut self, slot: usize, scope: Scope) {
         if let Some(c) = self.clients[slot].as_mut() {
-            c.watching = true;
+            c.watching = Some(scope);
         }
     }
 
-    /// Queues `line` for every watcher.
-    pub fn broadcast(&mut self, line: &str) {
+    /// Queues `line` for every watcher of `scope`.
+    pub fn broadcast(&mut self, scope: Scope, line: &str) {
         for slot in 0..MAX_CLIENTS {
             if self.clients[slot]
                 .as_ref()
-                .is_some_and(|c| c.watching && c.dropping.is_none() && !c.eof)
+                .is_some_and(|c| c.watching == Some(scope) && c.dropping.is_none() && !c.eof)
             {
                 self.reply(slot, line);
             }
         }
     }
 
-    /// Marks client `slot` as a supervisor (once; later `supervise` requests only ask
-    /// for a fresh line).
-    pub fn supervise(&mut self, slot: usize) {
-        if let Some(c) = self.clients[slot].as_mut() {
-            c.sup.get_or_insert_with(Supervisor::default);
+    /// Marks client `slot` as a supervisor of `group`'s lease (once; later `supervise`
+    /// requests only ask for a fresh line). A connection supervises one group: asking
+    /// for another is an error.
+    pub fn supervise(&mut self, slot: usize, group: usize) -> Result<(), String> {
+        let Some(c) = self.clients[slot].as_mut() else {
+            return Ok(());
+        };
+        let s = c.sup.get_or_insert(Supervisor {
+            group,
+            ..Supervisor::default()
+        });
+        if s.group != group {
+            return Err("supervise: this connection supervises another group".into());
         }
+        Ok(())
+    }
+
+    /// The group supervised by client `slot`, if it is a supervisor.
+    pub fn supervised_group(&self, slot: usize) -> Option<usize> {
+        Some(self.clients.get(slot)?.as_ref()?.sup?.group)
     }
 
     /// Sends supervisor `slot` its next numbered line: `{"n":N,` then `fields` (JSON
@@ -660,10 +750,10 @@ impl Control {
         self.reply(slot, &line);
     }
 
-    /// Sends every supervisor its next numbered line (see `push_supervisor`).
-    pub fn push_supervisors(&mut self, fields: &str, leader_until_ns: Option<u64>) {
+    /// Sends every supervisor of `group` its next numbered line (see `push_supervisor`).
+    pub fn push_supervisors(&mut self, group: usize, fields: &str, leader_until_ns: Option<u64>) {
         for slot in 0..MAX_CLIENTS {
-            if self.clients[slot].as_ref().is_some_and(|c| c.sup.is_some()) {
+            if self.supervised_group(slot) == Some(group) {
                 self.push_supervisor(slot, fields, leader_until_ns);
             }
         }
@@ -719,38 +809,45 @@ impl Control {
         Ok(())
     }
 
-    /// The supervisors that report their command unhealthy: (slot, reason).
-    pub fn unhealthy_supervisors(&self) -> impl Iterator<Item = (usize, &str)> + '_ {
-        self.clients.iter().enumerate().filter_map(|(slot, c)| {
-            let c = c.as_ref()?;
-            c.sup?;
-            Some((slot, c.unhealthy.as_deref()?))
-        })
+    /// The supervisors of `group` that report their command unhealthy: (slot, reason).
+    pub fn unhealthy_supervisors(&self, group: usize) -> impl Iterator<Item = (usize, &str)> + '_ {
+        self.clients
+            .iter()
+            .enumerate()
+            .filter_map(move |(slot, c)| {
+                let c = c.as_ref()?;
+                if c.sup?.group != group {
+                    return None;
+                }
+                Some((slot, c.unhealthy.as_deref()?))
+            })
     }
 
-    /// True when every supervisor is clear and no supervisor that left unconfirmed can
-    /// still hold a lease at `now_ns` (boot clock): a handoff's RESIGN may leave.
-    pub fn supervisors_clear(&self, now_ns: u64) -> bool {
-        now_ns >= self.departed_until_ns
+    /// True when every supervisor of `group` is clear and none that left unconfirmed can
+    /// still hold a lease of it at `now_ns` (boot clock): a handoff's RESIGN may leave.
+    pub fn supervisors_clear(&self, group: usize, now_ns: u64) -> bool {
+        now_ns >= self.departed_until_ns(group)
             && self
                 .clients
                 .iter()
                 .flatten()
                 .filter_map(|c| c.sup)
+                .filter(|s| s.group == group)
                 .all(|s| s.clear())
     }
 
-    /// The lease end of supervisors that left unconfirmed (boot clock, ns; 0 if none).
-    pub fn departed_until_ns(&self) -> u64 {
-        self.departed_until_ns
+    /// The lease end of `group`'s supervisors that left unconfirmed (boot clock, ns; 0
+    /// if none).
+    pub fn departed_until_ns(&self, group: usize) -> u64 {
+        self.departed_until_ns.get(group).copied().unwrap_or(0)
     }
 
-    /// The number of registered supervisors.
-    pub fn supervisors(&self) -> usize {
+    /// The number of registered supervisors of `group`.
+    pub fn supervisors(&self, group: usize) -> usize {
         self.clients
             .iter()
             .flatten()
-            .filter(|c| c.sup.is_some())
+            .filter(|c| c.sup.is_some_and(|s| s.group == group))
             .count()
     }
 
@@ -781,8 +878,9 @@ impl Control {
                     }
                 }
             }
-            let idle =
-                !c.watching && c.sup.is_none() && now.duration_since(c.last_active) >= IDLE_TIMEOUT;
+            let idle = c.watching.is_none()
+                && c.sup.is_none()
+                && now.duration_since(c.last_active) >= IDLE_TIMEOUT;
             if idle {
                 self.counters.dropped += 1;
             }
@@ -805,7 +903,11 @@ impl Control {
 
     /// The number of watchers.
     pub fn watchers(&self) -> usize {
-        self.clients.iter().flatten().filter(|c| c.watching).count()
+        self.clients
+            .iter()
+            .flatten()
+            .filter(|c| c.watching.is_some())
+            .count()
     }
 }
 
@@ -823,9 +925,9 @@ mod tests {
 
     #[test]
     fn requests_parse_and_json_escapes() {
-        assert_eq!(Request::parse("status\r"), Request::Status);
-        assert_eq!(Request::parse(" watch "), Request::Watch);
-        assert_eq!(Request::parse("supervise"), Request::Supervise);
+        assert_eq!(Request::parse("status\r"), Request::Status(None));
+        assert_eq!(Request::parse(" watch "), Request::Watch(None));
+        assert_eq!(Request::parse("supervise"), Request::Supervise(None));
         assert_eq!(Request::parse("released 7"), Request::Released(7));
         assert!(matches!(Request::parse("released 0"), Request::Invalid(_)));
         assert!(matches!(Request::parse("released x"), Request::Invalid(_)));
@@ -837,18 +939,22 @@ mod tests {
         assert_eq!(Request::parse("leave"), Request::Leave);
         assert_eq!(Request::parse("reload"), Request::Reload);
         assert!(matches!(Request::parse("reload now"), Request::Invalid(_)));
-        assert_eq!(Request::parse("yield"), Request::Yield(None));
-        assert_eq!(Request::parse("yield 2"), Request::Yield(Some(2)));
+        assert_eq!(Request::parse("yield"), Request::Yield(None, None));
+        assert_eq!(Request::parse("yield 2"), Request::Yield(None, Some(2)));
         // A number is always an id: 0 and 999 reach the daemon, which knows the list.
-        assert_eq!(Request::parse("yield 0"), Request::Yield(Some(0)));
-        assert_eq!(Request::parse("yield 999"), Request::Yield(Some(999)));
+        assert_eq!(Request::parse("yield 0"), Request::Yield(None, Some(0)));
+        assert_eq!(Request::parse("yield 999"), Request::Yield(None, Some(999)));
         assert_eq!(
-            Request::parse("yield abc"),
-            Request::Invalid("yield: 'abc' is not a server id (a number)".into())
+            Request::parse("yield Abc"),
+            Request::Invalid(
+                "yield: 'Abc' is neither a server id (a number) nor a group name".into()
+            )
         );
         assert_eq!(
             Request::parse("yield -1"),
-            Request::Invalid("yield: '-1' is not a server id (a number)".into())
+            Request::Invalid(
+                "yield: '-1' is neither a server id (a number) nor a group name".into()
+            )
         );
         assert_eq!(
             Request::parse("yield 99999999999999999999"),
@@ -856,17 +962,50 @@ mod tests {
         );
         assert_eq!(
             Request::parse("yield 1 2"),
-            Request::Invalid("usage: yield [ID]".into())
+            Request::Invalid("usage: yield [GROUP] [ID]".into())
         );
-        assert_eq!(Request::parse("drain"), Request::Drain);
-        assert_eq!(Request::parse(" undrain\r"), Request::Undrain);
+        assert_eq!(Request::parse("drain"), Request::Drain(None));
+        assert_eq!(Request::parse(" undrain\r"), Request::Undrain(None));
         assert_eq!(
-            Request::parse("drain extra"),
-            Request::Invalid("drain takes no arguments".into())
+            Request::parse("drain Extra"),
+            Request::Invalid("drain: 'Extra' is not a group name ([a-z][a-z0-9_-]{0,31})".into())
         );
         assert_eq!(
             Request::parse("undrain now please"),
-            Request::Invalid("undrain takes no arguments".into())
+            Request::Invalid("usage: undrain [GROUP]".into())
+        );
+        // Election groups (SPEC section 15): a letter first is a group, digits an id.
+        let g = || Some("orders".to_string());
+        assert_eq!(Request::parse("status orders"), Request::Status(g()));
+        assert_eq!(Request::parse("watch orders"), Request::Watch(g()));
+        assert_eq!(Request::parse("supervise orders"), Request::Supervise(g()));
+        assert_eq!(Request::parse("elect orders"), Request::Elect(g()));
+        assert_eq!(Request::parse("drain orders"), Request::Drain(g()));
+        assert_eq!(Request::parse("undrain orders"), Request::Undrain(g()));
+        assert_eq!(Request::parse("yield orders"), Request::Yield(g(), None));
+        assert_eq!(
+            Request::parse("yield orders 3"),
+            Request::Yield(g(), Some(3))
+        );
+        assert_eq!(Request::parse("yield 3"), Request::Yield(None, Some(3)));
+        assert!(matches!(
+            Request::parse("yield orders x"),
+            Request::Invalid(_)
+        ));
+        assert!(matches!(
+            Request::parse("yield 3 orders"),
+            Request::Invalid(_)
+        ));
+        assert!(matches!(Request::parse("status a b"), Request::Invalid(_)));
+        assert!(matches!(Request::parse("status 1x"), Request::Invalid(_)));
+        let long = format!("status a{}", "b".repeat(32));
+        assert!(
+            matches!(Request::parse(&long), Request::Invalid(_)),
+            "33 characters"
+        );
+        assert_eq!(
+            Request::parse(&format!("status a{}", "b".repeat(31))),
+            Request::Status(Some(format!("a{}", "b".repeat(31))))
         );
         assert_eq!(Request::parse("health ok"), Request::Health(None));
         assert_eq!(
@@ -981,11 +1120,11 @@ mod tests {
     fn a_reader_that_stops_never_keeps_its_slot() {
         let mut f = Fixture::new("slow");
         let _watcher = f.connect();
-        f.control.watch(0);
+        f.control.watch(0, Scope::Group(0));
         let line = format!("{}\n", "x".repeat(1000));
         // The kernel buffer fills, then ours: the watcher is marked for dropping.
         for _ in 0..2000 {
-            f.control.broadcast(&line);
+            f.control.broadcast(Scope::Group(0), &line);
             if f.control.counters.dropped > 0 {
                 break;
             }
@@ -1029,20 +1168,23 @@ mod tests {
     fn supervisors_are_clear_only_after_confirming_a_later_line() {
         let mut f = Fixture::new("sup");
         let s = f.connect();
-        assert!(f.control.supervisors_clear(0));
-        f.control.supervise(0);
-        assert!(f.control.supervisors_clear(0), "no lease told yet");
+        assert!(f.control.supervisors_clear(0, 0));
+        f.control.supervise(0, 0).unwrap();
+        assert!(f.control.supervisors_clear(0, 0), "no lease told yet");
         f.control
             .push_supervisor(0, "\"role\":\"leader\"", Some(5_000));
-        assert!(!f.control.supervisors_clear(0));
+        assert!(!f.control.supervisors_clear(0, 0));
         f.control
             .push_supervisor(0, "\"role\":\"leader\"", Some(6_000));
         assert!(f.control.confirm(0, 3).is_err(), "line 3 was never sent");
         f.control.confirm(0, 2).unwrap();
-        assert!(!f.control.supervisors_clear(0), "line 2 is a leader line");
+        assert!(
+            !f.control.supervisors_clear(0, 0),
+            "line 2 is a leader line"
+        );
         f.control.push_supervisor(0, "\"role\":\"follower\"", None);
         f.control.confirm(0, 3).unwrap();
-        assert!(f.control.supervisors_clear(0));
+        assert!(f.control.supervisors_clear(0, 0));
         // Told of a new lease, then gone without confirming: no confirmation, but
         // only until the lease end it was told of.
         f.control
@@ -1050,9 +1192,9 @@ mod tests {
         drop(s);
         f.read_all();
         f.flush();
-        assert_eq!(f.control.supervisors(), 0);
-        assert!(!f.control.supervisors_clear(8_999));
-        assert!(f.control.supervisors_clear(9_000));
+        assert_eq!(f.control.supervisors(0), 0);
+        assert!(!f.control.supervisors_clear(0, 8_999));
+        assert!(f.control.supervisors_clear(0, 9_000));
         assert_eq!(f.control.counters.departed_unconfirmed, 1);
     }
 
@@ -1067,46 +1209,102 @@ mod tests {
                 .is_err(),
             "only a supervisor reports health"
         );
-        f.control.supervise(0);
+        f.control.supervise(0, 0).unwrap();
         f.control
             .set_supervisor_health(0, Some("3 exits in 60s".into()))
             .unwrap();
-        let all: Vec<_> = f.control.unhealthy_supervisors().collect();
+        let all: Vec<_> = f.control.unhealthy_supervisors(0).collect();
         assert_eq!(all, vec![(0, "3 exits in 60s")]);
         f.control.set_supervisor_health(0, None).unwrap();
-        assert_eq!(f.control.unhealthy_supervisors().count(), 0);
+        assert_eq!(f.control.unhealthy_supervisors(0).count(), 0);
         f.control
             .set_supervisor_health(0, Some("again".into()))
             .unwrap();
         drop(s);
         f.read_all();
         f.flush();
-        assert_eq!(f.control.unhealthy_supervisors().count(), 0);
+        assert_eq!(f.control.unhealthy_supervisors(0).count(), 0);
         // `leave` takes it too.
         let _t = f.connect();
         let slot = (0..MAX_CLIENTS)
             .find(|&i| f.control.clients[i].is_some() && i != 1)
             .unwrap();
-        f.control.supervise(slot);
+        f.control.supervise(slot, 0).unwrap();
         f.control
             .set_supervisor_health(slot, Some("x".into()))
             .unwrap();
         f.control.leave(slot);
-        assert_eq!(f.control.unhealthy_supervisors().count(), 0);
+        assert_eq!(f.control.unhealthy_supervisors(0).count(), 0);
     }
 
     #[test]
     fn a_supervisor_that_leaves_cleanly_holds_nothing() {
         let mut f = Fixture::new("leave");
         let s = f.connect();
-        f.control.supervise(0);
+        f.control.supervise(0, 0).unwrap();
         f.control
             .push_supervisor(0, "\"role\":\"leader\"", Some(9_000));
         f.control.leave(0);
         drop(s);
         f.read_all();
         f.flush();
-        assert!(f.control.supervisors_clear(0));
+        assert!(f.control.supervisors_clear(0, 0));
         assert!(f.control.confirm(0, 1).is_err());
+    }
+
+    /// SPEC section 15: a group's handoff waits only for that group's supervisors, a
+    /// supervisor that leaves unconfirmed holds back only its own group, and a
+    /// connection supervises one group.
+    #[test]
+    fn supervisors_and_watchers_belong_to_one_group() {
+        let mut f = Fixture::new("groups");
+        let a = f.connect();
+        let _b = f.connect();
+        f.control.supervise(0, 0).unwrap();
+        f.control.supervise(1, 1).unwrap();
+        assert!(
+            f.control.supervise(1, 0).is_err(),
+            "one group per connection"
+        );
+        assert_eq!(f.control.supervised_group(1), Some(1));
+        f.control
+            .push_supervisors(1, "\"role\":\"leader\"", Some(7_000));
+        assert!(
+            f.control.supervisors_clear(0, 0),
+            "group 0 was told of no lease"
+        );
+        assert!(!f.control.supervisors_clear(1, 0));
+        assert_eq!((f.control.supervisors(0), f.control.supervisors(1)), (1, 1));
+        f.control
+            .push_supervisors(0, "\"role\":\"leader\"", Some(9_000));
+        drop(a);
+        f.read_all();
+        f.flush();
+        assert_eq!(f.control.departed_until_ns(0), 9_000);
+        assert_eq!(
+            f.control.departed_until_ns(1),
+            0,
+            "group 1's supervisor stayed"
+        );
+        assert!(!f.control.supervisors_clear(0, 8_999));
+        assert!(f.control.supervisors_clear(0, 9_000));
+        // Watchers hear only their scope.
+        let w = f.connect();
+        let slot = (0..MAX_CLIENTS)
+            .find(|&i| {
+                f.control.clients[i]
+                    .as_ref()
+                    .is_some_and(|c| c.sup.is_none())
+            })
+            .unwrap();
+        f.control.watch(slot, Scope::Group(1));
+        f.control.broadcast(Scope::Group(0), "zero\n");
+        f.control.broadcast(Scope::All, "all\n");
+        f.control.broadcast(Scope::Group(1), "one\n");
+        f.flush();
+        let mut r = std::io::BufReader::new(w);
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        assert_eq!(l, "one\n");
     }
 }

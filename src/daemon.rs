@@ -25,7 +25,7 @@
 
 use crate::auth::{self, Keys, ReplayWindow};
 use crate::config::{Config, Transport as Mode};
-use crate::control::{Control, NOT_LEADER, RELOAD_REFUSED, Request, error_line, json_str};
+use crate::control::{Control, NOT_LEADER, RELOAD_REFUSED, Request, Scope, error_line, json_str};
 use crate::health::{Checks, REASONS, Verdict};
 use crate::hooks::Hooks;
 use crate::http::Http;
@@ -464,7 +464,7 @@ impl Daemon {
             let mut deadline = self.node.next_deadline();
             if self.node.resign_pending() {
                 // A supervisor that left unconfirmed may hold a lease shorter than ours.
-                let departed = Time(self.control.departed_until_ns());
+                let departed = Time(self.control.departed_until_ns(0));
                 if departed > now {
                     deadline = deadline.min(departed);
                 }
@@ -572,7 +572,7 @@ impl Daemon {
     /// This server's health: the check's verdict and every supervisor's report. Cheap:
     /// it runs at every wakeup.
     fn verdict(&self) -> Verdict {
-        if self.control.unhealthy_supervisors().next().is_some() {
+        if self.control.unhealthy_supervisors(0).next().is_some() {
             Verdict::Failing
         } else {
             self.checks.verdict()
@@ -583,7 +583,7 @@ impl Daemon {
     fn health(&self) -> (Verdict, Option<String>) {
         let mut causes: Vec<String> = self.checks.cause().into_iter().collect();
         let mut v = self.checks.verdict();
-        for (slot, why) in self.control.unhealthy_supervisors() {
+        for (slot, why) in self.control.unhealthy_supervisors(0) {
             v = Verdict::Failing;
             causes.push(format!("electctl run on control client {slot}: {why}"));
         }
@@ -638,11 +638,12 @@ impl Daemon {
 
     /// During a planned handoff: releases the RESIGN once every supervisor is clear.
     fn check_release(&mut self) -> Result<(), Fatal> {
-        if !self.node.resign_pending() || !self.control.supervisors_clear(boot_now().as_nanos()) {
+        if !self.node.resign_pending() || !self.control.supervisors_clear(0, boot_now().as_nanos())
+        {
             return Ok(());
         }
         if let Some(h) = self.handoff.as_mut() {
-            h.released = Some(if self.control.departed_until_ns() > h.began.as_nanos() {
+            h.released = Some(if self.control.departed_until_ns(0) > h.began.as_nanos() {
                 "every supervisor confirmed, and the lease known to a departed one ended"
             } else {
                 "every supervisor confirmed"
@@ -910,9 +911,9 @@ impl Daemon {
         }
         self.view = view;
         let line = self.status_line();
-        self.control.broadcast(&line);
+        self.control.broadcast(Scope::Group(0), &line);
         let (fields, until) = self.supervisor_fields();
-        self.control.push_supervisors(&fields, until);
+        self.control.push_supervisors(0, &fields, until);
         if changed {
             self.notifier.send(&self.status_text());
         }
@@ -938,14 +939,14 @@ impl Daemon {
             until,
             released: None,
         };
-        if self.control.supervisors_clear(now.as_nanos()) {
+        if self.control.supervisors_clear(0, now.as_nanos()) {
             h.released = Some("no supervisor held the lease");
             self.handoff = Some(h);
             self.node.handle_released(now);
         } else {
             info!(
                 "handoff of term {term}: waiting for {} supervisor(s) to stop their commands, {} ms at most",
-                self.control.supervisors(),
+                self.control.supervisors(0),
                 until.saturating_since(now).as_millis()
             );
             self.handoff = Some(h);
@@ -1170,7 +1171,7 @@ impl Daemon {
             "gauge",
             "supervisors",
             "Supervisors (electctl run) registered on the control socket.",
-            self.control.supervisors().to_string(),
+            self.control.supervisors(0).to_string(),
         );
         family(
             "counter",
@@ -1357,8 +1358,15 @@ impl Daemon {
 
     fn answer(&mut self, slot: usize, req: Request) -> Result<(), Fatal> {
         let line = match req {
-            Request::Supervise => {
-                self.control.supervise(slot);
+            Request::Supervise(g) => {
+                if let Err(e) = self.group_index(g.as_deref()) {
+                    self.control.reply(slot, &error_line(&e));
+                    return Ok(());
+                }
+                if let Err(e) = self.control.supervise(slot, 0) {
+                    self.control.reply(slot, &error_line(&e));
+                    return Ok(());
+                }
                 let (fields, until) = self.supervisor_fields();
                 self.control.push_supervisor(slot, &fields, until);
                 return Ok(());
@@ -1372,21 +1380,35 @@ impl Daemon {
                 return Ok(());
             }
             Request::Invalid(e) => error_line(&e),
-            Request::Status => self.status_line(),
-            Request::Watch => {
-                self.control.watch(slot);
-                self.status_line()
-            }
+            Request::Status(g) => match self.group_index(g.as_deref()) {
+                Ok(_) => self.status_line(),
+                Err(e) => error_line(&e),
+            },
+            Request::Watch(g) => match self.group_index(g.as_deref()) {
+                Ok(i) => {
+                    self.control.watch(slot, Scope::Group(i));
+                    self.status_line()
+                }
+                Err(e) => error_line(&e),
+            },
             Request::Ping => "{\"ok\":true}\n".into(),
             Request::Reload => self.reload_request(slot),
             Request::Metrics => self.metrics_text(),
-            Request::Elect => {
+            Request::Elect(Some(g))
+            | Request::Drain(Some(g))
+            | Request::Undrain(Some(g))
+            | Request::Yield(Some(g), _)
+                if self.group_index(Some(&g)).is_err() =>
+            {
+                error_line(&self.group_index(Some(&g)).unwrap_err())
+            }
+            Request::Elect(_) => {
                 info!("election requested on the control socket");
                 self.node.handle_elect(boot_now());
                 self.flush_node()?;
                 "{\"ok\":true}\n".into()
             }
-            Request::Yield(None) => {
+            Request::Yield(_, None) => {
                 if self.node.handle_yield(boot_now()) {
                     info!("leadership yielded on request");
                     self.flush_node()?;
@@ -1395,9 +1417,9 @@ impl Daemon {
                     error_line(NOT_LEADER)
                 }
             }
-            Request::Yield(Some(id)) => self.yield_to(id)?,
-            Request::Drain => self.drain(true)?,
-            Request::Undrain => self.drain(false)?,
+            Request::Yield(_, Some(id)) => self.yield_to(id)?,
+            Request::Drain(_) => self.drain(true)?,
+            Request::Undrain(_) => self.drain(false)?,
             Request::Health(report) => match self.control.set_supervisor_health(slot, report) {
                 // Like `released`: a supervisor's stream holds numbered lines only.
                 Ok(()) => return Ok(()),
@@ -1409,6 +1431,14 @@ impl Daemon {
         };
         self.control.reply(slot, &line);
         Ok(())
+    }
+
+    /// The index of the election group a request names (None: the default group).
+    fn group_index(&self, name: Option<&str>) -> Result<usize, String> {
+        match name {
+            None | Some("default") => Ok(0),
+            Some(g) => Err(format!("no group '{g}' (this server's groups: default)")),
+        }
     }
 
     /// `yield ID`: hand over to server `id` (SPEC section 14). A number that names no

@@ -2,7 +2,7 @@
 //!
 //! A runner thread starts the check every `check-interval`, one at a time, no shell,
 //! in its own process group, in the clean environment hooks get
-//! ([`crate::hooks::clean_env`]) plus ELECTD_ID and ELECTD_ROLE. A check still running
+//! ([`crate::hooks::clean_env`]) plus ELECTD_ID, ELECTD_ROLE and ELECTD_GROUP. A check still running
 //! at `check-timeout` is killed with its whole group (SIGKILL to -pgid) and reaped; so
 //! is whatever a check that exited leaves behind in its group. Its stdout and stderr
 //! share one pipe that is read while it runs (a chatty check never blocks on a full
@@ -484,13 +484,20 @@ struct Runner {
     results: Receiver<Outcome>,
 }
 
+/// Whose check it is: the server and the election group, for its environment.
+#[derive(Clone, Debug)]
+struct Who {
+    id: u16,
+    group: String,
+}
+
 /// The runner thread's body: a check every interval, one at a time.
 fn runner(
     mut s: Settings,
     ctl: Receiver<Settings>,
     out: SyncSender<Outcome>,
     waker: Arc<mio::Waker>,
-    id: u16,
+    who: Who,
     leader: Arc<AtomicBool>,
 ) {
     let send = |o: Outcome| {
@@ -529,8 +536,9 @@ fn runner(
             "follower"
         };
         let env = [
-            ("ELECTD_ID", id.to_string()),
+            ("ELECTD_ID", who.id.to_string()),
             ("ELECTD_ROLE", role.to_string()),
+            ("ELECTD_GROUP", who.group.clone()),
         ];
         let (outcome, stuck) = run_once(&s.argv, s.timeout, &env);
         if !send(outcome) {
@@ -560,14 +568,14 @@ impl Runner {
     fn start(
         s: Settings,
         waker: Arc<mio::Waker>,
-        id: u16,
+        who: Who,
         leader: Arc<AtomicBool>,
     ) -> io::Result<Runner> {
         let (settings, ctl) = mpsc::channel();
         let (out, results) = mpsc::sync_channel(QUEUED);
         std::thread::Builder::new()
             .name("electd-check".into())
-            .spawn(move || runner(s, ctl, out, waker, id, leader))?;
+            .spawn(move || runner(s, ctl, out, waker, who, leader))?;
         Ok(Runner { settings, results })
     }
 }
@@ -589,7 +597,7 @@ pub struct Checks {
     /// The latest failure, described ("exit status 3; output: ...").
     last_failure: Option<String>,
     waker: Arc<mio::Waker>,
-    id: u16,
+    who: Who,
     leader: Arc<AtomicBool>,
     /// Counters for metrics.
     pub counters: CheckCounters,
@@ -599,9 +607,28 @@ impl Checks {
     /// Starts the runner if a check is configured. Call after the daemon's signal
     /// mask is set: the thread inherits it, so signals still reach the signalfd.
     pub fn start(check: Option<&Check>, waker: Arc<mio::Waker>, id: u16) -> io::Result<Checks> {
+        Checks::start_for(check, waker, id, "default")
+    }
+
+    /// As `start`, for the check of election group `group` (its ELECTD_GROUP).
+    pub fn start_for(
+        check: Option<&Check>,
+        waker: Arc<mio::Waker>,
+        id: u16,
+        group: &str,
+    ) -> io::Result<Checks> {
+        let who = Who {
+            id,
+            group: group.to_string(),
+        };
         let leader = Arc::new(AtomicBool::new(false));
         let runner = match check {
-            Some(c) => Some(Runner::start(c.into(), waker.clone(), id, leader.clone())?),
+            Some(c) => Some(Runner::start(
+                c.into(),
+                waker.clone(),
+                who.clone(),
+                leader.clone(),
+            )?),
             None => None,
         };
         let counting = check.map_or(FallRise::new(1, 1), |c| FallRise::new(c.fall, c.rise));
@@ -611,7 +638,7 @@ impl Checks {
             counting,
             last_failure: None,
             waker,
-            id,
+            who,
             leader,
             counters: CheckCounters::default(),
         })
@@ -688,7 +715,7 @@ impl Checks {
                         self.runner = Some(Runner::start(
                             c.into(),
                             self.waker.clone(),
-                            self.id,
+                            self.who.clone(),
                             self.leader.clone(),
                         )?)
                     }

@@ -2,7 +2,7 @@
 //!
 //! Hooks run one at a time, in the order of the transitions, each in its own process
 //! group, in a clean environment ([`clean_env`]) with ELECTD_ROLE, ELECTD_LEADER,
-//! ELECTD_TERM, ELECTD_ID and ELECTD_HEALTH set. The event loop
+//! ELECTD_TERM, ELECTD_ID, ELECTD_GROUP and ELECTD_HEALTH set. The event loop
 //! never waits for one: it starts a hook, is told of its exit by SIGCHLD (through the
 //! daemon's signalfd), and kills the group of a hook that outlives `hook-timeout`.
 
@@ -63,6 +63,8 @@ struct Running {
 #[derive(Debug)]
 pub struct Hooks {
     id: u16,
+    /// The election group whose transitions these hooks follow (ELECTD_GROUP).
+    group: String,
     on_leader: Option<Vec<String>>,
     on_follower: Option<Vec<String>>,
     timeout: Duration,
@@ -84,6 +86,7 @@ impl Hooks {
     ) -> Hooks {
         Hooks {
             id,
+            group: "default".into(),
             on_leader,
             on_follower,
             timeout,
@@ -92,6 +95,11 @@ impl Hooks {
             failures: 0,
             runs: 0,
         }
+    }
+
+    /// Names the election group these hooks serve (ELECTD_GROUP; `default` until set).
+    pub fn set_group(&mut self, group: &str) {
+        self.group = group.to_string();
     }
 
     /// Replaces the commands and timeout (SIGHUP); a running hook finishes undisturbed.
@@ -148,6 +156,7 @@ impl Hooks {
                 )
                 .env("ELECTD_TERM", job.term.to_string())
                 .env("ELECTD_ID", self.id.to_string())
+                .env("ELECTD_GROUP", &self.group)
                 .env("ELECTD_HEALTH", job.health)
                 .stdin(Stdio::null())
                 .process_group(0);

@@ -72,7 +72,22 @@ pub struct RunOptions {
     /// `--max-restarts N --restart-window D`: N exits within D make this server
     /// unhealthy.
     pub restarts: Option<(u32, Duration)>,
+    /// `--group GROUP`: the election group whose lease the command follows (None: the
+    /// daemon's only group, or `default`).
+    pub group: Option<String>,
 }
+
+/// The request that registers a supervisor (of a group's lease, when one is named).
+fn supervise_request(opts: &RunOptions) -> String {
+    match &opts.group {
+        Some(g) => format!("supervise {g}\n"),
+        None => "supervise\n".to_string(),
+    }
+}
+
+/// The start of the daemon's answer to a `supervise` naming a group it does not run:
+/// no later answer can change it (the group list cannot be reloaded), so run exits.
+pub const NO_SUCH_GROUP: &str = "electd: no group";
 
 /// Counts a command's exits: failing once `n` fall within `window`, healthy again
 /// once `window` has passed since the last exit (SPEC section 13: "until it has run
@@ -176,6 +191,8 @@ pub struct Line {
     pub lease_until_ns: Option<u64>,
     /// The daemon's timers.
     pub timers: Timers,
+    /// The election group the line is about (absent from older daemons' lines).
+    pub group: Option<String>,
 }
 
 /// Parses a supervisor line; Err for anything else (an `{"error":..}` line included).
@@ -192,6 +209,7 @@ pub fn parse_line(text: &str) -> Result<Line, String> {
     let leader = v.get("role").and_then(Value::as_str) == Some("leader");
     let until = v.get("lease_until_ns").and_then(Value::as_u64);
     Ok(Line {
+        group: v.get("group").and_then(Value::as_str).map(str::to_string),
         n: num("n")?,
         term: num("term")?,
         lease_until_ns: if leader { until } else { None },
@@ -275,7 +293,7 @@ impl Conn {
             .map_err(|e| crate::control::connect_error(&opts.socket, &e))?;
         stream
             .set_write_timeout(Some(Duration::from_secs(1)))
-            .and_then(|_| stream.write_all(b"supervise\n"))
+            .and_then(|_| stream.write_all(supervise_request(opts).as_bytes()))
             .and_then(|_| stream.set_nonblocking(true))
             .map_err(|e| format!("{}: {e}", opts.socket.display()))?;
         Ok(Conn {
@@ -329,6 +347,8 @@ struct Supervisor<'a> {
     /// This server leads (the last line said so, on a live connection).
     leader: bool,
     term: u64,
+    /// The election group the daemon's lines name (for ELECTD_GROUP).
+    group: Option<String>,
     /// The lease end the daemon last gave (boot clock ns; 0: none known).
     until_ns: u64,
     /// The timers were checked against the grace at least once.
@@ -357,6 +377,7 @@ pub fn run(opts: &RunOptions) -> i32 {
         next_connect: Instant::now(),
         leader: false,
         term: 0,
+        group: opts.group.clone(),
         until_ns: 0,
         checked: None,
         running: None,
@@ -463,6 +484,11 @@ impl Supervisor<'_> {
         for text in lines {
             match parse_line(&text) {
                 Ok(l) => self.on_line(l)?,
+                Err(e) if e.starts_with(NO_SUCH_GROUP) || e.contains("several election groups") => {
+                    // The command never started on this connection: nothing to stop.
+                    eprintln!("electctl run: {e}");
+                    return Err(2);
+                }
                 Err(e) => self.error(e),
             }
         }
@@ -470,7 +496,7 @@ impl Supervisor<'_> {
             if c.last_line.elapsed() >= self.opts.poll {
                 // Fallback: nothing pushed for a while; ask again (a fresh line comes).
                 c.last_line = Instant::now();
-                if let Err(e) = c.send("supervise\n") {
+                if let Err(e) = c.send(&supervise_request(self.opts)) {
                     self.lost(e);
                 }
             }
@@ -493,6 +519,9 @@ impl Supervisor<'_> {
         let c = self.conn.as_mut().expect("lines come from a connection");
         c.last_line = Instant::now();
         self.term = l.term;
+        if l.group.is_some() {
+            self.group = l.group;
+        }
         match l.lease_until_ns {
             Some(u) => {
                 self.leader = true;
@@ -630,6 +659,7 @@ impl Supervisor<'_> {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .env("ELECTD_TERM", self.term.to_string())
+            .env("ELECTD_GROUP", self.group.as_deref().unwrap_or("default"))
             .env("ELECTD_ROLE", "leader")
             .process_group(0);
         // SAFETY: prctl is async-signal-safe; if this supervisor dies (even by SIGKILL)

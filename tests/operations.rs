@@ -808,9 +808,14 @@ fn hooks_and_checks_get_a_clean_environment() {
                 "ELECTD_TERM",
                 "ELECTD_ID",
                 "ELECTD_HEALTH",
+                "ELECTD_GROUP",
             ][..],
         ),
-        ("check", &check_env, &["ELECTD_ROLE", "ELECTD_ID"][..]),
+        (
+            "check",
+            &check_env,
+            &["ELECTD_ROLE", "ELECTD_ID", "ELECTD_GROUP"][..],
+        ),
     ] {
         let got = env_dump(file);
         for (k, _) in systemd {
@@ -830,6 +835,12 @@ fn hooks_and_checks_get_a_clean_environment() {
         for k in own {
             assert!(got.contains_key(*k), "{what} lacks {k}: {got:?}");
         }
+        // Without group lines, the one group is `default` (SPEC section 15).
+        assert_eq!(
+            got.get("ELECTD_GROUP").map(String::as_str),
+            Some("default"),
+            "{what}"
+        );
         // The shell adds PWD (and some add SHLVL and _); nothing else may appear.
         let allowed = ["PATH", "LANG", "TZ", "PWD", "SHLVL", "_"];
         let extra: Vec<&String> = got

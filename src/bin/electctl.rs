@@ -6,7 +6,7 @@
 //! usage, an unknown `yield --to` id, unreadable answer).
 
 use electd::config::{Config, DEFAULT_PATH, DEFAULT_SOCKET, parse_duration};
-use electd::control::{NOT_LEADER, connect_error};
+use electd::control::{NOT_LEADER, connect_error, valid_group_name};
 use electd::json::{self, Value};
 use electd::supervise::{self, RunOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -17,35 +17,41 @@ use std::time::Duration;
 const USAGE: &str = "Usage: electctl [--socket PATH] COMMAND
 
 Commands:
-  status [--json]   this server's view: role, leader, term, lease, health,
-                    drain, peers, a refused reload; --json: the raw status line
-  leader            the leader's id, or 'none'
-  is-leader         exit 0 while this server holds a valid lease, 1 otherwise,
-                    2 on error
-  watch             one JSON line now and one per change of role, leader, term,
-                    lease, health or drain
-  elect             start an election round now
-  yield [--to ID]   make this server resign if it leads (exit 1 if it does not);
+  status [GROUP] [--json]
+                    this server's view: role, leader, term, lease, health,
+                    drain, peers, a refused reload; --json: the raw status line.
+                    With several election groups and no GROUP: every group
+  leader [GROUP]    the leader's id, or 'none'
+  is-leader [GROUP]
+                    exit 0 while this server holds a valid lease, 1 otherwise,
+                    2 on error (also: several groups and none named)
+  watch [GROUP]     one JSON line now and one per change of role, leader, term,
+                    lease, health or drain (of every group when none is named
+                    and there are several: one 'groups' line per change)
+  elect [GROUP]     start an election round now
+  yield [GROUP] [--to ID]
+                    make this server resign if it leads (exit 1 if it does not);
                     with --to, the RESIGN names server ID as successor, and
                     voters choose it if it claims eligibly (otherwise the usual
                     choice). An ID not in the server list, this server's or a
                     witness's exits 2.
-  drain             make this server ineligible to lead until 'undrain', across
+  drain [GROUP]     make this server ineligible to lead until 'undrain', across
                     restarts; a leader hands over once another server is known
                     fit
-  undrain           end the drain
+  undrain [GROUP]   end the drain
   metrics           Prometheus text
   reload            re-read the configuration file now, as SIGHUP does, and
                     wait for the answer: exit 0 when applied, 1 with the reason
                     when refused (the daemon then keeps its running
                     configuration); root or the daemon's user only
-  run [--grace D] [--poll D] [--max-restarts N [--restart-window D]]
-                    -- CMD [ARGS]: run CMD only while this server holds the
-                    lease. run registers with electd ('supervise') and is told
-                    at once when the lease is given up: it sends SIGTERM to
-                    CMD's process group, SIGKILL after the grace (default
-                    100ms), then confirms, and only then does electd release the
-                    other servers. It also enforces the lease end itself (boot
+  run [--group GROUP] [--grace D] [--poll D] [--max-restarts N
+                    [--restart-window D]] -- CMD [ARGS]: run CMD only while
+                    this server holds the (group's) lease. run registers
+                    with electd ('supervise') and is told at once when the
+                    lease is given up: it sends SIGTERM to CMD's process
+                    group, SIGKILL after the grace (default 100ms), then
+                    confirms, and only then does electd release the other
+                    servers. It also enforces the lease end itself (boot
                     clock): SIGTERM when grace + 20ms of lease are left, SIGKILL
                     at 20ms. Refused (exit 2, CMD never started) unless grace +
                     20ms fits in lease - heartbeat - rtt of this electd (e.g. at
@@ -55,7 +61,7 @@ Commands:
                     longest silence before electd is asked again; any value is
                     safe. CMD is restarted with backoff (0.1s, 0.2s, 0.4s ...)
                     if it exits while this server leads; ELECTD_TERM holds the
-                    term (the fencing token).
+                    term (the fencing token), ELECTD_GROUP the group.
                     --max-restarts N: when CMD exits (or cannot start) N times
                     within --restart-window (default 1m), run reports this
                     server unhealthy to electd, which then hands over as soon as
@@ -196,22 +202,79 @@ fn table(v: &Value) -> String {
     out
 }
 
+/// The request word with its optional group: `status` or `status orders`.
+fn with_group(word: &str, group: Option<&str>) -> String {
+    match group {
+        Some(g) => format!("{word} {g}"),
+        None => word.to_string(),
+    }
+}
+
+/// Splits an optional leading GROUP (SPEC section 15) off a command's arguments. A first
+/// argument that is neither an option nor a valid group name is an error.
+fn take_group(cmd: &str, rest: &[String]) -> Result<(Option<String>, Vec<String>), String> {
+    match rest.split_first() {
+        Some((g, more)) if !g.starts_with('-') => {
+            if !valid_group_name(g) {
+                return Err(format!(
+                    "{cmd}: '{g}' is not a group name (a letter first, then up to 31 of a-z, 0-9, _ and -)"
+                ));
+            }
+            Ok((Some(g.clone()), more.to_vec()))
+        }
+        _ => Ok((None, rest.to_vec())),
+    }
+}
+
+/// One group's status line: the answer itself, or, when the daemon answers with every
+/// group (`groups`), the only one there is; several are an error naming them.
+fn one_group(v: Value, cmd: &str) -> Result<Value, String> {
+    let Some(groups) = v.get("groups").and_then(Value::as_array) else {
+        return Ok(v);
+    };
+    if groups.len() == 1 {
+        return Ok(groups[0].clone());
+    }
+    let names: Vec<String> = groups.iter().map(|g| show(g, "group")).collect();
+    Err(format!(
+        "this server runs several election groups; name one: electctl {cmd} GROUP ({})",
+        names.join(", ")
+    ))
+}
+
 fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
     let one_shot = Some(Duration::from_secs(5));
-    match (cmd, rest) {
+    if cmd == "run" {
+        return run_command(socket, rest);
+    }
+    let (group, rest) = match cmd {
+        "status" | "leader" | "is-leader" | "watch" | "elect" | "yield" | "drain" | "undrain" => {
+            take_group(cmd, rest)?
+        }
+        _ => (None, rest.to_vec()),
+    };
+    let g = group.as_deref();
+    match (cmd, rest.as_slice()) {
         ("status", []) => {
-            let v = Conn::open(socket, one_shot)?.request("status")?;
-            print!("{}", table(&v));
+            let v = Conn::open(socket, one_shot)?.request(&with_group("status", g))?;
+            match v.get("groups").and_then(Value::as_array) {
+                Some(groups) => {
+                    let tables: Vec<String> = groups.iter().map(table).collect();
+                    print!("{}", tables.join("\n"));
+                }
+                None => print!("{}", table(&v)),
+            }
             Ok(0)
         }
         ("status", [flag]) if flag == "--json" => {
             let mut c = Conn::open(socket, one_shot)?;
-            c.send("status")?;
+            c.send(&with_group("status", g))?;
             print!("{}", c.line()?);
             Ok(0)
         }
         ("leader", []) => {
-            let v = Conn::open(socket, one_shot)?.request("status")?;
+            let v = Conn::open(socket, one_shot)?.request(&with_group("status", g))?;
+            let v = one_group(v, cmd)?;
             println!(
                 "{}",
                 v.get("leader")
@@ -221,7 +284,8 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
             Ok(0)
         }
         ("is-leader", []) => {
-            let v = Conn::open(socket, one_shot)?.request("status")?;
+            let v = Conn::open(socket, one_shot)?.request(&with_group("status", g))?;
+            let v = one_group(v, cmd)?;
             Ok(if v.get("role").and_then(Value::as_str) == Some("leader") {
                 0
             } else {
@@ -230,7 +294,7 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
         }
         ("watch", []) => {
             let mut c = Conn::open(socket, None)?;
-            c.send("watch")?;
+            c.send(&with_group("watch", g))?;
             let stdout = std::io::stdout();
             loop {
                 let l = c.line()?;
@@ -245,15 +309,15 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
             }
         }
         ("elect", []) => {
-            Conn::open(socket, one_shot)?.request("elect")?;
+            Conn::open(socket, one_shot)?.request(&with_group("elect", g))?;
             println!("election started");
             Ok(0)
         }
-        ("yield", []) => yield_to(socket, None),
-        ("yield", [flag, id]) if flag == "--to" => yield_to(socket, Some(id)),
-        ("yield", [flag]) if flag.starts_with("--to=") => yield_to(socket, Some(&flag[5..])),
+        ("yield", []) => yield_to(socket, g, None),
+        ("yield", [flag, id]) if flag == "--to" => yield_to(socket, g, Some(id)),
+        ("yield", [flag]) if flag.starts_with("--to=") => yield_to(socket, g, Some(&flag[5..])),
         ("drain", []) => {
-            let v = Conn::open(socket, one_shot)?.request("drain")?;
+            let v = Conn::open(socket, one_shot)?.request(&with_group("drain", g))?;
             match v.get("handover") {
                 Some(Value::Str(h)) if h == "started" => {
                     match v.get("to").and_then(Value::as_u64) {
@@ -267,7 +331,7 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
             Ok(0)
         }
         ("undrain", []) => {
-            Conn::open(socket, one_shot)?.request("undrain")?;
+            Conn::open(socket, one_shot)?.request(&with_group("undrain", g))?;
             println!("undrained");
             Ok(0)
         }
@@ -283,7 +347,6 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
             }
         }
         ("reload", []) => reload(socket),
-        ("run", _) => run_command(socket, rest),
         _ => Err(format!(
             "unknown command or arguments: {cmd} {}\n{USAGE}",
             rest.join(" ")
@@ -293,12 +356,13 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
 
 /// `yield` and `yield --to ID`: exit 1 when this server does not lead, 2 for an id
 /// that is not a number, not in the list, or this server's own.
-fn yield_to(socket: &Path, to: Option<&str>) -> Result<i32, String> {
+fn yield_to(socket: &Path, group: Option<&str>, to: Option<&str>) -> Result<i32, String> {
+    let word = with_group("yield", group);
     let cmd = match to {
-        None => "yield".to_string(),
+        None => word,
         // Digits go as they are: the daemon knows the server list.
         Some(id) if !id.is_empty() && id.len() <= 32 && id.bytes().all(|b| b.is_ascii_digit()) => {
-            format!("yield {id}")
+            format!("{word} {id}")
         }
         Some(id) => return Err(format!("yield --to: '{id}' is not a server id (a number)")),
     };
@@ -353,6 +417,12 @@ fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
     opts.parsing_style(getopts::ParsingStyle::StopAtFirstFree);
     opts.optopt(
         "",
+        "group",
+        "the election group whose lease the command follows (default: the only one)",
+        "GROUP",
+    );
+    opts.optopt(
+        "",
         "grace",
         "time between SIGTERM and SIGKILL (default 100ms); must fit in the lease",
         "DURATION",
@@ -382,6 +452,12 @@ fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
             Some(v) => parse_duration(&v).map_err(|e| format!("run --{name}: {e}")),
         }
     };
+    let group = m.opt_str("group");
+    if let Some(g) = group.as_deref().filter(|g| !valid_group_name(g)) {
+        return Err(format!(
+            "run --group: '{g}' is not a group name (a letter first, then up to 31 of a-z, 0-9, _ and -)"
+        ));
+    }
     let grace = duration("grace", 100)?;
     let poll = duration("poll", 20)?;
     if poll.is_zero() || poll > Duration::from_secs(10) {
@@ -426,6 +502,7 @@ fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
         poll,
         argv,
         restarts,
+        group,
     }))
 }
 
@@ -520,8 +597,8 @@ mod tests {
             if let Some(entry) = l.strip_prefix("  ").filter(|e| !e.starts_with(' ')) {
                 commands.push(entry.split_whitespace().next().unwrap().to_string());
                 // A command's description starts at column 20 unless its synopsis is
-                // longer (run's), then on the next line.
-                if entry.len() > 18 && !entry.starts_with("run ") {
+                // longer, then on the next line.
+                if entry.contains("  ") {
                     assert_eq!(&l[18..20], "  ", "description not at column 20: {l:?}");
                     assert_ne!(&l[20..21], " ", "description not at column 20: {l:?}");
                 }
