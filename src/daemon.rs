@@ -66,6 +66,9 @@ const MAX_REFUSAL_STATUS: usize = 120;
 /// The environment variable that breaks the daemon on purpose for negative controls.
 pub const SABOTAGE_VAR: &str = "ELECTD_TEST_SABOTAGE";
 
+/// The election groups this daemon runs (one, `default`, until groups land).
+const GROUPS: usize = 1;
+
 /// Reads `ELECTD_TEST_SABOTAGE`: unset means none; `resign_early` sends the RESIGN of a
 /// planned handoff without waiting for supervisors (a deliberately unsafe build, for
 /// an end-to-end test's negative control); anything else is refused.
@@ -697,31 +700,39 @@ impl Daemon {
     fn on_datagram(&mut self, bytes: &[u8], src: std::net::SocketAddr) {
         self.metrics.received_bytes += bytes.len() as u64;
         let decoded = match &self.keys {
-            Some(k) => wire::decode_keyed(bytes, &k.verifiers()).map(|(m, c)| (m, Some(c))),
-            None => wire::decode(bytes).map(|m| (m, None)),
+            Some(k) => wire::decode_any(bytes, Some(&k.verifiers()), GROUPS),
+            None => wire::decode_any(bytes, None, GROUPS),
         };
-        let (msg, counter) = match decoded {
-            Ok(m) => m,
+        let bundle = match decoded {
+            Ok(b) => b,
             Err(e) => return self.drop_datagram(e.reason(), format_args!("{e} from {src}")),
         };
         if matches!(self.cfg.transport, Mode::Unicast) {
-            let expected = self.transport.peer_addr(msg.sender);
+            let expected = self.transport.peer_addr(bundle.sender);
             if expected.is_some() && expected != Some(src) {
                 return self.drop_datagram(
                     "source_mismatch",
-                    format_args!("server {} sent from {src}", msg.sender),
+                    format_args!("server {} sent from {src}", bundle.sender),
                 );
             }
         }
-        if let Some(counter) = counter.filter(|_| msg.sender != self.cfg.id) {
-            if !self.replay.accept(msg.sender, counter) {
+        if let Some(counter) = bundle.counter.filter(|_| bundle.sender != self.cfg.id) {
+            if !self.replay.accept(bundle.sender, counter) {
                 return self.drop_datagram(
                     "replay",
-                    format_args!("server {} counter {counter:#x} not new", msg.sender),
+                    format_args!("server {} counter {counter:#x} not new", bundle.sender),
                 );
             }
-            self.note_peer_boot(msg.sender, (counter >> 32) as u32);
+            self.note_peer_boot(bundle.sender, (counter >> 32) as u32);
         }
+        for e in &bundle.entries {
+            self.on_message(&e.msg, src);
+        }
+    }
+
+    /// One message of an accepted datagram, for the core.
+    fn on_message(&mut self, msg: &wire::Message, src: std::net::SocketAddr) {
+        let msg = *msg;
         match self.node.handle_datagram(boot_now(), &msg) {
             Ok(()) => self.metrics.received[msg.body.kind() as usize] += 1,
             Err(Reject::OwnEcho) => {
@@ -827,13 +838,28 @@ impl Daemon {
         while let Some(out) = self.node.poll_output() {
             match out {
                 Output::Send { dest, msg } => {
-                    let bytes = match self.keys.clone() {
+                    // A bundle of one entry: with one election group, a flush seldom
+                    // holds two messages for one destination.
+                    let entry = [wire::Entry { group: 0, msg }];
+                    let mut bytes = Vec::with_capacity(wire::MAX_BUNDLE_LEN);
+                    match self.keys.clone() {
                         Some(k) => {
-                            let mut b = Vec::with_capacity(wire::KEYED_MAX_LEN);
-                            wire::encode_keyed(&msg, self.next_counter()?, &k.current, &mut b);
-                            b
+                            let counter = self.next_counter()?;
+                            wire::encode_bundle(
+                                msg.sender,
+                                msg.fingerprint,
+                                &entry,
+                                Some((counter, &k.current)),
+                                &mut bytes,
+                            )
                         }
-                        None => wire::encode_to_vec(&msg),
+                        None => wire::encode_bundle(
+                            msg.sender,
+                            msg.fingerprint,
+                            &entry,
+                            None,
+                            &mut bytes,
+                        ),
                     };
                     let (sent, errors) = self.transport.send(dest, &bytes);
                     self.metrics.sent[msg.body.kind() as usize] += sent;

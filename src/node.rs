@@ -11,7 +11,7 @@ use crate::candidate::{Leadership, Tally};
 use crate::elector::{Abstain, Claim, Decision, DecisionInput, ElectorState, Slate, decide};
 use crate::rng::SplitMix64;
 use crate::time::Time;
-use crate::wire::{Body, Message};
+use crate::wire::{Body, Message, PeerSet};
 use log::{debug, error, info, warn};
 use std::collections::VecDeque;
 use std::fmt;
@@ -56,12 +56,22 @@ pub struct Sabotage {
     pub hold_replaced: bool,
     /// The RESIGN leaves at once, without waiting for local supervisors (S5 broken).
     pub resign_early: bool,
+    /// Followers ignore the `alive` map of LEADs (issue 12): after a leader's crash
+    /// they know only each other's ELECTs, and the first round elects nobody.
+    pub ignore_alive: bool,
+    /// Followers send ACKs to every server, as before issue 12 (for comparison).
+    pub ack_to_all: bool,
 }
 
 impl Sabotage {
     /// True when any switch is on (some invariant checks then do not apply).
     pub fn any(&self) -> bool {
-        *self != Sabotage::default()
+        // The issue-12 switches change only liveness and traffic, never an invariant.
+        Sabotage {
+            ignore_alive: false,
+            ack_to_all: false,
+            ..*self
+        } != Sabotage::default()
     }
 }
 
@@ -491,7 +501,12 @@ pub struct Node {
     /// No vote for anyone but `leader` before this time (SPEC section 5).
     faith_until: Time,
     last_seen: (u64, u64),
+    /// Per server, when a datagram of it last arrived here.
     heard_at: Vec<Option<Time>>,
+    /// Per server, when the followed leader last said it had heard it (the `alive` map
+    /// of a LEAD): followers acknowledge to the leader only, so a follower learns from
+    /// the leader which other followers are alive.
+    vouched_at: Vec<Option<Time>>,
 
     elector: ElectorState,
     elector_deadline: Time,
@@ -579,6 +594,7 @@ impl Node {
             faith_until: Time::ZERO,
             last_seen: (0, 0),
             heard_at: vec![None; n],
+            vouched_at: vec![None; n],
             elector: ElectorState::Watching,
             elector_deadline: now + cfg.heartbeat * 5,
             slate: Slate::new(n),
@@ -623,11 +639,16 @@ impl Node {
                 resign,
                 successor,
                 unfit: lead_unfit,
+                alive,
             } => {
                 if resign {
                     self.on_resign(now, s, msg.term, seq, successor);
                 } else {
                     let newest = msg.term >= self.term && (msg.term, seq) > self.last_seen;
+                    if newest && !self.cfg.sabotage.ignore_alive {
+                        // Before the ACK leaves: its UNFIT flag counts the servers heard.
+                        self.vouch(now, s, alive);
+                    }
                     self.on_lead(now, s, msg.term, seq, hold_ms);
                     if newest && self.leader == Some(s) {
                         self.note_fitness(now, s, !lead_unfit);
@@ -1156,7 +1177,7 @@ impl Node {
     pub fn peers(&self) -> impl Iterator<Item = (u16, Option<Time>)> + '_ {
         (0..self.ids.len())
             .filter(move |&i| i != self.me)
-            .map(move |i| (self.ids[i], self.heard_at[i]))
+            .map(move |i| (self.ids[i], self.last_heard(i)))
     }
 
     /// The counters for metrics.
@@ -1214,6 +1235,38 @@ impl Node {
 
     // ----- ELECTOR ------------------------------------------------------------------
 
+    /// When server `i` was last heard, directly or through the followed leader.
+    fn last_heard(&self, i: usize) -> Option<Time> {
+        self.heard_at[i].max(self.vouched_at[i])
+    }
+
+    /// The servers this leader heard within two heartbeats (itself included): the
+    /// `alive` map of its LEADs. Only direct hearing counts, never a vouch.
+    fn alive(&self) -> PeerSet {
+        let mut set = PeerSet::EMPTY;
+        set.insert(self.ids[self.me]);
+        let now = self.last_now;
+        for (i, h) in self.heard_at.iter().enumerate() {
+            if h.is_some_and(|t| now.saturating_since(t) <= self.cfg.heartbeat * 2) {
+                set.insert(self.ids[i]);
+            }
+        }
+        set
+    }
+
+    /// Records that the leader `s`, in a LEAD that is the newest seen, reports the
+    /// servers of `alive` heard.
+    fn vouch(&mut self, now: Time, s: usize, alive: PeerSet) {
+        for id in alive.iter() {
+            if let Some(i) = self.index.get(usize::from(id)).copied().flatten() {
+                let i = usize::from(i);
+                if i != self.me && i != s {
+                    self.vouched_at[i] = Some(now);
+                }
+            }
+        }
+    }
+
     fn leader_live(&self, now: Time) -> bool {
         self.leader.is_some() && now < self.faith_until
     }
@@ -1227,7 +1280,10 @@ impl Node {
         let window = self.hold + self.cfg.heartbeat;
         let others = (0..self.ids.len())
             .filter(|&i| i != self.me)
-            .filter(|&i| self.heard_at[i].is_some_and(|t| now.saturating_since(t) <= window))
+            .filter(|&i| {
+                self.last_heard(i)
+                    .is_some_and(|t| now.saturating_since(t) <= window)
+            })
             .count();
         u8::try_from(others + 1).unwrap_or(u8::MAX)
     }
@@ -1412,7 +1468,9 @@ impl Node {
         (0..self.ids.len()).all(|i| {
             self.slate.get(i).is_some()
                 || Some(i) == dead_leader
-                || self.heard_at[i].is_none_or(|t| now.saturating_since(t) > window)
+                || self
+                    .last_heard(i)
+                    .is_none_or(|t| now.saturating_since(t) > window)
         })
     }
 
@@ -1571,7 +1629,14 @@ impl Node {
             || now < self.quiet_until
             || usize::from(self.heard_count(now)) < self.quorum;
         let ack = self.message(term, Body::Ack { seq, unfit });
-        self.send(Dest::All, ack);
+        // To the leader only: nobody else uses it, and idle traffic stays linear in
+        // the number of servers (the LEAD's `alive` map tells the others who lives).
+        let dest = if self.cfg.sabotage.ack_to_all {
+            Dest::All
+        } else {
+            Dest::One(self.ids[s])
+        };
+        self.send(dest, ack);
     }
 
     /// A LEAD with RESIGN: releases this server only if it ends the leadership it
@@ -1729,6 +1794,7 @@ impl Node {
                 resign,
                 successor: to.map_or(0, |i| self.ids[i]),
                 unfit: self.unfit(),
+                alive: self.alive(),
             },
         );
         self.send(Dest::All, msg);

@@ -20,8 +20,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV6};
 
-/// The receive buffer: anything longer than a valid datagram is refused anyway.
-pub const RECV_BUF: usize = 2048;
+/// The receive buffer: one byte more than the longest datagram accepted, so a longer
+/// one is seen as too long rather than cut to a length that might parse.
+pub const RECV_BUF: usize = crate::wire::MAX_DATAGRAM + 1;
 
 /// The sockets of one server.
 #[derive(Debug)]

@@ -41,6 +41,7 @@ fn garbage(c: &Cluster, mode: Mode, target: u16) {
                 resign: false,
                 successor: 0,
                 unfit: false,
+                alive: electd::wire::PeerSet::EMPTY,
             },
         })
     };

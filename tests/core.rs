@@ -139,6 +139,7 @@ fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
                 resign: false,
                 successor: 0,
                 unfit: false,
+                alive: electd::wire::PeerSet::EMPTY,
             },
         ),
     )
@@ -158,6 +159,7 @@ fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
                 resign: false,
                 successor: 0,
                 unfit: false,
+                alive: electd::wire::PeerSet::EMPTY,
             },
         ),
     )
@@ -175,7 +177,8 @@ fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
     assert_eq!(
         sends(&drain(&mut n)),
         vec![(
-            Dest::All,
+            // To the leader only (issue 12): nobody else uses an ACK.
+            Dest::One(1),
             // UNFIT: just started, in its quiet period, it could not take over.
             Body::Ack {
                 seq: 5,

@@ -58,6 +58,7 @@ fn lead(sender: u16, term: u64, seq: u64, hold_ms: u32, resign: bool) -> Message
             resign,
             successor: 0,
             unfit: false,
+            alive: electd::wire::PeerSet::EMPTY,
         },
     )
 }

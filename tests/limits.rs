@@ -130,6 +130,7 @@ fn one_datagram_cannot_wedge_the_cluster() {
             resign: false,
             successor: 0,
             unfit: false,
+            alive: electd::wire::PeerSet::EMPTY,
         },
     };
     let before = refused_by_limits(&c);

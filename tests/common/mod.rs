@@ -909,10 +909,14 @@ impl LeadTap {
                 let Ok(n) = sock.recv(&mut buf) else {
                     continue;
                 };
-                let Ok(m) = electd::wire::decode(&buf[..n]) else {
+                let Ok(b) = electd::wire::decode_any(&buf[..n], None, 256) else {
                     continue;
                 };
-                if m.sender != leader || !matches!(m.body, electd::wire::Body::Lead { .. }) {
+                let lead = b
+                    .entries
+                    .iter()
+                    .any(|e| matches!(e.msg.body, electd::wire::Body::Lead { .. }));
+                if b.sender != leader || !lead {
                     continue;
                 }
                 let now = Instant::now();

@@ -23,6 +23,23 @@ pub fn decode(data: &[u8]) {
         wire::encode_keyed(&m, counter, &key, &mut b);
         assert_eq!(b, data);
     }
+    // The bundle format (issue 12), both versions: canonical as well.
+    for keys in [None, Some(&[&key][..])] {
+        if let Ok(bundle) = wire::decode_any(data, keys, 256) {
+            if data.get(2).is_some_and(|&v| v >= wire::VERSION_BUNDLE) {
+                let m = bundle.entries[0].msg;
+                let mut b = Vec::new();
+                wire::encode_bundle(
+                    m.sender,
+                    m.fingerprint,
+                    &bundle.entries,
+                    bundle.counter.map(|c| (c, &key)),
+                    &mut b,
+                );
+                assert_eq!(b, data, "accepted bundle bytes must be canonical");
+            }
+        }
+    }
 }
 
 const N: usize = 3;
@@ -80,8 +97,12 @@ pub fn cluster(data: &[u8]) -> (u32, u32, u32) {
         match op % 16 {
             0..=7 if !net.is_empty() => {
                 let (to, b) = net.remove(usize::from(arg) % net.len());
-                if let (Ok(m), Some(n)) = (wire::decode(&b), hosts[to].node.as_mut()) {
-                    let _ = n.handle_datagram(now, &m);
+                if let (Ok(bundle), Some(n)) =
+                    (wire::decode_any(&b, None, 1), hosts[to].node.as_mut())
+                {
+                    for e in &bundle.entries {
+                        let _ = n.handle_datagram(now, &e.msg);
+                    }
                 }
             }
             8 if !net.is_empty() => {
@@ -126,7 +147,10 @@ pub fn cluster(data: &[u8]) -> (u32, u32, u32) {
             while let Some(out) = host.node.as_mut().and_then(Node::poll_output) {
                 match out {
                     Output::Send { dest, msg } => {
-                        let b = wire::encode_to_vec(&msg);
+                        // As the daemon sends it: a bundle of one entry.
+                        let mut b = Vec::new();
+                        let entry = [wire::Entry { group: 0, msg }];
+                        wire::encode_bundle(msg.sender, msg.fingerprint, &entry, None, &mut b);
                         match dest {
                             Dest::All => (0..N)
                                 .filter(|&j| j != i)

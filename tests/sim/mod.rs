@@ -451,6 +451,23 @@ pub struct Sim {
 }
 
 /// A predicate on (from id, to id, message), for scenarios that steer the network.
+/// A message as the daemon sends it: a bundle of one entry (issue 12).
+pub fn encode(msg: &wire::Message) -> Vec<u8> {
+    let mut b = Vec::new();
+    let entry = [wire::Entry {
+        group: 0,
+        msg: *msg,
+    }];
+    wire::encode_bundle(msg.sender, msg.fingerprint, &entry, None, &mut b);
+    b
+}
+
+/// The message of a one-entry bundle (or of a version-1 datagram).
+pub fn decode(bytes: &[u8]) -> Result<wire::Message, wire::DecodeError> {
+    let b = wire::decode_any(bytes, None, 1)?;
+    Ok(b.entries[0].msg)
+}
+
 pub type Filter = dyn Fn(u16, u16, &wire::Message) -> bool;
 
 /// What the adversaries did in a run.
@@ -913,7 +930,7 @@ impl Sim {
         let h = &mut self.hosts[to];
         let local = h.clock.local(self.now);
         let Some(node) = h.node.as_mut() else { return };
-        match wire::decode(bytes) {
+        match decode(bytes) {
             Ok(msg) => {
                 self.delivered += 1;
                 if self.opts.trace {
@@ -945,7 +962,7 @@ impl Sim {
                             msg
                         ));
                     }
-                    let bytes = Rc::new(wire::encode_to_vec(&msg));
+                    let bytes = Rc::new(encode(&msg));
                     if matches!(msg.body, wire::Body::Elect { .. } | wire::Body::Vote { .. }) {
                         self.election_sent += if dest == Dest::All {
                             self.opts.n as u64 - 1
@@ -1124,7 +1141,7 @@ impl Sim {
         }
         if let Some(f) = &self.filter {
             let (fid, tid) = (self.hosts[from].id, self.hosts[to].id);
-            if wire::decode(bytes).is_ok_and(|m| f(fid, tid, &m)) {
+            if decode(bytes).is_ok_and(|m| f(fid, tid, &m)) {
                 self.held_back.push((from, to, Rc::clone(bytes)));
                 return;
             }
@@ -1284,7 +1301,7 @@ impl Sim {
             .iter()
             .filter(|e| {
                 let (fid, tid) = (self.hosts[e.1].id, self.hosts[e.2].id);
-                wire::decode(&e.3).is_ok_and(|m| f(fid, tid, &m))
+                decode(&e.3).is_ok_and(|m| f(fid, tid, &m))
             })
             .cloned()
             .collect();
