@@ -7,6 +7,7 @@
 mod common;
 #[path = "../tests/sim/mod.rs"]
 mod sim;
+mod traffic;
 
 use common::{Cluster, Mode};
 use electd::json::{self, Value};
@@ -883,6 +884,12 @@ fn main() {
         println!("{report}");
         return;
     }
+    if std::env::var_os("BENCH_ONLY_TRAFFIC").is_some() {
+        let mut report = String::new();
+        traffic::report(&mut report);
+        println!("{report}");
+        return;
+    }
     if std::env::var_os("BENCH_ONLY_HANDOFF").is_some() {
         let mut report = String::new();
         handoff_report(&mut report, trials());
@@ -938,6 +945,7 @@ fn main() {
     health_report(&mut report, n);
     control(&mut report);
     idle(&mut report);
+    traffic::report(&mut report);
     scale(&mut report);
     println!("{report}");
     let out = std::env::var("BENCH_OUT").unwrap_or_else(|_| "BENCHMARKS.md".into());

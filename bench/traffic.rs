@@ -1,0 +1,81 @@
+//! Idle traffic as the cluster grows (issue 12): followers acknowledge to the leader
+//! only, so datagrams per heartbeat grow linearly with the servers. Real daemons on
+//! loopback. `BENCH_ONLY_TRAFFIC=1 cargo bench --bench electd` runs only this part;
+//! `BENCH_TRAFFIC_IDLE_S` sets the measurement (default 20 s).
+
+use crate::common::{Cluster, Mode};
+use crate::{conf_extra, proc_stat, sent};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+fn idle_secs() -> u64 {
+    std::env::var("BENCH_TRAFFIC_IDLE_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20)
+}
+
+/// Cluster-wide datagrams/s and bytes/s, and per daemon CPU % (mean, max), idle.
+fn idle_cost(c: &Cluster, n: u16, secs: u64) -> (f64, f64, f64, f64) {
+    std::thread::sleep(Duration::from_secs(1));
+    let before: Vec<_> = (1..=n)
+        .map(|id| (proc_stat(c.child(id).id()).0, sent(c, id)))
+        .collect();
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(secs));
+    let dt = t0.elapsed().as_secs_f64();
+    let (mut d, mut b, mut cpu_sum, mut cpu_max) = (0u64, 0u64, 0.0f64, 0.0f64);
+    for id in 1..=n {
+        let (cpu0, (d0, b0)) = before[usize::from(id) - 1];
+        let cpu1 = proc_stat(c.child(id).id()).0;
+        let (d1, b1) = sent(c, id);
+        d += d1 - d0;
+        b += b1 - b0;
+        let pct = (cpu1 - cpu0) / dt * 100.0;
+        cpu_sum += pct;
+        cpu_max = cpu_max.max(pct);
+    }
+    (
+        d as f64 / dt,
+        b as f64 / dt,
+        cpu_sum / f64::from(n),
+        cpu_max,
+    )
+}
+
+/// Idle datagrams/s against the issue-12 targets for N = 3 (multicast and unicast), 5,
+/// 9, 17 and 33 servers.
+pub fn report(out: &mut String) {
+    let secs = idle_secs();
+    let _ = writeln!(
+        out,
+        "\n### Idle traffic as the cluster grows (one group, heartbeat 100 ms, {secs} s)\n"
+    );
+    let _ = writeln!(
+        out,
+        "Target (issue 12): datagrams/s at most 3 x N x 10; at N=3 no more frames than twice keepalived's 20/s (40/s).\n"
+    );
+    let _ = writeln!(
+        out,
+        "| N | transport | datagrams/s | target | bytes/s | CPU % per daemon (mean / max) |"
+    );
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
+    for (n, mode) in [
+        (3u16, Mode::Multicast),
+        (3, Mode::Unicast),
+        (5, Mode::Unicast),
+        (9, Mode::Unicast),
+        (17, Mode::Unicast),
+        (33, Mode::Unicast),
+    ] {
+        let c = Cluster::start_with(mode, n, &conf_extra(100, 20), &[]);
+        c.agreement(Duration::from_secs(30));
+        let (d, b, cpu, cpu_max) = idle_cost(&c, n, secs);
+        let target = if n == 3 { 40 } else { 30 * u64::from(n) };
+        let _ = writeln!(
+            out,
+            "| {n} | {mode:?} | {d:.1} | {target} | {b:.0} | {cpu:.3} / {cpu_max:.3} |"
+        );
+        eprintln!("bench traffic: N={n} {mode:?} done");
+    }
+}
