@@ -1,0 +1,557 @@
+//! The daemon: one thread, one mio loop driving the core, the UDP transport, the
+//! control socket and signals (SPEC sections 9 to 12).
+//!
+//! Every wakeup: read a bounded batch from each ready source, feed the core, then drain
+//! the core's outputs (a Persist is written and confirmed before anything after it is
+//! sent), then answer a bounded batch of control requests and tell watchers and
+//! supervisors about changes. The poll timeout is the core's next deadline.
+//!
+//! The core's `now` is CLOCK_BOOTTIME (`time::boot_now`, SPEC section 8): leases keep
+//! running through a suspend. Hook timeouts, the watchdog and log rate limits are not
+//! leases and use `Instant`.
+//!
+//! Planned handoffs (SPEC section 6, Resign): on `Event::Resigning` the daemon tells
+//! every supervisor (`electctl run`, registered with `supervise`) at once, and calls
+//! `Node::handle_released` only when each has confirmed that its command exited; a
+//! supervisor that left unconfirmed is no confirmation, and the core's own deadline
+//! lets the RESIGN go at the lease end. SIGTERM and SIGINT take the same path and the
+//! daemon exits once both RESIGNs are out.
+//!
+//! Health (SPEC section 13): the core is told one bool, the AND of the check's verdict
+//! (`health::Checks`, run on its own thread, results through a `mio::Waker`) and of
+//! every supervisor's report (`electctl run --max-restarts`). The core decides the
+//! handovers; they take the same planned-handoff path. `drain` and `undrain` are
+//! answered only once the state file holds the new drain.
+//!
+//! The loop lives here; the rest hangs off it, one concern per file: `net` (the
+//! datagram path), `handoff`, `health`, `metrics`
+//! (counters and the Prometheus text), `status` (status line, STATUS=, supervisor
+//! lines, change reports), `requests` (control-socket answers), `reload` (SIGHUP and
+//! `reload`), `signals` (the signalfd).
+
+mod handoff;
+mod health;
+mod metrics;
+mod net;
+mod reload;
+mod requests;
+mod signals;
+mod status;
+
+use metrics::Metrics;
+use reload::bind_metrics;
+use signals::signal_fd;
+pub use signals::{block_signals, unblock_signals};
+use status::View;
+
+use crate::auth::{self, Keys, ReplayWindow};
+use crate::config::{Config, Transport as Mode};
+use crate::control::{Control, NOT_LEADER, RELOAD_REFUSED, Request, Scope, error_line, json_str};
+use crate::health::{Checks, REASONS, Verdict};
+use crate::hooks::Hooks;
+use crate::http::Http;
+
+use crate::node::{Durable, Event, Handover, Node, Output, Reject, Role, Sabotage};
+use crate::notify::Notifier;
+use crate::store::{Extra, Store};
+use crate::time::{Time, boot_now};
+use crate::transport::{RECV_BUF, Transport};
+use crate::wire::{self, Kind};
+use log::{debug, error, info, warn};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const UDP_UNICAST: Token = Token(0);
+const UDP_GROUP: Token = Token(1);
+const SIGNALS: Token = Token(2);
+const CONTROL: Token = Token(3);
+/// The check runner's waker; far above the control clients' tokens (CONTROL + 1..).
+const HEALTH: Token = Token(1 << 20);
+/// The metrics listener (`metrics-listen`); its connections take the tokens after it.
+const HTTP: Token = Token(1 << 16);
+/// Datagrams read from one socket per wakeup before other sources get their turn.
+const UDP_BUDGET: usize = 256;
+/// The longest a wait may last even with no deadline (idle clients are swept).
+const MAX_WAIT: Duration = Duration::from_secs(1);
+/// The longest reason of a refused reload kept for `status` (characters).
+const MAX_REFUSAL: usize = 400;
+/// The longest part of it shown in systemd's STATUS= line (characters).
+const MAX_REFUSAL_STATUS: usize = 120;
+
+/// The environment variable that breaks the daemon on purpose for negative controls.
+pub const SABOTAGE_VAR: &str = "ELECTD_TEST_SABOTAGE";
+
+/// The election groups this daemon runs (one, `default`, until groups land).
+const GROUPS: usize = 1;
+
+/// Reads `ELECTD_TEST_SABOTAGE`: unset means none; `resign_early` sends the RESIGN of a
+/// planned handoff without waiting for supervisors (a deliberately unsafe build, for
+/// an end-to-end test's negative control); anything else is refused.
+pub fn sabotage_from_env() -> Result<Sabotage, String> {
+    let mut s = Sabotage::default();
+    match std::env::var(SABOTAGE_VAR) {
+        Err(std::env::VarError::NotPresent) => {}
+        Ok(v) if v == "resign_early" => s.resign_early = true,
+        Ok(v) => {
+            return Err(format!(
+                "{SABOTAGE_VAR}='{v}' is not a known sabotage (only 'resign_early', for tests)"
+            ));
+        }
+        Err(e) => return Err(format!("{SABOTAGE_VAR}: {e}")),
+    }
+    Ok(s)
+}
+
+fn random_seed() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most 8 bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 8, 0) };
+    if n == 8 {
+        u64::from_ne_bytes(b)
+    } else {
+        boot_now().0 ^ u64::from(std::process::id()).rotate_left(40)
+    }
+}
+
+/// A planned handoff under way: when it began and why its RESIGN left.
+#[derive(Copy, Clone, Debug)]
+struct Handoff {
+    term: u64,
+    began: Time,
+    until: Time,
+    /// Set when the daemon released the RESIGN: every supervisor had confirmed.
+    released: Option<&'static str>,
+}
+
+/// Why the daemon stopped abnormally.
+#[derive(Debug)]
+pub struct Fatal(pub String);
+
+impl std::fmt::Display for Fatal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The running daemon.
+pub struct Daemon {
+    cfg: Config,
+    id_override: Option<u16>,
+    cli_log_level: Option<log::LevelFilter>,
+    poll: Poll,
+    node: Node,
+    transport: Transport,
+    control: Control,
+    store: Store,
+    signals: i32,
+    metrics: Metrics,
+    view: View,
+    /// Rate limit of warnings per (sender, reason): one a minute.
+    warned: HashMap<(u16, &'static str), Instant>,
+    last_debug_drop: Option<Instant>,
+    udp_more: [bool; 2],
+    /// SIGTERM or SIGINT: the latest moment to exit (boot clock), after the RESIGN.
+    stopping: Option<Time>,
+    handoff: Option<Handoff>,
+    started: Instant,
+    notifier: Notifier,
+    next_watchdog: Option<Instant>,
+    hooks: Hooks,
+    keys: Option<Keys>,
+    replay: ReplayWindow,
+    durable: Durable,
+    extra: Extra,
+    send_seq: u32,
+    checks: Checks,
+    /// The health the core was last told of (the view's may change first).
+    health: Verdict,
+    /// The successor named by the latest handover begun (for the answer to `drain`).
+    last_handover_to: Option<u16>,
+    /// Why the last reload (SIGHUP or `reload`) was refused; None once one succeeds.
+    /// The refused file is still on disk: the next restart would load it.
+    config_refused: Option<String>,
+    /// `metrics-listen`: Prometheus over HTTP (SPEC section 16), if configured.
+    http: Option<Http>,
+}
+
+impl Daemon {
+    /// Loads the state, binds every socket and builds the core. Nothing runs yet.
+    pub fn start(
+        cfg: Config,
+        id_override: Option<u16>,
+        cli_log_level: Option<log::LevelFilter>,
+    ) -> Result<Daemon, Fatal> {
+        // systemd's StateDirectory and RuntimeDirectory make these in production; for
+        // a local cluster (conf/local-3.conf) the daemon makes them, private.
+        for dir in [cfg.state.parent(), cfg.socket.parent()]
+            .into_iter()
+            .flatten()
+        {
+            if !dir.as_os_str().is_empty() && !dir.exists() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o750)
+                    .create(dir)
+                    .map_err(|e| Fatal(format!("cannot create {}: {e}", dir.display())))?;
+            }
+        }
+        let mut store = Store::new(&cfg.state);
+        store.lock().map_err(|e| Fatal(e.to_string()))?;
+        let (durable, mut extra) = store.load().map_err(|e| Fatal(e.to_string()))?;
+        let keys = auth::load_keys(cfg.key_file.as_deref(), cfg.key_file_next.as_deref())
+            .map_err(Fatal)?;
+        // A new boot number, on disk before anything is sent: counters never repeat.
+        extra.boot = extra
+            .boot
+            .checked_add(1)
+            .ok_or_else(|| Fatal("boot counter exhausted".into()))?;
+        store
+            .save(&durable, &extra)
+            .map_err(|e| Fatal(e.to_string()))?;
+        let mut replay = ReplayWindow::default();
+        for (&id, &boot) in &extra.peer_boots {
+            replay.floor(id, boot);
+        }
+        // Host names are resolved here, once (SPEC section 16); a reload never does.
+        let addrs = cfg.resolve().map_err(|e| Fatal(e.to_string()))?;
+        let mut transport =
+            Transport::open(&cfg, &addrs).map_err(|e| Fatal(format!("UDP: {e}")))?;
+        let mut control = Control::bind(&cfg.socket, cfg.socket_mode, CONTROL.0)
+            .map_err(|e| Fatal(format!("control socket: {e}")))?;
+        let signals = signal_fd().map_err(|e| Fatal(format!("signals: {e}")))?;
+        let poll = Poll::new().map_err(|e| Fatal(format!("poll: {e}")))?;
+        let reg = poll.registry();
+        let fail = |e: io::Error| Fatal(format!("poll register: {e}"));
+        reg.register(&mut transport.unicast, UDP_UNICAST, Interest::READABLE)
+            .map_err(fail)?;
+        if let Some(g) = transport.group.as_mut() {
+            reg.register(g, UDP_GROUP, Interest::READABLE)
+                .map_err(fail)?;
+        }
+        reg.register(&mut SourceFd(&signals), SIGNALS, Interest::READABLE)
+            .map_err(fail)?;
+        control.register(reg, CONTROL).map_err(fail)?;
+        let http = bind_metrics(cfg.metrics_listen, reg).map_err(Fatal)?;
+        let now = boot_now();
+        let mut node_cfg = cfg.node_config(random_seed());
+        node_cfg.sabotage = sabotage_from_env().map_err(Fatal)?;
+        if node_cfg.sabotage.resign_early {
+            warn!(
+                "{SABOTAGE_VAR}=resign_early: this daemon is DELIBERATELY UNSAFE: a planned handoff releases the followers before local commands have stopped (for tests only)"
+            );
+        }
+        let mut node = Node::new(node_cfg, durable, now).map_err(|e| Fatal(e.to_string()))?;
+        if cfg.check.is_some() {
+            // SPEC section 13: a server with a check starts unhealthy.
+            node.set_health(now, false);
+        }
+        for w in cfg.warnings() {
+            warn!("{w}");
+        }
+        let waker = mio::Waker::new(poll.registry(), HEALTH)
+            .map_err(|e| Fatal(format!("poll waker: {e}")))?;
+        // After signal_fd: the runner thread inherits the mask, so signals still reach
+        // the signalfd and never the thread.
+        let checks = Checks::start(cfg.check.as_ref(), Arc::new(waker), cfg.id)
+            .map_err(|e| Fatal(format!("check runner: {e}")))?;
+        info!(
+            "electd {} started: server {} ({}) of cluster '{}', {} servers, {}, term {}, state {}",
+            env!("CARGO_PKG_VERSION"),
+            cfg.id,
+            cfg.name_of(cfg.id),
+            cfg.cluster,
+            cfg.servers.len(),
+            match &cfg.transport {
+                Mode::Unicast => "unicast".to_string(),
+                Mode::Multicast {
+                    group, interface, ..
+                } => format!("multicast {group} on {interface}"),
+            },
+            durable.term,
+            cfg.state.display()
+        );
+        if node.drained() {
+            warn!("this server is drained (state file): it will not lead until 'electctl undrain'");
+        }
+        if let Some(c) = &cfg.check {
+            info!(
+                "health check: {} every {:?} (timeout {:?}, fall {}, rise {}); unhealthy until it passes",
+                c.argv.join(" "),
+                c.interval,
+                c.timeout,
+                c.fall,
+                c.rise
+            );
+        }
+        let view = View {
+            role: Role::Follower,
+            leader: None,
+            term: durable.term,
+            lease_until: None,
+            health: checks.verdict(),
+            drained: node.drained(),
+        };
+        let notifier = Notifier::from_env().map_err(|e| Fatal(format!("NOTIFY_SOCKET: {e}")))?;
+        let hooks = Hooks::new(
+            cfg.id,
+            cfg.on_leader.clone(),
+            cfg.on_follower.clone(),
+            cfg.hook_timeout,
+        );
+        Ok(Daemon {
+            cfg,
+            id_override,
+            cli_log_level,
+            poll,
+            node,
+            transport,
+            control,
+            store,
+            signals,
+            metrics: Metrics::default(),
+            view,
+            warned: HashMap::new(),
+            last_debug_drop: None,
+            udp_more: [false; 2],
+            stopping: None,
+            handoff: None,
+            started: Instant::now(),
+            next_watchdog: notifier.watchdog_interval().map(|i| Instant::now() + i),
+            notifier,
+            hooks,
+            keys,
+            replay,
+            durable,
+            extra,
+            send_seq: 0,
+            health: checks.verdict(),
+            checks,
+            last_handover_to: None,
+            config_refused: None,
+            http,
+        })
+    }
+
+    /// Runs until SIGTERM or SIGINT (after resigning) or a fatal error.
+    pub fn run(&mut self) -> Result<(), Fatal> {
+        let mut events = Events::with_capacity(256);
+        // Sockets are bound and the state is loaded: systemd may start what depends on us.
+        self.notifier.send("READY=1");
+        self.notifier.send(&self.status_text());
+        loop {
+            let now = boot_now();
+            let busy = self.udp_more.iter().any(|&m| m)
+                || self.control.has_more()
+                || self.http.as_ref().is_some_and(Http::has_more);
+            let mut deadline = self.node.next_deadline();
+            if self.node.resign_pending() {
+                // A supervisor that left unconfirmed may hold a lease shorter than ours.
+                let departed = Time(self.control.departed_until_ns(0));
+                if departed > now {
+                    deadline = deadline.min(departed);
+                }
+            }
+            if let Some(bound) = self.stopping {
+                deadline = deadline.min(bound);
+            }
+            let mut timeout = deadline.saturating_since(now).min(MAX_WAIT);
+            let instant = Instant::now();
+            for d in [self.hooks.deadline(), self.next_watchdog]
+                .into_iter()
+                .flatten()
+            {
+                timeout = timeout.min(d.saturating_duration_since(instant));
+            }
+            if busy {
+                timeout = Duration::ZERO;
+            }
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(Fatal(format!("poll: {e}")));
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    UDP_UNICAST => self.read_udp(0)?,
+                    UDP_GROUP => self.read_udp(1)?,
+                    SIGNALS => self.on_signals()?,
+                    CONTROL => self.control.accept(self.poll.registry(), Instant::now()),
+                    // Results are taken below, every wakeup.
+                    HEALTH => {}
+                    t if self.control.owns(t) => {
+                        if ev.is_readable() || ev.is_read_closed() {
+                            self.control.readable(t, Instant::now());
+                        }
+                    }
+                    HTTP => {
+                        if let Some(h) = self.http.as_mut() {
+                            h.accept(self.poll.registry(), Instant::now());
+                        }
+                    }
+                    t if self.http.as_ref().is_some_and(|h| h.owns(t)) => {
+                        if let Some(h) = self.http.as_mut() {
+                            h.readable(t, Instant::now());
+                        }
+                    }
+                    t => debug!("event for unknown token {t:?}"),
+                }
+            }
+            for which in 0..2 {
+                if self.udp_more[which]
+                    && !events
+                        .iter()
+                        .any(|e| e.token() == [UDP_UNICAST, UDP_GROUP][which])
+                {
+                    self.read_udp(which)?;
+                }
+            }
+            self.node.handle_timeout(boot_now());
+            self.flush_node()?;
+            // Bounded: the rest stays buffered for the next wakeup (finding 7).
+            for (slot, req) in self.control.take_requests(Instant::now()) {
+                self.answer(slot, req)?;
+                // Heartbeats first: a LEAD due while answering leaves before the next.
+                self.node.handle_timeout(boot_now());
+                self.flush_node()?;
+            }
+            self.serve_http()?;
+            self.check_release()?;
+            self.checks.drain();
+            self.update_health()?;
+            self.control.flush(self.poll.registry(), Instant::now());
+            if let Some(h) = self.http.as_mut() {
+                h.flush(self.poll.registry(), Instant::now());
+            }
+            // A supervisor freed by the flush takes its health report with it.
+            if self.update_health()? {
+                self.control.flush(self.poll.registry(), Instant::now());
+            }
+            self.hooks.poll(Instant::now());
+            if let Some(next) = self.next_watchdog {
+                // Sent from the loop itself: a wedged loop stops petting, and systemd acts.
+                if Instant::now() >= next {
+                    self.notifier.send("WATCHDOG=1");
+                    let interval = self.notifier.watchdog_interval().unwrap_or(MAX_WAIT);
+                    self.next_watchdog = Some(Instant::now() + interval);
+                }
+            }
+            if let Some(bound) = self.stopping {
+                // Never before the RESIGN; at the latest the lease end plus a heartbeat.
+                let now = boot_now();
+                if self.node.resign_complete() {
+                    info!("stopped");
+                    return Ok(());
+                }
+                if now >= bound && !self.node.resign_pending() {
+                    warn!("stopped before the second RESIGN left");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Answers a bounded batch of `metrics-listen` requests, running the core's timers
+    /// between two answers as for control requests: a LEAD never waits for a batch.
+    fn serve_http(&mut self) -> Result<(), Fatal> {
+        let Some(h) = self.http.as_mut() else {
+            return Ok(());
+        };
+        for (slot, reply) in h.take_requests(self.poll.registry(), Instant::now()) {
+            // The control socket's `metrics` answer, from the same function.
+            let body = reply.wants_metrics().then(|| self.metrics_text());
+            if let Some(h) = self.http.as_mut() {
+                h.answer(slot, &reply, body.as_deref(), Instant::now());
+            }
+            self.node.handle_timeout(boot_now());
+            self.flush_node()?;
+        }
+        Ok(())
+    }
+
+    /// Drains the core: sends, durable writes (confirmed before what follows), events.
+    fn flush_node(&mut self) -> Result<(), Fatal> {
+        while let Some(out) = self.node.poll_output() {
+            match out {
+                Output::Send { dest, msg } => {
+                    // A bundle of one entry: with one election group, a flush seldom
+                    // holds two messages for one destination.
+                    let entry = [wire::Entry { group: 0, msg }];
+                    let mut bytes = Vec::with_capacity(wire::MAX_BUNDLE_LEN);
+                    match self.keys.clone() {
+                        Some(k) => {
+                            let counter = self.next_counter()?;
+                            wire::encode_bundle(
+                                msg.sender,
+                                msg.fingerprint,
+                                &entry,
+                                Some((counter, &k.current)),
+                                &mut bytes,
+                            )
+                        }
+                        None => wire::encode_bundle(
+                            msg.sender,
+                            msg.fingerprint,
+                            &entry,
+                            None,
+                            &mut bytes,
+                        ),
+                    };
+                    let (sent, errors) = self.transport.send(dest, &bytes);
+                    self.metrics.sent[msg.body.kind() as usize] += sent;
+                    self.metrics.sent_bytes += sent * bytes.len() as u64;
+                    for (to, e) in errors {
+                        self.metrics.send_errors += 1;
+                        debug!("send {} to {to}: {e}", msg.body.kind().name());
+                    }
+                }
+                Output::Persist(state) => {
+                    // Nothing that depends on this state may leave before it is on disk;
+                    // if it cannot be written, stopping is the only safe answer.
+                    self.store
+                        .save(&state, &self.extra)
+                        .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
+                    self.durable = state;
+                    self.metrics.state_writes += 1;
+                    self.node.handle_persisted(boot_now(), state);
+                }
+                Output::Event(e) => match e {
+                    Event::DualLeader { term, other } => {
+                        error!("server {other} also led term {term}")
+                    }
+                    Event::Elected { term } => debug!("won the round of term {term}"),
+                    Event::Resigning {
+                        term,
+                        until,
+                        to,
+                        reason,
+                    } => self.on_resigning(term, until, to, reason),
+                    Event::Resigned { term } => self.on_resigned(term),
+                    Event::Voted { .. } | Event::SteppedDown { .. } => {}
+                },
+            }
+        }
+        self.report_changes();
+        Ok(())
+    }
+}
+
+/// `text` on one line (control characters become '?'; sd_notify lines end at a
+/// newline) and at most `max` characters, with "..." when cut.
+fn one_line(text: &str, max: usize) -> String {
+    let mut out: String = text
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .take(max)
+        .collect();
+    if text.chars().count() > max {
+        out.push_str("...");
+    }
+    out
+}
