@@ -3,10 +3,10 @@
 //! Architecture: a pure protocol core inside thin drivers.
 //!
 //! - [`wire`]: the datagram format (SPEC section 3), encode and decode.
-//! - [`elector`]: the ELECTOR's slate and decision (SPEC section 5).
-//! - [`candidate`]: the CANDIDATE's tally board, acknowledgements and lease (section 6).
-//! - [`node`]: both machines of one server; inputs `handle_*` with `now`, outputs from
-//!   `poll_output`, timers through `next_deadline`. No clock, socket, file or global RNG.
+//! - [`core`] (also reachable as `node`): the pure protocol, both machines of one
+//!   server; inputs `handle_*` with `now`, outputs from `poll_output`, timers through
+//!   `next_deadline`. No clock, socket, file or global RNG. Its [`elector`] holds the
+//!   ELECTOR (SPEC section 5), its [`candidate`] the CANDIDATE (section 6).
 //! - [`time`], [`rng`]: the core's notion of time and its seeded jitter.
 //!
 //! The daemon (a mio loop) and the deterministic simulator (`tests/sim`) drive the same
@@ -15,16 +15,14 @@
 pub mod access;
 pub mod addr;
 pub mod auth;
-pub mod candidate;
 pub mod config;
 pub mod control;
+pub mod core;
 pub mod daemon;
-pub mod elector;
 pub mod health;
 pub mod hooks;
 pub mod http;
 pub mod json;
-pub mod node;
 pub mod notify;
 pub mod rng;
 pub mod store;
@@ -32,3 +30,7 @@ pub mod supervise;
 pub mod time;
 pub mod transport;
 pub mod wire;
+
+/// The protocol core under its earlier name (`electd::node::Node`).
+pub use crate::core as node;
+pub use crate::core::{candidate, elector};

@@ -1,0 +1,745 @@
+//! The ELECTOR (SPEC section 5): WATCHING and VOTING, the slate of claims in the
+//! current round, the pure function that turns a slate into a vote or an abstention,
+//! and the `Node` handlers of the elector's events (LEADs heard, claims, the round's
+//! timer, the decision and the vote).
+
+use super::*;
+/// One server's claim in a round, taken from its ELECT.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The term the claimant proposes (its own term + 1).
+    pub term: u64,
+    /// The newest LEAD position (term, seq) the claimant has seen.
+    pub last: (u64, u64),
+    /// The claimant's priority (higher wins ties).
+    pub priority: u8,
+    /// Servers the claimant heard within K*HBT, itself included.
+    pub heard: u8,
+    /// The claimant says it may not lead now.
+    pub ineligible: bool,
+}
+
+/// The ELECTOR's two states.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ElectorState {
+    /// Following a leader, or waiting to retry.
+    Watching,
+    /// Collecting claims for RTT before deciding.
+    Voting,
+}
+
+impl ElectorState {
+    /// The lower-case name used in status output.
+    pub fn name(self) -> &'static str {
+        match self {
+            ElectorState::Watching => "watching",
+            ElectorState::Voting => "voting",
+        }
+    }
+}
+
+/// The latest claim per server in the current round, indexed by server position.
+#[derive(Clone, Debug)]
+pub struct Slate {
+    claims: Vec<Option<Claim>>,
+    count: usize,
+}
+
+impl Slate {
+    /// An empty slate for `n` servers.
+    pub fn new(n: usize) -> Slate {
+        Slate {
+            claims: vec![None; n],
+            count: 0,
+        }
+    }
+
+    /// Records `claim` as the latest from server `idx`.
+    pub fn record(&mut self, idx: usize, claim: Claim) {
+        if self.claims[idx].replace(claim).is_none() {
+            self.count += 1;
+        }
+    }
+
+    /// Forgets every claim.
+    pub fn clear(&mut self) {
+        if self.count > 0 {
+            self.claims.iter_mut().for_each(|c| *c = None);
+            self.count = 0;
+        }
+    }
+
+    /// How many servers have a claim.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True when no server has a claim.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The claim of server `idx`, if any.
+    pub fn get(&self, idx: usize) -> Option<&Claim> {
+        self.claims[idx].as_ref()
+    }
+
+    /// The round's term: the highest proposed term among the claims.
+    pub fn round_term(&self) -> Option<u64> {
+        self.claims.iter().flatten().map(|c| c.term).max()
+    }
+}
+
+/// Everything a decision depends on, gathered by the node.
+#[derive(Debug)]
+pub struct DecisionInput<'a> {
+    /// The claims of this round, own included.
+    pub slate: &'a Slate,
+    /// Majority of the configured servers.
+    pub quorum: usize,
+    /// Per server position: configured as a witness (never eligible).
+    pub witness: &'a [bool],
+    /// Per server position: its id (smallest id breaks the last tie).
+    pub ids: &'a [u16],
+    /// Still within the startup quiet period.
+    pub quiet: bool,
+    /// The current leader's position, when it was heard within its hold.
+    pub live_leader: Option<usize>,
+    /// The highest term this server voted in, and for whom (position).
+    pub voted: (u64, Option<usize>),
+    /// Test-only: ignore the heard-count eligibility rule.
+    pub ignore_heard: bool,
+    /// The successor named by the RESIGN that opened this round (SPEC section 14).
+    pub successor: Option<usize>,
+}
+
+/// Why a server cast no vote in a round.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Abstain {
+    /// Fewer than a majority of servers made claims.
+    NoMajority,
+    /// The startup quiet period has not passed.
+    Quiet,
+    /// The live leader made no eligible claim.
+    LeaderIneligible,
+    /// No claimant is eligible.
+    NoEligible,
+    /// Already voted in this term (or a later one) for someone else.
+    AlreadyVoted,
+}
+
+/// The outcome of a round at one server.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Vote for the server at position `candidate` in `term`.
+    Vote {
+        /// The election term E.
+        term: u64,
+        /// Position of the chosen server.
+        candidate: usize,
+    },
+    /// Cast no vote.
+    Abstain(Abstain),
+}
+
+fn eligible(input: &DecisionInput<'_>, idx: usize) -> bool {
+    match input.slate.get(idx) {
+        Some(c) => {
+            !c.ineligible
+                && !input.witness[idx]
+                && (input.ignore_heard || usize::from(c.heard) >= input.quorum)
+        }
+        None => false,
+    }
+}
+
+/// Decides a round (SPEC section 5, "Decision").
+pub fn decide(input: &DecisionInput<'_>) -> Decision {
+    let Some(term) = input.slate.round_term() else {
+        return Decision::Abstain(Abstain::NoMajority);
+    };
+    if input.slate.len() < input.quorum {
+        return Decision::Abstain(Abstain::NoMajority);
+    }
+    if input.quiet {
+        return Decision::Abstain(Abstain::Quiet);
+    }
+    let choice = match input.live_leader {
+        // A server never votes for anyone else within the hold of hearing the leader:
+        // the leader's lease rests on it.
+        Some(l) if eligible(input, l) => l,
+        Some(_) => return Decision::Abstain(Abstain::LeaderIneligible),
+        // A resigning leader named its successor: chosen when it claims, eligible.
+        None if input.successor.is_some_and(|p| eligible(input, p)) => {
+            input.successor.expect("checked")
+        }
+        None => {
+            // The newest term seen, then priority, then smallest id. Not the seq: a
+            // RESIGN advances it, and the servers that heard the RESIGN before the
+            // others' claims would outrank priority (issue 11).
+            let best = (0..input.ids.len())
+                .filter(|&i| eligible(input, i))
+                .max_by_key(|&i| {
+                    let c = input.slate.get(i).expect("eligible implies a claim");
+                    (c.last.0, c.priority, std::cmp::Reverse(input.ids[i]))
+                });
+            match best {
+                Some(i) => i,
+                None => return Decision::Abstain(Abstain::NoEligible),
+            }
+        }
+    };
+    let (voted_term, voted_for) = input.voted;
+    if term > voted_term || (term == voted_term && voted_for == Some(choice)) {
+        Decision::Vote {
+            term,
+            candidate: choice,
+        }
+    } else {
+        Decision::Abstain(Abstain::AlreadyVoted)
+    }
+}
+
+impl Node {
+    /// When server `i` was last heard, directly or through the followed leader.
+    pub(super) fn last_heard(&self, i: usize) -> Option<Time> {
+        self.heard_at[i].max(self.vouched_at[i])
+    }
+
+    /// Records that the leader `s`, in a LEAD that is the newest seen, reports the
+    /// servers of `alive` heard.
+    pub(super) fn vouch(&mut self, now: Time, s: usize, alive: PeerSet) {
+        for id in alive.iter() {
+            if let Some(i) = self.index.get(usize::from(id)).copied().flatten() {
+                let i = usize::from(i);
+                if i != self.me && i != s {
+                    self.vouched_at[i] = Some(now);
+                }
+            }
+        }
+    }
+
+    pub(super) fn leader_live(&self, now: Time) -> bool {
+        self.leader.is_some() && now < self.faith_until
+    }
+
+    /// Servers heard within K*HBT + HBT, this one included. The extra heartbeat matters:
+    /// a hold timer fires K*HBT after the last LEAD, a little late on a real scheduler,
+    /// and the other followers were last heard by their ACKs of that same LEAD; with a
+    /// window of exactly K*HBT every survivor counted only itself after a leader crash,
+    /// and the first round elected nobody.
+    pub(super) fn heard_count(&self, now: Time) -> u8 {
+        let window = self.hold + self.cfg.heartbeat;
+        let others = (0..self.ids.len())
+            .filter(|&i| i != self.me)
+            .filter(|&i| {
+                self.last_heard(i)
+                    .is_some_and(|t| now.saturating_since(t) <= window)
+            })
+            .count();
+        u8::try_from(others + 1).unwrap_or(u8::MAX)
+    }
+
+    /// Forgets the leader and releases this server's faith in it (only a RESIGN of the
+    /// followed leadership, or this server's own RESIGN, may do that).
+    pub(super) fn release_leader(&mut self, now: Time) {
+        self.leader = None;
+        self.faith_until = self.faith_until.min(now);
+    }
+
+    pub(super) fn enter_voting(&mut self, now: Time) {
+        self.elector = ElectorState::Voting;
+        self.elector_deadline = now + self.cfg.rtt;
+        self.counters.rounds += 1;
+        let claim = Claim {
+            term: self.term.saturating_add(1),
+            last: self.last_seen,
+            priority: self.cfg.servers[self.me].priority,
+            heard: self.heard_count(now),
+            // A server waiting to resign may not lead the next round either.
+            // A sitting leader claims eligible even when unfit: it keeps its seat until a
+            // fit server acknowledges it (SPEC 13), and a round must be able to re-elect
+            // it in a higher term, or a server whose term ran ahead never follows it,
+            // never ACKs, and is never handed the seat (swarm seed 5138).
+            ineligible: (self.unfit() && self.leadership.is_none())
+                || self.resigned_last
+                || self.resign_pending(),
+        };
+        self.slate.record(self.me, claim);
+        if now < self.quiet_until {
+            // A server that may not vote yet stays out of other slates too: its claim
+            // would make a majority slate that cannot elect anyone, and every such round
+            // raises the others' terms for nothing.
+            return;
+        }
+        debug!(
+            "round opened: proposing term {} (heard {})",
+            claim.term, claim.heard
+        );
+        let msg = self.message(
+            claim.term,
+            Body::Elect {
+                last_term: claim.last.0,
+                last_seq: claim.last.1,
+                priority: claim.priority,
+                heard: claim.heard,
+                ineligible: claim.ineligible,
+            },
+        );
+        self.send(Dest::All, msg);
+        self.decide_if_complete(now);
+    }
+
+    pub(super) fn retry_wait(&mut self) -> Duration {
+        let rtt = crate::time::duration_nanos(self.cfg.rtt);
+        let base = Duration::from_nanos(2 * rtt + self.rng.below(rtt));
+        base.checked_mul(1 << self.retry_doublings.min(16))
+            .unwrap_or(self.hold)
+            .min(self.hold)
+    }
+
+    pub(super) fn finish_round(&mut self, now: Time) {
+        let ignore_live = self.cfg.sabotage.ignore_live_leader;
+        let decision = decide(&DecisionInput {
+            slate: &self.slate,
+            quorum: self.quorum,
+            witness: &self.witness,
+            ids: &self.ids,
+            quiet: now < self.quiet_until,
+            live_leader: if self.leader_live(now) && !ignore_live {
+                self.leader
+            } else {
+                None
+            },
+            voted: (self.voted_term, self.voted_for),
+            ignore_heard: self.cfg.sabotage.ignore_heard,
+            successor: self.successor,
+        });
+        if let (Some(p), Decision::Vote { candidate, .. }) = (self.successor.take(), decision) {
+            if p == candidate {
+                self.counters.successor_votes += 1;
+            }
+        }
+        // A round with a majority slate is worth retrying soon (its heard counts may just
+        // have been stale); a round without one backs off, so a cut-off server stays quiet.
+        // A majority slate in which every claim says INELIGIBLE (every server unhealthy,
+        // drained or a witness) cannot elect anyone until one turns fit, which restarts
+        // the rounds at once (on_fit): back off too, rather than repeat it every 2-3 RTT.
+        // Not after this server's own resignation: it is eligible again in the next round
+        // (its INELIGIBLE claim was for this one only), so that round must come soon.
+        let all_ineligible = !self.resigned_last
+            && (0..self.ids.len()).all(|i| self.slate.get(i).is_none_or(|c| c.ineligible));
+        if self.slate.len() >= self.quorum && !all_ineligible {
+            self.retry_doublings = 0;
+        } else {
+            self.retry_doublings = self.retry_doublings.saturating_add(1);
+        }
+        self.elector = ElectorState::Watching;
+        self.slate.clear();
+        self.resigned_last = false;
+        let wait = self.retry_wait();
+        self.elector_deadline = now + wait;
+        match decision {
+            Decision::Vote { term, candidate } => self.cast_vote(now, term, candidate),
+            Decision::Abstain(why) => {
+                self.counters.abstentions += 1;
+                if why != Abstain::NoMajority {
+                    debug!("round closed without a vote: {why:?}");
+                }
+            }
+        }
+    }
+
+    pub(super) fn cast_vote(&mut self, now: Time, term: u64, candidate: usize) {
+        self.counters.votes += 1;
+        self.voted_term = term;
+        self.voted_for = Some(candidate);
+        self.term = self.term.max(term);
+        self.persist();
+        debug!("voting for {} in term {term}", self.ids[candidate]);
+        if candidate == self.me {
+            // A round after its resignation chose this server: its votes count again.
+            self.refuse_votes_upto = self.refuse_votes_upto.min(term.saturating_sub(1));
+            // Delivered locally, but only once the vote is durable, like any other.
+            self.held.push_back(Held::SelfVote(term));
+            self.release(now);
+        } else {
+            let msg = self.message(
+                term,
+                Body::Vote {
+                    candidate: self.ids[candidate],
+                },
+            );
+            self.send(Dest::One(self.ids[candidate]), msg);
+        }
+    }
+
+    pub(super) fn on_elect(&mut self, now: Time, s: usize, claim: Claim) {
+        if self.leader_live(now) && self.is_straggler(&claim) {
+            return;
+        }
+        // A claim for a term we have reached opens no round: it comes from a round that
+        // just closed, or from a server behind us, which our next LEAD or our own retry
+        // timer (always armed without a leader) will bring along. Without this, the
+        // tail of one round's claims opened the next round at every server.
+        if self.elector == ElectorState::Watching && claim.term <= self.term {
+            return;
+        }
+        self.slate.record(s, claim);
+        if self.elector == ElectorState::Watching {
+            self.enter_voting(now);
+        }
+        self.decide_if_complete(now);
+    }
+
+    /// True once every server we can expect a claim from has made one: each server heard
+    /// within K*HBT + HBT, except a leader whose hold has run out. Waiting the rest of
+    /// the window could not change the slate, so the round may be decided now. Any slate
+    /// is safe to decide on; this only saves up to RTT on every election, and makes a
+    /// resignation's handoff nearly immediate (every server claims at once).
+    pub(super) fn slate_complete(&self, now: Time) -> bool {
+        if self.slate.len() < self.quorum {
+            return false;
+        }
+        // Only a converged round: every claim proposes the same term. A server catching
+        // up on a backlog of old claims waits the window out, instead of deciding one
+        // round per stale claim (and raising its term each time).
+        let e = self.slate.round_term();
+        if (0..self.ids.len()).any(|i| self.slate.get(i).is_some_and(|c| Some(c.term) != e)) {
+            return false;
+        }
+        // A live leader that claims INELIGIBLE has resigned: its RESIGN, sent first, is
+        // still in flight. Deciding now would abstain for it and split the round.
+        if let Some(l) = self.leader.filter(|_| self.leader_live(now)) {
+            if self.slate.get(l).is_some_and(|c| c.ineligible) {
+                return false;
+            }
+        }
+        let window = self.hold + self.cfg.heartbeat;
+        let dead_leader = self.leader.filter(|_| !self.leader_live(now));
+        (0..self.ids.len()).all(|i| {
+            self.slate.get(i).is_some()
+                || Some(i) == dead_leader
+                || self
+                    .last_heard(i)
+                    .is_none_or(|t| now.saturating_since(t) > window)
+        })
+    }
+
+    pub(super) fn decide_if_complete(&mut self, now: Time) {
+        if self.elector == ElectorState::Voting
+            && !self.cfg.sabotage.full_window
+            && self.slate_complete(now)
+            && self.slate_has_eligible()
+        {
+            self.finish_round(now);
+        }
+    }
+
+    /// True when some claim in the slate could be chosen. A round in which nobody is
+    /// eligible (every server unhealthy or drained, say) is not decided early: it would
+    /// end without a vote, so without raising the term, and every claim of that term
+    /// arriving just after it (a duplicate, a late one) would open another round at
+    /// once, whose claim did the same elsewhere: an ELECT storm at network speed. Left
+    /// open for its window, a round absorbs them.
+    pub(super) fn slate_has_eligible(&self) -> bool {
+        (0..self.ids.len()).any(|i| {
+            self.slate.get(i).is_some_and(|c| {
+                !c.ineligible
+                    && !self.witness[i]
+                    && (self.cfg.sabotage.ignore_heard || usize::from(c.heard) >= self.quorum)
+            })
+        })
+    }
+
+    /// True for a claim from a server that cannot be hearing our live leader: it proposes
+    /// a term we are past, or (in our term) it is behind by at least max(K-1, 2) of the
+    /// leader's LEADs (a follower whose hold expired missed K-1 at least; a healthy one
+    /// is at most one behind, the LEAD in flight). Ignoring it is always safe (it only
+    /// means we do not vote), and it keeps a cut-off or one-way-deaf follower from
+    /// re-electing a healthy leader over and over: the leader's next LEAD it does hear
+    /// brings it up to date.
+    pub(super) fn is_straggler(&self, claim: &Claim) -> bool {
+        let (term, seq) = self.last_seen;
+        let lag = u64::from(self.cfg.missed_heartbeats - 1).max(2);
+        if claim.term > term.saturating_add(1) {
+            // Its term is ahead of our leader's: it cannot accept our leader's LEADs, and
+            // only a round (re-electing our leader in its term) can bring the two
+            // together. Ahead of the leadership, not of our own term: a leader whose own
+            // term ran ahead of the term it leads (it voted for itself in a round that
+            // did not re-elect it) ignored such a claimant as a straggler for good, and
+            // the claimant never followed again (swarm seed 75336 of 100,000).
+            return false;
+        }
+        claim.term <= self.term
+            || claim.last.0 < term
+            || (claim.last.0 == term && claim.last.1.saturating_add(lag) <= seq)
+    }
+
+    /// The faith a LEAD carrying `hold_ms` earns: max(own K*HBT, its hold), exactly.
+    pub(super) fn faith_hold(&self, hold_ms: u32) -> Duration {
+        self.hold.max(Duration::from_millis(u64::from(hold_ms)))
+    }
+
+    /// The ELECTOR's part of accepting a LEAD (from another server or from itself): the
+    /// leader, its position, and faith until max(faith_until, now + hold). A later LEAD
+    /// never shortens what an earlier one promised (SPEC section 5, WATCHING).
+    pub(super) fn watch_leader(
+        &mut self,
+        now: Time,
+        s: usize,
+        term: u64,
+        seq: u64,
+        hold: Duration,
+    ) {
+        if self.leader != Some(s) {
+            self.counters.leader_changes += 1;
+            if s != self.me {
+                info!("following leader {} in term {term}", self.ids[s]);
+            }
+        }
+        self.leader = Some(s);
+        self.successor = None;
+        self.faith_until = if self.cfg.sabotage.hold_replaced {
+            now + hold
+        } else {
+            self.faith_until.max(now + hold)
+        };
+        self.last_seen = self.last_seen.max((term, seq));
+        self.retry_doublings = 0;
+        let round_over = match self.elector {
+            ElectorState::Watching => true,
+            ElectorState::Voting => self.slate.round_term().is_none_or(|e| term >= e),
+        };
+        if round_over {
+            self.elector = ElectorState::Watching;
+            self.slate.clear();
+            self.elector_deadline = self.faith_until;
+            // The round after a resignation is over (a leader followed): a server that
+            // resigned is INELIGIBLE for that round only. Cleared in finish_round alone,
+            // the flag outlived a round that a LEAD ended, and the next round, seconds
+            // later, found this server INELIGIBLE for nothing.
+            self.resigned_last = false;
+        }
+    }
+
+    /// Updates the hold promise for a LEAD accepted at `now` that earns `hold` of faith
+    /// (SPEC section 4): it grows at once, and shrinks to `hold` only once the faith
+    /// owed for longer holds has run out to within `hold`. So at every moment the
+    /// promise covers the faith still owed, and is never a lifetime maximum.
+    pub(super) fn update_promise(&mut self, now: Time, hold: Duration) {
+        if hold >= self.promise || self.faith_until <= now + hold {
+            if hold < self.promise {
+                debug!("hold promise shrinks from {:?} to {hold:?}", self.promise);
+            }
+            self.promise = hold;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(term: u64, last: (u64, u64), heard: u8) -> Claim {
+        Claim {
+            term,
+            last,
+            priority: 0,
+            heard,
+            ineligible: false,
+        }
+    }
+
+    struct Fixture {
+        slate: Slate,
+        witness: Vec<bool>,
+        ids: Vec<u16>,
+    }
+
+    impl Fixture {
+        fn new(n: usize) -> Fixture {
+            Fixture {
+                slate: Slate::new(n),
+                witness: vec![false; n],
+                ids: (1..=n as u16).collect(),
+            }
+        }
+        fn input(&self) -> DecisionInput<'_> {
+            DecisionInput {
+                slate: &self.slate,
+                quorum: self.ids.len() / 2 + 1,
+                witness: &self.witness,
+                ids: &self.ids,
+                quiet: false,
+                live_leader: None,
+                voted: (0, None),
+                ignore_heard: false,
+                successor: None,
+            }
+        }
+    }
+
+    #[test]
+    fn abstains_without_a_majority_slate() {
+        let mut f = Fixture::new(5);
+        f.slate.record(0, claim(3, (2, 9), 5));
+        f.slate.record(1, claim(3, (2, 9), 5));
+        assert_eq!(decide(&f.input()), Decision::Abstain(Abstain::NoMajority));
+        f.slate.record(2, claim(2, (1, 1), 5));
+        assert_eq!(
+            decide(&f.input()),
+            Decision::Vote {
+                term: 3,
+                candidate: 0
+            }
+        );
+    }
+
+    #[test]
+    fn picks_newest_term_then_priority_then_smallest_id() {
+        let mut f = Fixture::new(3);
+        f.slate.record(0, claim(4, (1, 9), 3));
+        f.slate.record(1, claim(4, (2, 5), 3));
+        f.slate.record(2, claim(5, (2, 7), 3));
+        // Newest term 2 ties between 1 and 2 (the seq does not rank: a RESIGN advances
+        // it): smallest id wins; E is the highest claim.
+        assert_eq!(
+            decide(&f.input()),
+            Decision::Vote {
+                term: 5,
+                candidate: 1
+            }
+        );
+        let mut c = *f.slate.get(2).unwrap();
+        c.priority = 9;
+        f.slate.record(2, c);
+        assert_eq!(
+            decide(&f.input()),
+            Decision::Vote {
+                term: 5,
+                candidate: 2
+            }
+        );
+    }
+
+    #[test]
+    fn a_named_successor_wins_when_eligible_and_only_then() {
+        let mut f = Fixture::new(3);
+        f.slate.record(0, claim(4, (2, 5), 3));
+        f.slate.record(1, claim(4, (2, 5), 3));
+        let mut c = claim(4, (2, 5), 3);
+        c.priority = 9;
+        f.slate.record(2, c);
+        let mut i = f.input();
+        i.successor = Some(1);
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 1
+            },
+            "over a higher priority"
+        );
+        // Ineligible or absent: the usual choice.
+        let mut c = *f.slate.get(1).unwrap();
+        c.ineligible = true;
+        f.slate.record(1, c);
+        let mut i = f.input();
+        i.successor = Some(1);
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 2
+            }
+        );
+        let mut f = Fixture::new(3);
+        f.slate.record(0, claim(4, (2, 5), 3));
+        f.slate.record(2, claim(4, (2, 5), 3));
+        let mut i = f.input();
+        i.successor = Some(1);
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 0
+            }
+        );
+        // Never over a live leader.
+        i.live_leader = Some(2);
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 2
+            }
+        );
+    }
+
+    #[test]
+    fn heard_count_witness_and_ineligible_flag_exclude() {
+        let mut f = Fixture::new(3);
+        f.slate.record(0, claim(4, (9, 9), 1)); // newest, but heard only itself
+        f.slate.record(1, claim(4, (2, 7), 2));
+        f.slate.record(2, claim(4, (2, 8), 3));
+        f.witness[2] = true;
+        assert_eq!(
+            decide(&f.input()),
+            Decision::Vote {
+                term: 4,
+                candidate: 1
+            }
+        );
+        let mut i = f.input();
+        i.ignore_heard = true;
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 0
+            }
+        );
+        let mut c = *f.slate.get(1).unwrap();
+        c.ineligible = true;
+        f.slate.record(1, c);
+        assert_eq!(decide(&f.input()), Decision::Abstain(Abstain::NoEligible));
+    }
+
+    #[test]
+    fn live_leader_is_sticky_and_votes_are_never_changed() {
+        let mut f = Fixture::new(3);
+        f.slate.record(0, claim(4, (3, 1), 3));
+        let mut c1 = claim(4, (3, 9), 3);
+        c1.priority = 1;
+        f.slate.record(1, c1);
+        let mut i = f.input();
+        i.live_leader = Some(0);
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 0
+            }
+        );
+        i.live_leader = Some(2); // live leader made no claim
+        assert_eq!(decide(&i), Decision::Abstain(Abstain::LeaderIneligible));
+        i.live_leader = None;
+        i.voted = (4, Some(0));
+        assert_eq!(decide(&i), Decision::Abstain(Abstain::AlreadyVoted));
+        i.voted = (4, Some(1));
+        assert_eq!(
+            decide(&i),
+            Decision::Vote {
+                term: 4,
+                candidate: 1
+            },
+            "a resend is allowed"
+        );
+        i.voted = (5, Some(1));
+        assert_eq!(decide(&i), Decision::Abstain(Abstain::AlreadyVoted));
+        i.voted = (0, None);
+        i.quiet = true;
+        assert_eq!(decide(&i), Decision::Abstain(Abstain::Quiet));
+    }
+}

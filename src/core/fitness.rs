@@ -1,0 +1,198 @@
+//! Health, drain and preference (SPEC sections 13 and 14): what this server may
+//! claim, what it knows of its peers' fitness, and when a leader hands over.
+
+use super::*;
+
+impl Node {
+    /// Sets this server's health (its checks and supervisors, SPEC section 13). An
+    /// unhealthy server claims INELIGIBLE and says UNFIT in its ACKs; an unhealthy
+    /// leader hands over as soon as another server is known to be fit, and keeps
+    /// leading while none is.
+    pub fn set_health(&mut self, now: Time, healthy: bool) {
+        self.on_time(now);
+        let was = self.unfit();
+        self.healthy = healthy;
+        self.on_unfit(now, was);
+        self.consider_handover(now);
+        self.check_invariants(now);
+    }
+
+    /// A leader that just turned unfit sends a LEAD at once: its UNFIT flag tells the
+    /// followers, and their ACKs of it say who is fit now. A handover waits for those.
+    pub(super) fn on_unfit(&mut self, now: Time, was_unfit: bool) {
+        if was_unfit && !self.unfit() {
+            // Turned fit: without a live leader, a round now, not at the backed-off
+            // retry (rounds back off while every claim is INELIGIBLE).
+            if self.elector == ElectorState::Watching
+                && self.leadership.is_none()
+                && !self.leader_live(now)
+            {
+                self.retry_doublings = 0;
+                self.elector_deadline = self.elector_deadline.min(now);
+                self.on_time(now);
+            }
+            return;
+        }
+        if was_unfit || !self.unfit() || self.resign != Resign::Idle {
+            return;
+        }
+        if self.leadership.is_some() {
+            self.send_lead(now);
+        }
+        if let Some(l) = &self.leadership {
+            self.unfit_from = (l.term, l.seq);
+            self.unfit_wait = Some(now + self.cfg.rtt);
+        }
+    }
+
+    /// Drains (true) or undrains this server (`electctl drain`, SPEC section 13). The
+    /// drain is persisted; a drained leader hands over as an unhealthy one does.
+    pub fn set_drained(&mut self, now: Time, drained: bool) {
+        self.on_time(now);
+        let was = self.unfit();
+        self.drained = drained;
+        self.persist();
+        self.on_unfit(now, was);
+        self.consider_handover(now);
+        self.check_invariants(now);
+    }
+
+    /// The health last set by `set_health`.
+    pub fn healthy(&self) -> bool {
+        self.healthy
+    }
+
+    /// True while drained.
+    pub fn drained(&self) -> bool {
+        self.drained
+    }
+
+    /// True when this server may not lead now: a witness, unhealthy or drained.
+    pub fn unfit(&self) -> bool {
+        self.witness[self.me] || !self.healthy || self.drained
+    }
+
+    /// Whether server `id` is known fit at `now`: `Some(true)` when its latest ACK or
+    /// ELECT, heard within K*HBT + HBT, said it could lead; `Some(false)` when it said it
+    /// could not (a witness never can); `None` when no such report came within that
+    /// window (a leader's, for one: LEADs carry none).
+    pub fn peer_fit(&self, now: Time, id: u16) -> Option<bool> {
+        let i = usize::from(self.index[usize::from(id.min(255))]?);
+        let window = self.hold + self.cfg.heartbeat;
+        // A leader sends no ACKs and no ELECTs: its last report goes stale, and
+        // stale is unknown, not unfit.
+        let reported = self.fit_at[i].is_some_and(|t| now.saturating_since(t) <= window);
+        if !reported {
+            return None;
+        }
+        Some(self.known_fit(now, i))
+    }
+
+    /// Records a fitness report from server `s`: `fit_since` restarts after a report
+    /// that said unfit or after a silence longer than K*HBT + HBT.
+    pub(super) fn note_fitness(&mut self, now: Time, s: usize, fit: bool) {
+        let window = self.hold + self.cfg.heartbeat;
+        let fresh = self.fit_at[s].is_some_and(|t| now.saturating_since(t) <= window);
+        if !fit {
+            // Remembered as a report (for `peer_fit`); `known_fit` needs `fit_since`.
+            self.fit_since[s] = None;
+            self.fit_at[s] = Some(now);
+            return;
+        }
+        if !fresh || self.fit_since[s].is_none() {
+            self.fit_since[s] = Some(now);
+        }
+        self.fit_at[s] = Some(now);
+    }
+
+    /// Server `i` acknowledged, as fit, a LEAD of this leader at or after position
+    /// `from` and no older than the one before the newest: it is alive and fit now.
+    pub(super) fn acked_fit_since(&self, i: usize, from: (u64, u64)) -> bool {
+        let Some(l) = &self.leadership else {
+            return false;
+        };
+        let ack = self.fit_ack[i];
+        ack >= from && ack.0 == l.term && ack.1.saturating_add(2) >= l.seq
+    }
+
+    /// Server `i` was reported fit within K*HBT + HBT and never unfit since.
+    pub(super) fn known_fit(&self, now: Time, i: usize) -> bool {
+        let window = self.hold + self.cfg.heartbeat;
+        i != self.me
+            && !self.witness[i]
+            && self.fit_since[i].is_some()
+            && self.fit_at[i].is_some_and(|t| now.saturating_since(t) <= window)
+    }
+
+    /// A leader with a valid lease hands over when it is unfit and another server is
+    /// known fit, or when a server of higher priority has been fit for `preempt-delay`
+    /// (SPEC sections 13, 14). The successor is the fit server of highest priority, then
+    /// smallest id.
+    pub(super) fn consider_handover(&mut self, now: Time) {
+        if self.resign != Resign::Idle || !self.is_leader(now) {
+            return;
+        }
+        let mine = self.cfg.servers[self.me].priority;
+        let best = |want: &dyn Fn(usize) -> bool| {
+            (0..self.ids.len())
+                .filter(|&i| self.known_fit(now, i) && want(i))
+                .max_by_key(|&i| (self.cfg.servers[i].priority, std::cmp::Reverse(self.ids[i])))
+        };
+        let (to, reason) = if self.unfit() {
+            let reason = if self.drained {
+                Handover::Drain
+            } else {
+                Handover::Health
+            };
+            let from = self.unfit_from;
+            // Wait for the answers to the LEAD sent when this server turned unfit: all
+            // of them from the servers heard lately, or RTT.
+            let window = self.hold + self.cfg.heartbeat;
+            let answered = (0..self.ids.len()).all(|i| {
+                i == self.me
+                    || self.witness[i]
+                    || self.ack_pos[i] >= from
+                    || self.heard_at[i].is_none_or(|t| now.saturating_since(t) > window)
+            });
+            if !answered && self.unfit_wait.is_some_and(|t| now < t) {
+                return;
+            }
+            (best(&|i| self.acked_fit_since(i, from)), reason)
+        } else if let Some(delay) = self.cfg.preempt_delay {
+            // A server named successor keeps the seat for the delay before preempting.
+            let named = self
+                .named_at
+                .is_some_and(|t| now.saturating_since(t) < delay);
+            let p = best(&|i| {
+                !named
+                    && self.cfg.servers[i].priority > mine
+                    && self.fit_since[i].is_some_and(|t| now.saturating_since(t) >= delay)
+                    && self.acked_fit_since(i, (0, 0))
+            });
+            (p, Handover::Preempt)
+        } else {
+            (None, Handover::Preempt)
+        };
+        if let Some(to) = to {
+            info!(
+                "handing over to server {} ({})",
+                self.ids[to],
+                match reason {
+                    Handover::Health => "this server is unhealthy",
+                    Handover::Drain => "this server is drained",
+                    _ => "it has higher priority and was fit for preempt-delay",
+                }
+            );
+            self.begin_resign(now, Some(to), reason);
+        }
+    }
+
+    /// Applies a new `preempt-delay` (SIGHUP). Fitness already heard keeps counting:
+    /// `fit_since` does not depend on the delay, so the new value applies at once.
+    pub fn set_preempt_delay(&mut self, now: Time, delay: Option<Duration>) {
+        self.on_time(now);
+        self.cfg.preempt_delay = delay;
+        self.consider_handover(now);
+        self.check_invariants(now);
+    }
+}

@@ -1,0 +1,606 @@
+//! The protocol core: both machines of one server, driven by `handle_*` and drained by
+//! `poll_output` (SPEC sections 4 to 6).
+//!
+//! A `Node` never reads a clock, touches a socket or a file, or draws from a global
+//! random generator: `now` comes in with every call, randomness from the seed, and
+//! everything it wants done comes out of `poll_output`. State that must be durable is
+//! asked for with `Output::Persist`; every datagram queued after such a request is held
+//! back until the driver confirms the write with `handle_persisted`.
+//!
+//! One concern per file: `types` (what goes in and out), [`elector`] (WATCHING and
+//! VOTING: claims, the decision, the vote), [`candidate`] (FOLLOWER and LEADER: tally,
+//! heartbeats, acknowledgements, lease, resignation), `fitness` (health, drain,
+//! preference, handover), `checks` (invariants), `timers` (the table of deadlines). This file holds the `Node`, its inputs,
+//! its timers and its outputs.
+
+pub mod candidate;
+mod checks;
+pub mod elector;
+mod fitness;
+mod timers;
+mod types;
+
+pub use timers::Timer;
+pub use types::*;
+
+use crate::rng::SplitMix64;
+use crate::time::Time;
+use crate::wire::{Body, Message, PeerSet};
+use candidate::{Leadership, Tally};
+use elector::{Claim, ElectorState, Slate};
+use log::{debug, error, info, warn};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// An output waiting for a durable write.
+#[derive(Clone, Debug)]
+enum Held {
+    Send(Dest, Message),
+    SelfVote(u64),
+    /// A re-election to this term, applied once led_term = term is durable.
+    Reelect(u64),
+}
+
+/// A planned handoff in progress (SPEC section 6, Resign).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Resign {
+    /// No handoff under way.
+    Idle,
+    /// No longer reporting leader; waiting for local supervisors to confirm that their
+    /// commands exited, at most until `until` (the lease end). No LEAD leaves meanwhile.
+    Waiting {
+        term: u64,
+        seq: u64,
+        until: Time,
+        to: Option<usize>,
+    },
+    /// The first RESIGN left; the second is due at `at`.
+    Again {
+        term: u64,
+        seq: u64,
+        at: Time,
+        to: Option<usize>,
+    },
+}
+
+/// One server's protocol state: ELECTOR and CANDIDATE.
+#[derive(Debug)]
+pub struct Node {
+    cfg: NodeConfig,
+    me: usize,
+    ids: Vec<u16>,
+    witness: Vec<bool>,
+    index: Vec<Option<u8>>,
+    quorum: usize,
+    hold: Duration,
+    lease_len: Duration,
+    rng: SplitMix64,
+
+    term: u64,
+    voted_term: u64,
+    voted_for: Option<usize>,
+    /// The highest term led (persisted): never lead a term at or below it.
+    led_term: u64,
+    /// After a resignation, VOTEs for this server up to this term are ignored until a
+    /// round of its own chooses it again (volatile).
+    refuse_votes_upto: u64,
+    /// The longest faith this server may still owe (persisted, rounded up to ms).
+    promise: Duration,
+
+    /// The health the driver reports (checks, `electctl run --max-restarts`).
+    healthy: bool,
+    /// Drained by the operator (persisted).
+    drained: bool,
+    /// Per server: when it last reported its fitness (an ACK, with or without UNFIT; an
+    /// ELECT, with or without INELIGIBLE), and since when it has been reported fit
+    /// continuously (None after an unfit report) (SPEC sections 13, 14).
+    fit_at: Vec<Option<Time>>,
+    fit_since: Vec<Option<Time>>,
+    /// Per server, for a leader: the position (term, seq) of the LEAD acknowledged by its
+    /// latest ACK that said fit ((0, 0) after an unfit one). A handover needs an ACK of a
+    /// recent LEAD: a fit report dated by its receipt could be a late copy, or come from
+    /// a server that crashed or froze since (issue 11 review).
+    fit_ack: Vec<(u64, u64)>,
+    /// The position of the first LEAD this leader sent after it turned unfit: a health or
+    /// drain handover goes only to a server that acknowledged it (or a later one) as fit,
+    /// so a fault shared by every server, noticed a moment later by some, is not handed
+    /// to a server that is already failing.
+    unfit_from: (u64, u64),
+    /// Until when an unfit leader collects the ACKs of that LEAD before it picks a
+    /// successor (RTT after it left; sooner once every live server has answered), so
+    /// the successor is the best fit server, not the first to answer.
+    unfit_wait: Option<Time>,
+    /// Per server, the position of the newest current LEAD it acknowledged (fit or not).
+    ack_pos: Vec<(u64, u64)>,
+    /// When a RESIGN named this server as successor: its preempt-delay counts from then,
+    /// so `yield --to` is not undone at once by a preemption (issue 11).
+    named_at: Option<Time>,
+    /// The successor named by the RESIGN that released this server, for the round it
+    /// opened.
+    successor: Option<usize>,
+
+    leader: Option<usize>,
+    /// No vote for anyone but `leader` before this time (SPEC section 5).
+    faith_until: Time,
+    last_seen: (u64, u64),
+    /// Per server, when a datagram of it last arrived here.
+    heard_at: Vec<Option<Time>>,
+    /// Per server, when the followed leader last said it had heard it (the `alive` map
+    /// of a LEAD): followers acknowledge to the leader only, so a follower learns from
+    /// the leader which other followers are alive.
+    vouched_at: Vec<Option<Time>>,
+
+    elector: ElectorState,
+    elector_deadline: Time,
+    slate: Slate,
+    retry_doublings: u32,
+    resigned_last: bool,
+
+    tally: Tally,
+    leadership: Option<Leadership>,
+    resign: Resign,
+
+    quiet_until: Time,
+    last_now: Time,
+    /// The term when the last input was handled (invariant: a term never falls).
+    checked_term: u64,
+    durable: Durable,
+    requested: Option<Durable>,
+    held: VecDeque<Held>,
+    out: VecDeque<Output>,
+    counters: Counters,
+}
+
+/// K*HBT*(1-2*rho): how long a majority's acknowledgement lets a leader lead.
+fn lease_len(hold: Duration, drift_ppm: u32) -> Duration {
+    let ns = crate::time::duration_nanos(hold) as u128;
+    Duration::from_nanos((ns * u128::from(1_000_000 - 2 * drift_ppm) / 1_000_000) as u64)
+}
+
+/// A duration in whole milliseconds, rounded up (a hold must never shrink in transit).
+fn ms_ceil(d: Duration) -> u32 {
+    let ns = crate::time::duration_nanos(d);
+    u32::try_from(ns.div_ceil(1_000_000)).unwrap_or(u32::MAX)
+}
+
+fn ms_floor(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
+impl Node {
+    /// Starts a server at `now` with the state read from its state file.
+    pub fn new(cfg: NodeConfig, durable: Durable, now: Time) -> Result<Node, ConfigError> {
+        cfg.validate()?;
+        let n = cfg.servers.len();
+        let mut index = vec![None; 256];
+        for (i, s) in cfg.servers.iter().enumerate() {
+            index[usize::from(s.id)] = Some(i as u8);
+        }
+        let me = index[usize::from(cfg.id)]
+            .map(usize::from)
+            .ok_or(ConfigError::NotListed(cfg.id))?;
+        let hold = cfg.hold();
+        let lease_len = lease_len(hold, cfg.drift_ppm);
+        // Before a restart this server may have promised a leader its hold: stay quiet
+        // for the hold promise on disk (SPEC section 5, Decision).
+        let promise = Duration::from_millis(u64::from(durable.hold_ms));
+        let quiet = hold.max(promise);
+        let voted_for = index[usize::from(durable.voted_for)].map(usize::from);
+        let term = durable.term.max(durable.voted_term);
+        Ok(Node {
+            me,
+            ids: cfg.servers.iter().map(|s| s.id).collect(),
+            witness: cfg.servers.iter().map(|s| s.witness).collect(),
+            index,
+            quorum: cfg.quorum(),
+            hold,
+            lease_len,
+            rng: SplitMix64::new(cfg.seed ^ u64::from(cfg.id).rotate_left(32)),
+            term,
+            voted_term: durable.voted_term,
+            voted_for,
+            led_term: durable.led_term,
+            refuse_votes_upto: 0,
+            promise,
+            healthy: true,
+            drained: durable.drained,
+            fit_at: vec![None; n],
+            fit_since: vec![None; n],
+            fit_ack: vec![(0, 0); n],
+            unfit_from: (0, 0),
+            unfit_wait: None,
+            ack_pos: vec![(0, 0); n],
+            named_at: None,
+            successor: None,
+            leader: None,
+            faith_until: Time::ZERO,
+            last_seen: (0, 0),
+            heard_at: vec![None; n],
+            vouched_at: vec![None; n],
+            elector: ElectorState::Watching,
+            elector_deadline: now + cfg.heartbeat * 5,
+            slate: Slate::new(n),
+            retry_doublings: 0,
+            resigned_last: false,
+            tally: Tally::new(n),
+            leadership: None,
+            resign: Resign::Idle,
+            quiet_until: now + quiet,
+            last_now: now,
+            checked_term: term,
+            durable,
+            requested: None,
+            held: VecDeque::new(),
+            out: VecDeque::new(),
+            counters: Counters::default(),
+            cfg,
+        })
+    }
+
+    // ----- inputs -------------------------------------------------------------------
+
+    /// Handles a decoded datagram received at `now`.
+    pub fn handle_datagram(&mut self, now: Time, msg: &Message) -> Result<(), Reject> {
+        let s = self.index[usize::from(msg.sender.min(255))]
+            .map(usize::from)
+            .ok_or(Reject::UnknownSender)?;
+        if s == self.me {
+            return Err(Reject::OwnEcho);
+        }
+        if msg.fingerprint != self.cfg.fingerprint {
+            return Err(Reject::Fingerprint);
+        }
+        self.admit(msg)?;
+        // Heard first: a round that the timer opens in this same call counts the sender.
+        self.heard_at[s] = Some(now);
+        self.on_time(now);
+        match msg.body {
+            Body::Lead {
+                seq,
+                hold_ms,
+                resign,
+                successor,
+                unfit: lead_unfit,
+                alive,
+            } => {
+                if resign {
+                    self.on_resign(now, s, msg.term, seq, successor);
+                } else {
+                    let newest = msg.term >= self.term && (msg.term, seq) > self.last_seen;
+                    if newest && !self.cfg.sabotage.ignore_alive {
+                        // Before the ACK leaves: its UNFIT flag counts the servers heard.
+                        self.vouch(now, s, alive);
+                    }
+                    self.on_lead(now, s, msg.term, seq, hold_ms);
+                    if newest && self.leader == Some(s) {
+                        self.note_fitness(now, s, !lead_unfit);
+                    }
+                }
+            }
+            Body::Elect {
+                last_term,
+                last_seq,
+                priority,
+                heard,
+                ineligible,
+            } => {
+                let claim = Claim {
+                    term: msg.term,
+                    last: (last_term, last_seq),
+                    priority,
+                    heard,
+                    ineligible,
+                };
+                // Fit means it could be elected: eligible, and hearing a majority (SPEC
+                // section 5). A server that hears too few is no successor, however healthy.
+                // Only a claim of a round under way (a late claim of an old round says
+                // nothing about now).
+                if msg.term > self.term {
+                    self.note_fitness(now, s, !ineligible && usize::from(heard) >= self.quorum);
+                }
+                self.on_elect(now, s, claim)
+            }
+            Body::Vote { candidate } => {
+                if candidate == self.cfg.id {
+                    self.on_vote(now, s, msg.term);
+                }
+            }
+            Body::Ack { seq, unfit } => {
+                // Only an ACK of the newest LEAD, or the one before, tells how the sender
+                // is now: a late copy of an old ACK must not make a failing server look
+                // fit (issue 11 review).
+                let current = match &self.leadership {
+                    Some(l) => msg.term == l.term && seq.saturating_add(1) >= l.seq,
+                    None => (msg.term, seq.saturating_add(1)) >= self.last_seen,
+                };
+                if current {
+                    self.ack_pos[s] = self.ack_pos[s].max((msg.term, seq));
+                    self.note_fitness(now, s, !unfit);
+                    self.fit_ack[s] = if unfit {
+                        (0, 0)
+                    } else {
+                        self.fit_ack[s].max((msg.term, seq))
+                    };
+                }
+                self.on_ack(s, msg.term, seq)
+            }
+        }
+        self.consider_handover(now);
+        self.check_invariants(now);
+        Ok(())
+    }
+
+    /// Refuses what no single datagram may do (SPEC section 8): terms at or above 2^62
+    /// or far ahead of ours, and holds above `max-hold`.
+    fn admit(&self, msg: &Message) -> Result<(), Reject> {
+        let too_high = |t: u64| t >= MAX_TERM || t > self.term.saturating_add(MAX_TERM_JUMP);
+        if too_high(msg.term) {
+            return Err(Reject::TermLimit);
+        }
+        match msg.body {
+            Body::Elect { last_term, .. } if too_high(last_term) => Err(Reject::TermLimit),
+            Body::Lead { hold_ms, .. }
+                if Duration::from_millis(u64::from(hold_ms)) > self.cfg.max_hold =>
+            {
+                Err(Reject::HoldLimit)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Handles the passage of time; calling it early or twice does nothing.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.on_time(now);
+        self.consider_handover(now);
+        self.check_invariants(now);
+    }
+
+    /// Starts a round now (the `elect` command).
+    pub fn handle_elect(&mut self, now: Time) {
+        self.on_time(now);
+        if self.elector == ElectorState::Watching {
+            self.enter_voting(now);
+        }
+        self.check_invariants(now);
+    }
+
+    /// Confirms that `state` is durable; releases the datagrams that waited for it.
+    pub fn handle_persisted(&mut self, now: Time, state: Durable) {
+        // Confirmations come in order; an older one must never lower what is durable.
+        let d = self.durable;
+        if state.term >= d.term && state.voted_term >= d.voted_term && state.led_term >= d.led_term
+        {
+            self.durable = state;
+        }
+        if self.requested == Some(state) {
+            self.requested = None;
+        }
+        self.release(now);
+        self.check_invariants(now);
+    }
+
+    /// Applies new timers (SIGHUP). Each LEAD carries the hold it promised and keeps the
+    /// lease length it was sent with, and followers never shorten a promise already
+    /// made, so the change is safe at any moment; running timers keep their deadlines
+    /// and the new values apply from the next one.
+    pub fn set_timers(
+        &mut self,
+        heartbeat: Duration,
+        rtt: Duration,
+        k: u32,
+        drift_ppm: u32,
+        max_hold: Duration,
+    ) -> Result<(), ConfigError> {
+        let cfg = NodeConfig {
+            heartbeat,
+            rtt,
+            missed_heartbeats: k,
+            drift_ppm,
+            max_hold,
+            ..self.cfg.clone()
+        };
+        cfg.validate()?;
+        self.hold = cfg.hold();
+        self.lease_len = lease_len(self.hold, drift_ppm);
+        self.cfg = cfg;
+        Ok(())
+    }
+
+    // ----- outputs ------------------------------------------------------------------
+
+    /// The next thing the driver must do, in order.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// What the node reports at `now`.
+    pub fn status(&self, now: Time) -> Status {
+        let lease = self.leadership.as_ref().filter(|l| l.lease_valid(now));
+        let leader = if lease.is_some() {
+            Some(self.cfg.id)
+        } else if self.leadership.is_none() && self.leader != Some(self.me) && self.leader_live(now)
+        {
+            self.leader.map(|i| self.ids[i])
+        } else {
+            None
+        };
+        Status {
+            role: if lease.is_some() {
+                Role::Leader
+            } else {
+                Role::Follower
+            },
+            leader,
+            // While leading, the term led: the fencing token, durable. The highest term
+            // seen may be ahead of it (this server's own vote in a round, or a
+            // re-election whose write has not landed yet).
+            term: lease.map_or(self.term, |l| l.term),
+            lease_until: lease.and_then(|l| l.lease_until()),
+            elector: self.elector,
+            voted_term: self.voted_term,
+        }
+    }
+
+    /// True while this server holds a valid lease at `now`.
+    pub fn is_leader(&self, now: Time) -> bool {
+        self.leadership.as_ref().is_some_and(|l| l.lease_valid(now))
+    }
+
+    /// True while the CANDIDATE is LEADER, with or without a valid lease.
+    pub fn leads(&self) -> Option<u64> {
+        self.leadership.as_ref().map(|l| l.term)
+    }
+
+    /// The highest term seen.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// The lease a majority's acknowledgement gives, K*HBT*(1-2*rho), with the current
+    /// timers: what `electctl run` must fit its grace period into.
+    pub fn lease_len(&self) -> Duration {
+        self.lease_len
+    }
+
+    /// Until when this server keeps faith in its leader (no vote for anyone else before
+    /// it): what an adversary in the simulator aims deliveries at.
+    pub fn faith_until(&self) -> Time {
+        self.faith_until
+    }
+
+    /// The hold promise: the longest faith this server may still owe a leader.
+    pub fn hold_promise(&self) -> Duration {
+        self.promise
+    }
+
+    /// The heartbeat interval now in force.
+    pub fn heartbeat(&self) -> Duration {
+        self.cfg.heartbeat
+    }
+
+    /// Each other server's id and when it was last heard.
+    pub fn peers(&self) -> impl Iterator<Item = (u16, Option<Time>)> + '_ {
+        (0..self.ids.len())
+            .filter(move |&i| i != self.me)
+            .map(move |i| (self.ids[i], self.last_heard(i)))
+    }
+
+    /// The counters for metrics.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    // ----- timers -------------------------------------------------------------------
+
+    /// Fires every timer that is due at `now`, once, in the order of `Timer::ALL`
+    /// (each deadline is read afresh: a step-down clears the heartbeat).
+    fn on_time(&mut self, now: Time) {
+        self.last_now = self.last_now.max(now);
+        for t in Timer::ALL {
+            if self.deadline(t).is_some_and(|d| now >= d) {
+                self.fire(t, now);
+            }
+        }
+    }
+
+    fn fire(&mut self, timer: Timer, now: Time) {
+        match timer {
+            Timer::StepDown => {
+                let Some(l) = &self.leadership else { return };
+                let had = l.lease_until().is_some();
+                warn!(
+                    "lost quorum: stepping down from term {} ({})",
+                    l.term,
+                    if had {
+                        "lease expired"
+                    } else {
+                        "no lease within K*HBT"
+                    }
+                );
+                self.step_down(now);
+            }
+            Timer::Resign => match self.resign {
+                Resign::Waiting { .. } => {
+                    info!("lease ended before every local supervisor confirmed: resigning now");
+                    self.send_resign(now);
+                }
+                Resign::Again { term, seq, to, .. } => {
+                    self.resign = Resign::Idle;
+                    self.send_lead_msg(term, seq, true, to);
+                }
+                Resign::Idle => {}
+            },
+            Timer::Heartbeat => self.send_lead(now),
+            Timer::Elector => match self.elector {
+                ElectorState::Watching => self.enter_voting(now),
+                ElectorState::Voting => self.finish_round(now),
+            },
+            // Nothing to do: the role is reported from the lease, and the handover
+            // waits in `consider_handover`; they are deadlines so the driver wakes.
+            Timer::LeaseEnd | Timer::UnfitWait => {}
+        }
+    }
+
+    // ----- persistence and output ---------------------------------------------------
+
+    fn durable_view(&self) -> Durable {
+        let mut d = Durable {
+            term: self.term,
+            voted_term: self.voted_term,
+            voted_for: self.voted_for.map_or(0, |i| self.ids[i]),
+            led_term: self.led_term,
+            hold_ms: ms_ceil(self.promise),
+            drained: self.drained,
+        };
+        if self.cfg.sabotage.forget_votes {
+            d.term = self.durable.term;
+            d.voted_term = self.durable.voted_term;
+            d.voted_for = self.durable.voted_for;
+        }
+        if self.cfg.sabotage.volatile_led {
+            d.led_term = self.durable.led_term;
+        }
+        d
+    }
+
+    /// Asks for the state to be written if it differs from what was last asked for.
+    fn persist(&mut self) {
+        let want = self.durable_view();
+        if want != self.requested.unwrap_or(self.durable) {
+            self.requested = Some(want);
+            self.out.push_back(Output::Persist(want));
+        }
+    }
+
+    fn send(&mut self, dest: Dest, msg: Message) {
+        if self.requested.is_some() || !self.held.is_empty() {
+            self.held.push_back(Held::Send(dest, msg));
+        } else {
+            self.emit_send(dest, msg);
+        }
+    }
+
+    fn emit_send(&mut self, dest: Dest, msg: Message) {
+        self.check_durable_for(&msg);
+        if let (Dest::One(c), Body::Vote { .. }) = (dest, msg.body) {
+            self.push_event(Event::Voted {
+                term: msg.term,
+                candidate: c,
+            });
+        }
+        self.out.push_back(Output::Send { dest, msg });
+    }
+
+    fn push_event(&mut self, e: Event) {
+        self.out.push_back(Output::Event(e));
+    }
+
+    fn message(&self, term: u64, body: Body) -> Message {
+        Message {
+            sender: self.cfg.id,
+            fingerprint: self.cfg.fingerprint,
+            term,
+            body,
+        }
+    }
+}

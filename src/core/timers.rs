@@ -1,0 +1,73 @@
+//! The core's timers, one table indexed by an enum (as quinn-proto's
+//! `connection/timer.rs`): `next_deadline` is the minimum over it, and
+//! `handle_timeout` fires each entry that is due, once (firing early or twice does
+//! nothing: every handler checks its own deadline).
+//!
+//! The deadlines themselves live with the state they belong to (the elector's round,
+//! the leadership's next heartbeat, a handoff's RESIGN); the table gathers them.
+
+use super::*;
+
+/// Every timer of a `Node`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Timer {
+    /// WATCHING: the hold, or the retry wait; VOTING: the end of the window.
+    Elector,
+    /// A leader's next LEAD.
+    Heartbeat,
+    /// A leader that lost its quorum (or never got a lease) steps down.
+    StepDown,
+    /// The lease end: the reported role changes (no action, but watchers must hear).
+    LeaseEnd,
+    /// An unfit leader waits this long for its followers' answers before handing over.
+    UnfitWait,
+    /// A handoff's RESIGN: the lease end while supervisors stop, then the second copy.
+    Resign,
+}
+
+impl Timer {
+    /// Every timer, in the order `handle_timeout` considers them.
+    pub const ALL: [Timer; 6] = [
+        Timer::StepDown,
+        Timer::Resign,
+        Timer::Heartbeat,
+        Timer::Elector,
+        Timer::LeaseEnd,
+        Timer::UnfitWait,
+    ];
+}
+
+impl Node {
+    /// When `timer` fires next, if it is set.
+    pub fn deadline(&self, timer: Timer) -> Option<Time> {
+        let l = self.leadership.as_ref();
+        match timer {
+            Timer::Elector => Some(self.elector_deadline),
+            Timer::Heartbeat => l.map(|l| l.next_lead_at),
+            Timer::StepDown => l.map(|l| self.step_down_at(l)),
+            // Once past, the lease end is no deadline.
+            Timer::LeaseEnd => l
+                .and_then(|l| l.lease_until())
+                .filter(|&u| u > self.last_now),
+            Timer::UnfitWait => self
+                .unfit_wait
+                .filter(|&w| w > self.last_now)
+                .filter(|_| l.is_some() && self.resign == Resign::Idle),
+            Timer::Resign => match self.resign {
+                Resign::Idle => None,
+                Resign::Waiting { until, .. } => Some(until),
+                Resign::Again { at, .. } => Some(at),
+            },
+        }
+    }
+
+    /// The earliest deadline of all timers: call `handle_timeout` then (or earlier:
+    /// that does nothing).
+    pub fn next_deadline(&self) -> Time {
+        Timer::ALL
+            .iter()
+            .filter_map(|&t| self.deadline(t))
+            .min()
+            .unwrap_or(self.elector_deadline)
+    }
+}

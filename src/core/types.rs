@@ -1,0 +1,401 @@
+//! What goes in and out of the core: its configuration, durable state, outputs,
+//! events, status and counters.
+
+use super::elector::ElectorState;
+use crate::time::Time;
+use crate::wire::Message;
+use std::fmt;
+use std::time::Duration;
+
+/// The largest number of servers in a cluster (ids are 1..=255).
+pub const MAX_SERVERS: usize = 255;
+
+/// One configured server, as the core needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// Its id, 1..=255.
+    pub id: u16,
+    /// Higher wins ties between equally up-to-date claimants.
+    pub priority: u8,
+    /// Votes and acknowledges but never leads.
+    pub witness: bool,
+}
+
+/// Test-only switches that break the protocol, to prove the checkers can fail.
+#[doc(hidden)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sabotage {
+    /// Votes are not written to the state file (a restart forgets them).
+    pub forget_votes: bool,
+    /// The tally board counts votes of any term.
+    pub stale_tallies: bool,
+    /// Vote for the best claimant even while the leader is live.
+    pub ignore_live_leader: bool,
+    /// Ignore the heard-count eligibility rule.
+    pub ignore_heard: bool,
+    /// Always wait the whole VOTING window (no early decision), for comparison.
+    pub full_window: bool,
+    /// Issue 10, fix 1 reverted: the highest term led is not persisted, and any RESIGN
+    /// at or above this server's term releases it, whoever's leadership it ends.
+    pub volatile_led: bool,
+    /// Issue 10, fix 2 reverted: the hold carried in a LEAD is rounded down to whole
+    /// milliseconds.
+    pub hold_rounded_down: bool,
+    /// Issue 10, fix 3 reverted: each accepted LEAD sets faith to now + its hold,
+    /// cutting short a longer promise made earlier.
+    pub hold_replaced: bool,
+    /// The RESIGN leaves at once, without waiting for local supervisors (S5 broken).
+    pub resign_early: bool,
+    /// Followers ignore the `alive` map of LEADs (issue 12): after a leader's crash
+    /// they know only each other's ELECTs, and the first round elects nobody.
+    pub ignore_alive: bool,
+    /// Followers send ACKs to every server, as before issue 12 (for comparison).
+    pub ack_to_all: bool,
+}
+
+impl Sabotage {
+    /// True when any switch is on (some invariant checks then do not apply).
+    pub fn any(&self) -> bool {
+        // The issue-12 switches change only liveness and traffic, never an invariant.
+        Sabotage {
+            ignore_alive: false,
+            ack_to_all: false,
+            ..*self
+        } != Sabotage::default()
+    }
+}
+
+/// The core's configuration: the cluster and the timers.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// This server's id.
+    pub id: u16,
+    /// Every configured server, this one included.
+    pub servers: Vec<ServerInfo>,
+    /// The cluster fingerprint every datagram must carry.
+    pub fingerprint: u32,
+    /// HBT: the leader's heartbeat interval.
+    pub heartbeat: Duration,
+    /// RTT: the VOTING window.
+    pub rtt: Duration,
+    /// K: heartbeats missed before a leader is presumed dead.
+    pub missed_heartbeats: u32,
+    /// rho in millionths: bound on clock rate error between servers.
+    pub drift_ppm: u32,
+    /// The longest hold a LEAD may carry (`max-hold`); longer ones are refused.
+    pub max_hold: Duration,
+    /// `preempt-delay`: a leader hands over to a server of strictly higher priority that
+    /// it has heard fit (eligible and healthy) for this long (SPEC section 14).
+    pub preempt_delay: Option<Duration>,
+    /// Seed of the retry jitter.
+    pub seed: u64,
+    /// Panic when an invariant of the core is broken (the simulator and tests); in
+    /// production a broken invariant is logged as an error.
+    #[doc(hidden)]
+    pub strict: bool,
+    #[doc(hidden)]
+    pub sabotage: Sabotage,
+}
+
+/// Why a configuration cannot run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// No servers, or more than 255.
+    ServerCount(usize),
+    /// A server id outside 1..=255.
+    BadId(u16),
+    /// The same id twice.
+    DuplicateId(u16),
+    /// This server's id is not in the list.
+    NotListed(u16),
+    /// A timer outside its allowed range.
+    Timing(&'static str),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ServerCount(n) => write!(f, "{n} servers listed; 1 to 255 are allowed"),
+            ConfigError::BadId(id) => write!(f, "server id {id} is outside 1..=255"),
+            ConfigError::DuplicateId(id) => write!(f, "server id {id} is listed twice"),
+            ConfigError::NotListed(id) => {
+                write!(f, "this server's id {id} is not in the server list")
+            }
+            ConfigError::Timing(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl NodeConfig {
+    /// Checks the rules of SPEC section 2 and the server list.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let n = self.servers.len();
+        if n == 0 || n > MAX_SERVERS {
+            return Err(ConfigError::ServerCount(n));
+        }
+        let mut seen = [false; 256];
+        for s in &self.servers {
+            if !(1..=255).contains(&s.id) {
+                return Err(ConfigError::BadId(s.id));
+            }
+            if std::mem::replace(&mut seen[usize::from(s.id)], true) {
+                return Err(ConfigError::DuplicateId(s.id));
+            }
+        }
+        if !(1..=255).contains(&self.id) || !seen[usize::from(self.id)] {
+            return Err(ConfigError::NotListed(self.id));
+        }
+        if self.heartbeat < Duration::from_millis(10) {
+            return Err(ConfigError::Timing("heartbeat must be at least 10ms"));
+        }
+        if self.heartbeat > Duration::from_secs(3600) {
+            return Err(ConfigError::Timing("heartbeat must be at most 1h"));
+        }
+        if self.rtt >= self.heartbeat {
+            return Err(ConfigError::Timing("rtt must be shorter than heartbeat"));
+        }
+        if self.rtt.is_zero() {
+            return Err(ConfigError::Timing("rtt must be positive"));
+        }
+        if !(2..=100).contains(&self.missed_heartbeats) {
+            return Err(ConfigError::Timing(
+                "missed-heartbeats must be between 2 and 100",
+            ));
+        }
+        if self.drift_ppm >= 100_000 {
+            return Err(ConfigError::Timing("drift must be in [0, 0.1)"));
+        }
+        if self.max_hold > Duration::from_millis(u64::from(u32::MAX)) {
+            return Err(ConfigError::Timing("max-hold must be at most 49 days"));
+        }
+        if self.hold() > self.max_hold {
+            return Err(ConfigError::Timing(
+                "heartbeat * missed-heartbeats must not exceed max-hold",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Majority of the configured servers: floor(N/2)+1.
+    pub fn quorum(&self) -> usize {
+        self.servers.len() / 2 + 1
+    }
+
+    /// K*HBT: how long a follower keeps faith in a leader it heard.
+    pub fn hold(&self) -> Duration {
+        self.heartbeat * self.missed_heartbeats
+    }
+}
+
+/// The state that must survive a restart (SPEC section 4).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Durable {
+    /// Highest term seen.
+    pub term: u64,
+    /// Highest term voted in.
+    pub voted_term: u64,
+    /// Whom this server voted for in `voted_term` (0: nobody).
+    pub voted_for: u16,
+    /// The highest term this server has led (or given up the right to lead): it never
+    /// leads a term at or below it, so late VOTEs cannot revive a leadership.
+    pub led_term: u64,
+    /// The hold promise, in milliseconds rounded up: the longest faith this server may
+    /// still owe a leader (sets the quiet period after a restart).
+    pub hold_ms: u32,
+    /// `electctl drain`: this server may not lead until undrained (SPEC section 13).
+    pub drained: bool,
+}
+
+/// Terms at or above this are refused (SPEC section 8): no datagram can exhaust them.
+pub const MAX_TERM: u64 = 1 << 62;
+/// A datagram whose term is more than this ahead of ours is refused too, so one
+/// datagram cannot carry a cluster to the term limit (it would then be unable to elect).
+pub const MAX_TERM_JUMP: u64 = 1 << 40;
+
+/// Where a datagram goes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Dest {
+    /// Every other server (the multicast group, or unicast fan-out).
+    All,
+    /// One server.
+    One(u16),
+}
+
+/// Something the core noticed that a driver or checker may want.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// This server cast a vote (it has left, or was delivered to itself).
+    Voted {
+        /// The election term.
+        term: u64,
+        /// The server voted for.
+        candidate: u16,
+    },
+    /// This server won a round and now leads `term` (its lease comes with acks).
+    Elected {
+        /// The term won.
+        term: u64,
+    },
+    /// This server stopped being leader.
+    SteppedDown {
+        /// The term it led.
+        term: u64,
+    },
+    /// A planned handoff began: this server stopped reporting leader. The RESIGN
+    /// leaves once the driver calls `handle_released` (every local supervisor has
+    /// confirmed that its command exited) or at `until`, the end of the lease.
+    Resigning {
+        /// The term being given up.
+        term: u64,
+        /// When the RESIGN leaves at the latest (the lease end, or now).
+        until: Time,
+        /// The successor the RESIGN names, if any.
+        to: Option<u16>,
+        /// Why this server hands over.
+        reason: Handover,
+    },
+    /// The RESIGN of `term` left: followers are released.
+    Resigned {
+        /// The term given up.
+        term: u64,
+    },
+    /// Another leader of this server's own term was seen: SPEC section 8 is broken.
+    DualLeader {
+        /// The term.
+        term: u64,
+        /// The other leader.
+        other: u16,
+    },
+}
+
+/// Why a leader hands over (SPEC sections 6, 13, 14).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Handover {
+    /// `yield`, `yield ID` or SIGTERM.
+    Yield,
+    /// This server turned unhealthy and another server is known to be fit.
+    Health,
+    /// This server was drained and another server is known to be fit.
+    Drain,
+    /// A server of higher priority has been fit for `preempt-delay`.
+    Preempt,
+}
+
+impl Handover {
+    /// A short stable name, used as the metrics label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Handover::Yield => "yield",
+            Handover::Health => "health",
+            Handover::Drain => "drain",
+            Handover::Preempt => "preempt",
+        }
+    }
+}
+
+/// One thing the driver must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Send a datagram.
+    Send {
+        /// Its destination.
+        dest: Dest,
+        /// The message.
+        msg: Message,
+    },
+    /// Write this state durably, then call `handle_persisted` with it.
+    Persist(Durable),
+    /// A notification.
+    Event(Event),
+}
+
+/// Why a datagram was not processed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// The sender is not in the server list.
+    UnknownSender,
+    /// The sender is this server (its own multicast echo).
+    OwnEcho,
+    /// The sender runs with a different cluster definition.
+    Fingerprint,
+    /// A term at or above 2^62, or too far ahead of this server's (SPEC section 8).
+    TermLimit,
+    /// A LEAD whose hold exceeds `max-hold` (SPEC section 8).
+    HoldLimit,
+}
+
+impl Reject {
+    /// A short stable name, used as the metrics label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Reject::UnknownSender => "unknown_sender",
+            Reject::OwnEcho => "own_echo",
+            Reject::Fingerprint => "fingerprint",
+            Reject::TermLimit => "term_limit",
+            Reject::HoldLimit => "hold_limit",
+        }
+    }
+}
+
+/// The role reported to applications.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// This server holds a valid lease.
+    Leader,
+    /// Anything else.
+    Follower,
+}
+
+impl Role {
+    /// The lower-case name used in status output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Leader => "leader",
+            Role::Follower => "follower",
+        }
+    }
+}
+
+/// A snapshot of what the node reports (SPEC section 11, `status`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// Leader while the lease is valid.
+    pub role: Role,
+    /// The leader heard within its hold (or this server while it holds the lease).
+    pub leader: Option<u16>,
+    /// The highest term seen; while leading, the term led (the fencing token).
+    pub term: u64,
+    /// End of this server's lease, on its own clock.
+    pub lease_until: Option<Time>,
+    /// The ELECTOR's state.
+    pub elector: ElectorState,
+    /// The highest term voted in.
+    pub voted_term: u64,
+}
+
+/// Counters for metrics.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// Rounds this server took part in (entered VOTING).
+    pub rounds: u64,
+    /// Votes cast.
+    pub votes: u64,
+    /// Rounds that ended without a vote (for any reason).
+    pub abstentions: u64,
+    /// Times this server became leader.
+    pub elected: u64,
+    /// Times the known leader changed.
+    pub leader_changes: u64,
+    /// LEADs of this server's own term from another leader.
+    pub dual_leader: u64,
+    /// LEADs with a term below this server's term.
+    pub stale_leads: u64,
+    /// ACKs that matched no recent LEAD of this leader.
+    pub unmatched_acks: u64,
+    /// Handovers begun, by reason: yield, health, drain, preempt (`Handover as usize`).
+    pub handovers: [u64; 4],
+    /// Rounds in which this server voted for the successor a RESIGN named.
+    pub successor_votes: u64,
+}
