@@ -376,3 +376,60 @@ fn watch_reports_changes() {
         "then the new one: {leaders:?}"
     );
 }
+
+/// Issue 12: idle traffic grows linearly with the servers. On real daemons (unicast, 5
+/// servers) each follower sends one ACK a heartbeat, to the leader only, and receives
+/// none; the leader receives every follower's ACKs and sends one LEAD per follower a
+/// heartbeat. Before the change each follower also received the other three's ACKs.
+#[test]
+fn idle_acks_go_to_the_leader_only() {
+    let c = Cluster::start(Mode::Unicast, 5);
+    let (l, _) = c.agreement(Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(500));
+    let ack_sent = |id| c.metric(id, "electd_datagrams_sent_total{kind=\"ack\"}");
+    let ack_got = |id| c.metric(id, "electd_datagrams_received_total{kind=\"ack\"}");
+    let lead_sent = |id| c.metric(id, "electd_datagrams_sent_total{kind=\"lead\"}");
+    let before: Vec<(u64, u64, u64)> = (1..=5)
+        .map(|id| (ack_sent(id), ack_got(id), lead_sent(id)))
+        .collect();
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    let after: Vec<(u64, u64, u64)> = (1..=5)
+        .map(|id| (ack_sent(id), ack_got(id), lead_sent(id)))
+        .collect();
+    let beats = t0.elapsed().as_millis() as f64 / HBT_MS as f64;
+    let near = |got: u64, want: f64| (got as f64) >= want * 0.7 && (got as f64) <= want * 1.3 + 2.0;
+    assert_eq!(
+        c.agreement(Duration::from_secs(1)).0,
+        l,
+        "the leader changed"
+    );
+    for id in 1..=5u16 {
+        let i = usize::from(id) - 1;
+        let (s, g, lead) = (
+            after[i].0 - before[i].0,
+            after[i].1 - before[i].1,
+            after[i].2 - before[i].2,
+        );
+        if id == l {
+            assert!(
+                near(g, 4.0 * beats),
+                "leader {id} received {g} ACKs in {beats} beats"
+            );
+            assert!(
+                near(lead, 4.0 * beats),
+                "leader {id} sent {lead} LEADs in {beats} beats"
+            );
+            assert_eq!(s, 0, "the leader sent ACKs");
+        } else {
+            assert!(
+                near(s, beats),
+                "follower {id} sent {s} ACKs in {beats} beats"
+            );
+            assert_eq!(
+                g, 0,
+                "follower {id} received ACKs: they go to the leader only"
+            );
+        }
+    }
+}
