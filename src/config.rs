@@ -120,6 +120,48 @@ pub enum Transport {
     Unicast,
 }
 
+/// The name of the one group a file without `group` lines has (SPEC section 15).
+pub const DEFAULT_GROUP: &str = "default";
+/// The most election groups one cluster may have (SPEC section 15).
+pub const MAX_GROUPS: usize = 64;
+
+/// One election group (SPEC section 15): its own term, vote, lease, leader, hooks,
+/// check, preference and drain, over the cluster's servers, transport and timers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// `[a-z][a-z0-9_-]{0,31}`; `default` when the file has no `group` line.
+    pub name: String,
+    /// The line of its `group` directive (0 for the implicit `default` group).
+    pub line: usize,
+    /// Its `prefer` list as written, if any.
+    pub prefer: Option<Vec<u16>>,
+    /// The preference order in force: `prefer`, or with `balance on` the server list
+    /// rotated by this group's rank among the groups without `prefer`; empty when the
+    /// servers' own `priority` values decide.
+    pub order: Vec<u16>,
+    /// Hook run on becoming leader of this group (argv); the cluster-wide one if the
+    /// group sets none.
+    pub on_leader: Option<Vec<String>>,
+    /// Hook run on ceasing to lead this group (argv); the cluster-wide one if unset.
+    pub on_follower: Option<Vec<String>>,
+    /// This group's health check; the cluster-wide one if the group sets none.
+    pub check: Option<Check>,
+}
+
+impl Group {
+    /// The priority server `id` has in this group: from the preference order (first is
+    /// highest, unlisted servers lowest), or the server's own `priority`.
+    pub fn priority_of(&self, id: u16, server_priority: u8) -> u8 {
+        if self.order.is_empty() {
+            return server_priority;
+        }
+        match self.order.iter().position(|&o| o == id) {
+            Some(p) => u8::try_from(self.order.len() - p).unwrap_or(u8::MAX),
+            None => 0,
+        }
+    }
+}
+
 /// A parsed and validated configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -172,6 +214,11 @@ pub struct Config {
     pub unused_check_settings: Option<usize>,
     /// `metrics-listen`: where `GET /metrics` is served over HTTP (SPEC section 16).
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// The election groups, in file order; at least one (`default` without `group`
+    /// lines). A group's index is what the wire carries.
+    pub groups: Vec<Group>,
+    /// `balance on`: groups without `prefer` get the server list rotated by their rank.
+    pub balance: bool,
 }
 
 /// A configuration error: file, line (when it is about one line) and problem.
@@ -632,7 +679,18 @@ impl Config {
                 None
             },
             metrics_listen: raw.metrics_listen,
+            groups: Vec::new(),
+            balance: false,
         };
+        cfg.groups = vec![Group {
+            name: DEFAULT_GROUP.to_string(),
+            line: 0,
+            prefer: None,
+            order: Vec::new(),
+            on_leader: cfg.on_leader.clone(),
+            on_follower: cfg.on_follower.clone(),
+            check: cfg.check.clone(),
+        }];
         if cfg.key_file.is_none() && cfg.key_file_next.is_some() {
             return Err(at(None, "key-file-next needs key-file".into()));
         }
@@ -780,10 +838,40 @@ impl Config {
                 if s.witness { " witness" } else { "" }
             ));
         }
+        // The wire names a group by its index: servers must agree on the list. Without
+        // `group` lines nothing is added, so such a cluster keeps its fingerprint.
+        if self.has_groups() {
+            for g in &self.groups {
+                canon.push_str(&format!("group {}\n", g.name));
+            }
+        }
         crc32fast::hash(canon.as_bytes())
     }
 
-    /// The core's view of this configuration.
+    /// The index of the group called `name`.
+    pub fn group_index(&self, name: &str) -> Option<usize> {
+        self.groups.iter().position(|g| g.name == name)
+    }
+
+    /// True when the file has `group` lines (more than the implicit `default`).
+    pub fn has_groups(&self) -> bool {
+        self.groups.first().is_some_and(|g| g.line != 0)
+    }
+
+    /// The core's view of group `g` (an index into `groups`): the cluster with this
+    /// group's priorities.
+    pub fn group_node_config(&self, g: usize, seed: u64) -> NodeConfig {
+        let mut nc = self.node_config(seed);
+        if let Some(group) = self.groups.get(g) {
+            for s in &mut nc.servers {
+                s.priority = group.priority_of(s.id, s.priority);
+            }
+        }
+        nc
+    }
+
+    /// The core's view of this configuration (its first group's priorities are the
+    /// servers' own: see `group_node_config`).
     pub fn node_config(&self, seed: u64) -> NodeConfig {
         NodeConfig {
             id: self.id,

@@ -216,6 +216,25 @@ impl Node {
         self.check_invariants(now);
     }
 
+    /// Sends this leader's next LEAD now if it is due within `within` (SPEC section 15:
+    /// one datagram per destination per heartbeat carries every group a server leads).
+    /// The driver calls it for each group it leads whenever another group's LEAD leaves,
+    /// so the heartbeats of all groups fall into one flush and share one datagram.
+    /// Always safe: a LEAD sent early only starts its lease and its followers' faith
+    /// earlier, from its own send time. Returns true when a LEAD was queued.
+    pub fn handle_heartbeat_due(&mut self, now: Time, within: Duration) -> bool {
+        self.on_time(now);
+        let due = match &self.leadership {
+            Some(l) if self.resign == Resign::Idle => l.next_lead_at <= now + within,
+            _ => false,
+        };
+        if due {
+            self.send_lead(now);
+        }
+        self.check_invariants(now);
+        due
+    }
+
     /// True while a planned handoff waits for local supervisors.
     pub fn resign_pending(&self) -> bool {
         matches!(self.resign, Resign::Waiting { .. })
