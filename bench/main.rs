@@ -681,7 +681,7 @@ fn sent(c: &Cluster, id: u16) -> (u64, u64) {
             .next()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        if l.starts_with("electd_datagrams_sent_total{") {
+        if l.starts_with("electd_datagrams_sent_total ") {
             dgrams += v;
         } else if l.starts_with("electd_bytes_total{direction=\"sent\"}") {
             bytes = v;

@@ -1,5 +1,6 @@
-//! The state file (SPEC section 4): term, voted_term, voted_for, the highest term led
-//! and the hold promise.
+//! The state file (SPEC sections 4 and 15): per election group, term, voted_term,
+//! voted_for, the highest term led, the hold promise and the drain; the daemon's boot
+//! number and its peers' newest boots. One file for every group.
 //!
 //! Text, so an operator can read it, with a CRC-32 line so a torn or edited file is
 //! detected. Written atomically: a temporary file in the same directory, fsync, rename
@@ -66,42 +67,48 @@ pub struct Extra {
     pub peer_boots: std::collections::BTreeMap<u16, u32>,
 }
 
-fn body(d: &Durable, x: &Extra) -> String {
-    let peers: Vec<String> = x
-        .peer_boots
-        .iter()
-        .map(|(id, b)| format!(" {id}:{b}"))
-        .collect();
+/// The most groups a state file holds (configured ones and ones kept after they were
+/// removed from the configuration), so a file cannot grow without bound.
+pub const MAX_STATE_GROUPS: usize = 1024;
+
+/// Every election group's durable state, by group name (SPEC section 15: one file).
+/// Groups no longer configured are kept: a group removed and added back must not vote
+/// twice in a term it voted in before.
+pub type GroupStates = std::collections::BTreeMap<String, Durable>;
+
+fn durable_lines(d: &Durable) -> String {
     format!(
-        "electd-state 3\nterm {}\nvoted_term {}\nvoted_for {}\nled_term {}\nhold_ms {}\ndrained {}\nboot {}\npeer_boots{}\n",
+        "term {}\nvoted_term {}\nvoted_for {}\nled_term {}\nhold_ms {}\ndrained {}\n",
         d.term,
         d.voted_term,
         d.voted_for,
         d.led_term,
         d.hold_ms,
         u8::from(d.drained),
-        x.boot,
-        peers.concat()
     )
 }
 
-fn parse(text: &str) -> Result<(Durable, Extra), String> {
-    let (content, crc_line) = match text.rfind("crc ") {
-        Some(i) => text.split_at(i),
-        None => return Err("no crc line".into()),
-    };
-    let crc = u32::from_str_radix(crc_line.trim_start_matches("crc ").trim_end(), 16)
-        .map_err(|_| "bad crc line")?;
-    if crc32fast::hash(content.as_bytes()) != crc {
-        return Err("checksum mismatch".into());
+fn body(groups: &GroupStates, x: &Extra) -> String {
+    let peers: Vec<String> = x
+        .peer_boots
+        .iter()
+        .map(|(id, b)| format!(" {id}:{b}"))
+        .collect();
+    let mut out = String::from("electd-state 4\n");
+    for (name, d) in groups {
+        out.push_str(&format!("group {name}\n{}", durable_lines(d)));
     }
-    let mut lines = content.lines();
-    let version = match lines.next() {
-        Some("electd-state 1") => 1,
-        Some("electd-state 2") => 2,
-        Some("electd-state 3") => 3,
-        _ => return Err("unknown header".into()),
-    };
+    out.push_str(&format!("boot {}\npeer_boots{}\n", x.boot, peers.concat()));
+    out
+}
+
+/// Reads the fields of one durable state, in order, from `lines`. `version` 1 had no
+/// led_term (every term so far counts as led) and called the hold `max_hold_ms`;
+/// version 2 had no drain.
+fn parse_durable<'a>(
+    lines: &mut impl Iterator<Item = &'a str>,
+    version: u8,
+) -> Result<Durable, String> {
     let mut field = |name: &str| -> Result<u64, String> {
         let line = lines.next().ok_or(format!("missing {name}"))?;
         let v = line
@@ -114,8 +121,6 @@ fn parse(text: &str) -> Result<(Durable, Extra), String> {
     let voted_term = field("voted_term")?;
     let voted_for = u16::try_from(field("voted_for")?).map_err(|_| "bad voted_for")?;
     let d = if version == 1 {
-        // Version 1 did not record the terms led: assume every term up to the current
-        // one was, so an upgraded server never leads one of them again.
         Durable {
             term,
             voted_term,
@@ -131,7 +136,6 @@ fn parse(text: &str) -> Result<(Durable, Extra), String> {
             voted_for,
             led_term: field("led_term")?,
             hold_ms: u32::try_from(field("hold_ms")?).map_err(|_| "bad hold_ms")?,
-            // Version 2 had no drain.
             drained: version >= 3
                 && match field("drained")? {
                     0 => false,
@@ -145,6 +149,47 @@ fn parse(text: &str) -> Result<(Durable, Extra), String> {
     }
     if d.term >= crate::node::MAX_TERM || d.led_term >= crate::node::MAX_TERM {
         return Err("term at or above the limit 2^62".into());
+    }
+    Ok(d)
+}
+
+fn parse(text: &str) -> Result<(GroupStates, Extra), String> {
+    let (content, crc_line) = match text.rfind("crc ") {
+        Some(i) => text.split_at(i),
+        None => return Err("no crc line".into()),
+    };
+    let crc = u32::from_str_radix(crc_line.trim_start_matches("crc ").trim_end(), 16)
+        .map_err(|_| "bad crc line")?;
+    if crc32fast::hash(content.as_bytes()) != crc {
+        return Err("checksum mismatch".into());
+    }
+    let mut lines = content.lines().peekable();
+    let version = match lines.next() {
+        Some("electd-state 1") => 1,
+        Some("electd-state 2") => 2,
+        Some("electd-state 3") => 3,
+        Some("electd-state 4") => 4,
+        _ => return Err("unknown header".into()),
+    };
+    let mut groups = GroupStates::new();
+    if version < 4 {
+        // Before election groups: the one state is the `default` group's.
+        let d = parse_durable(&mut lines, version)?;
+        groups.insert(crate::config::DEFAULT_GROUP.to_string(), d);
+    }
+    while let Some(name) = lines.peek().and_then(|l| l.strip_prefix("group ")) {
+        let name = name.to_string();
+        lines.next();
+        if !crate::control::valid_group_name(&name) {
+            return Err(format!("bad group name '{name}'"));
+        }
+        let d = parse_durable(&mut lines, version).map_err(|e| format!("group {name}: {e}"))?;
+        if groups.insert(name.clone(), d).is_some() {
+            return Err(format!("group {name} given twice"));
+        }
+        if groups.len() > MAX_STATE_GROUPS {
+            return Err(format!("more than {MAX_STATE_GROUPS} groups"));
+        }
     }
     let mut x = Extra::default();
     for line in lines {
@@ -162,7 +207,7 @@ fn parse(text: &str) -> Result<(Durable, Extra), String> {
             return Err(format!("unexpected line '{line}'"));
         }
     }
-    Ok((d, x))
+    Ok((groups, x))
 }
 
 impl Store {
@@ -227,8 +272,8 @@ impl Store {
         &self.path
     }
 
-    /// Reads the state; a missing file is a first start (all zero).
-    pub fn load(&self) -> Result<(Durable, Extra), StoreError> {
+    /// Reads every group's state; a missing file is a first start (no group has any).
+    pub fn load(&self) -> Result<(GroupStates, Extra), StoreError> {
         let text = match fs::read(&self.path) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
@@ -239,8 +284,9 @@ impl Store {
         parse(&text).map_err(|why| StoreError::Corrupt(self.path.clone(), why))
     }
 
-    /// Writes the state durably: temporary file, fsync, rename, fsync of the directory.
-    pub fn save(&self, d: &Durable, x: &Extra) -> Result<(), StoreError> {
+    /// Writes every group's state durably: temporary file, fsync, rename, fsync of the
+    /// directory.
+    pub fn save(&self, groups: &GroupStates, x: &Extra) -> Result<(), StoreError> {
         let io = |e| StoreError::Io(self.path.clone(), e);
         let dir = match self.path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
@@ -249,7 +295,7 @@ impl Store {
         let mut tmp_name = self.path.file_name().unwrap_or_default().to_os_string();
         tmp_name.push(".tmp");
         let tmp = dir.join(tmp_name);
-        let content = body(d, x);
+        let content = body(groups, x);
         let text = format!("{content}crc {:08x}\n", crc32fast::hash(content.as_bytes()));
         let mut f = OpenOptions::new()
             .write(true)
@@ -277,6 +323,18 @@ mod tests {
         d
     }
 
+    fn one(d: Durable) -> GroupStates {
+        GroupStates::from([(crate::config::DEFAULT_GROUP.to_string(), d)])
+    }
+
+    fn write_signed(p: &Path, content: &str) {
+        fs::write(
+            p,
+            format!("{content}crc {:08x}\n", crc32fast::hash(content.as_bytes())),
+        )
+        .unwrap();
+    }
+
     #[test]
     fn round_trip_and_first_start() {
         let dir = tmpdir("rt");
@@ -300,37 +358,91 @@ mod tests {
         };
         x.peer_boots.insert(2, 7);
         x.peer_boots.insert(3, 1);
-        s.save(&d, &x).unwrap();
-        assert_eq!(s.load().unwrap(), (d, x.clone()));
-        s.save(&Durable { term: 10, ..d }, &Extra::default())
+        s.save(&one(d), &x).unwrap();
+        assert_eq!(s.load().unwrap(), (one(d), x.clone()));
+        s.save(&one(Durable { term: 10, ..d }), &Extra::default())
             .unwrap();
-        assert_eq!(s.load().unwrap().0.term, 10);
-        // A file written before boot numbers existed still loads.
-        let old = "electd-state 1\nterm 3\nvoted_term 3\nvoted_for 1\nmax_hold_ms 300\n";
-        fs::write(
+        assert_eq!(s.load().unwrap().0["default"].term, 10);
+        // A file written before boot numbers existed still loads, as the default group.
+        write_signed(
             s.path(),
-            format!("{old}crc {:08x}\n", crc32fast::hash(old.as_bytes())),
-        )
-        .unwrap();
-        let (d1, _) = s.load().unwrap();
+            "electd-state 1\nterm 3\nvoted_term 3\nvoted_for 1\nmax_hold_ms 300\n",
+        );
+        let (g1, _) = s.load().unwrap();
+        let d1 = g1["default"];
         assert_eq!(
             (d1.term, d1.led_term, d1.hold_ms),
             (3, 3, 300),
             "a version 1 file: every term so far counts as led"
         );
         // A version 2 file loads undrained.
-        let v2 = "electd-state 2\nterm 4\nvoted_term 4\nvoted_for 2\nled_term 3\nhold_ms 300\nboot 2\npeer_boots\n";
-        fs::write(
+        write_signed(
             s.path(),
-            format!("{v2}crc {:08x}\n", crc32fast::hash(v2.as_bytes())),
-        )
-        .unwrap();
-        let (d2, x2) = s.load().unwrap();
+            "electd-state 2\nterm 4\nvoted_term 4\nvoted_for 2\nled_term 3\nhold_ms 300\nboot 2\npeer_boots\n",
+        );
+        let (g2, x2) = s.load().unwrap();
+        let d2 = g2["default"];
         assert_eq!(
             (d2.term, d2.led_term, d2.drained, x2.boot),
             (4, 3, false, 2)
         );
+        // A version 3 file (the last before groups) loads as the default group, drain kept.
+        write_signed(
+            s.path(),
+            "electd-state 3\nterm 5\nvoted_term 5\nvoted_for 2\nled_term 4\nhold_ms 300\ndrained 1\nboot 3\npeer_boots 2:1\n",
+        );
+        let (g3, x3) = s.load().unwrap();
+        assert_eq!(g3.len(), 1);
+        assert_eq!((g3["default"].term, g3["default"].drained), (5, true));
+        assert_eq!(x3.peer_boots.get(&2), Some(&1));
         assert!(!dir.join("1.state.tmp").exists());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn every_group_round_trips_in_one_file() {
+        let dir = tmpdir("groups");
+        let s = Store::new(&dir.join("1.state"));
+        let mut g = GroupStates::new();
+        for (i, name) in ["orders", "payments", "audit-2", "old_gone"]
+            .iter()
+            .enumerate()
+        {
+            let t = i as u64 + 1;
+            g.insert(
+                name.to_string(),
+                Durable {
+                    term: t * 10,
+                    voted_term: t * 10,
+                    voted_for: t as u16,
+                    led_term: t,
+                    hold_ms: 300 * t as u32,
+                    drained: i % 2 == 0,
+                },
+            );
+        }
+        let x = Extra {
+            boot: 9,
+            ..Extra::default()
+        };
+        s.save(&g, &x).unwrap();
+        assert_eq!(s.load().unwrap(), (g.clone(), x));
+        let text = fs::read_to_string(s.path()).unwrap();
+        assert!(
+            text.starts_with("electd-state 4\ngroup audit-2\nterm 30\n"),
+            "{text}"
+        );
+        // A group twice, a bad name, a missing field: corrupt, never a silent reset.
+        let body = text.rsplit_once("crc ").unwrap().0;
+        for bad in [
+            body.replace("group payments", "group orders"),
+            body.replace("group payments", "group Payments"),
+            body.replace("led_term 2\n", ""),
+        ] {
+            write_signed(s.path(), &bad);
+            let e = s.load().unwrap_err().to_string();
+            assert!(e.contains("corrupt"), "{e}");
+        }
         fs::remove_dir_all(dir).unwrap();
     }
 
@@ -358,14 +470,14 @@ mod tests {
         let p = dir.join("2.state");
         let s = Store::new(&p);
         s.save(
-            &Durable {
+            &one(Durable {
                 term: 5,
                 voted_term: 5,
                 voted_for: 1,
                 led_term: 5,
                 hold_ms: 1,
                 drained: false,
-            },
+            }),
             &Extra::default(),
         )
         .unwrap();

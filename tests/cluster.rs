@@ -307,7 +307,7 @@ fn electctl_and_socket_limits() {
     );
     let metrics = String::from_utf8_lossy(&ctl(l, &["metrics"]).stdout).to_string();
     assert!(
-        metrics.contains("electd_is_leader 1") && metrics.trim_end().ends_with("# EOF"),
+        metrics.contains("electd_is_leader{group=\"default\"} 1") && metrics.trim_end().ends_with("# EOF"),
         "{metrics}"
     );
     assert_eq!(ctl(l, &["frobnicate"]).status.code(), Some(2));
@@ -386,9 +386,9 @@ fn idle_acks_go_to_the_leader_only() {
     let c = Cluster::start(Mode::Unicast, 5);
     let (l, _) = c.agreement(Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(500));
-    let ack_sent = |id| c.metric(id, "electd_datagrams_sent_total{kind=\"ack\"}");
-    let ack_got = |id| c.metric(id, "electd_datagrams_received_total{kind=\"ack\"}");
-    let lead_sent = |id| c.metric(id, "electd_datagrams_sent_total{kind=\"lead\"}");
+    let ack_sent = |id| c.metric(id, "electd_messages_sent_total{kind=\"ack\"}");
+    let ack_got = |id| c.metric(id, "electd_messages_received_total{kind=\"ack\"}");
+    let lead_sent = |id| c.metric(id, "electd_messages_sent_total{kind=\"lead\"}");
     let before: Vec<(u64, u64, u64)> = (1..=5)
         .map(|id| (ack_sent(id), ack_got(id), lead_sent(id)))
         .collect();

@@ -205,10 +205,7 @@ fn peer_healthy(c: &Cluster, id: u16, peer: u16) -> Option<Option<bool>> {
 /// A metric's value, None when the daemon does not export that series.
 fn metric(c: &Cluster, id: u16, series: &str) -> Option<f64> {
     let text = c.request(id, "metrics")?;
-    text.lines()
-        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
+    common::metric_value(&text, series)
 }
 
 /// The sum of every series of a metric family (any labels).

@@ -324,7 +324,7 @@ fn ipv6_multicast_across_namespaces_elects_and_fails_over() {
     c.spawn(leader);
     c.agreement(Duration::from_secs(5));
     let group_heard = (1..=3)
-        .filter(|&id| c.metric(id, "electd_datagrams_received_total{kind=\"lead\"}") > 0)
+        .filter(|&id| c.metric(id, "electd_messages_received_total{kind=\"lead\"}") > 0)
         .count();
     assert_eq!(group_heard, 3, "every server hears LEADs:\n{}", c.logs());
 }

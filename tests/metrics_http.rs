@@ -201,8 +201,7 @@ fn closed(r: &mut BufReader<TcpStream>) -> bool {
 
 /// The value of sample `name` (with its labels, if any) in a metrics text.
 fn sample(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    common::metric_value(text, name)
 }
 
 /// What a metrics text declares: its HELP and TYPE lines and its sample names.
@@ -266,7 +265,7 @@ fn curl_scrapes_what_electctl_metrics_reports() {
         );
         assert_eq!(role == "leader", id == leader);
         for name in [
-            "electd_datagrams_received_total{kind=\"lead\"}",
+            "electd_messages_received_total{kind=\"lead\"}",
             "electd_http_requests_total{code=\"200\"}",
             "electd_http_clients",
         ] {
@@ -732,7 +731,7 @@ fn ipv6_loopback_listen_serves_metrics() {
         c.log(1)
     );
     let body = String::from_utf8(out.stdout).unwrap();
-    assert!(body.contains("\nelectd_term ") && body.ends_with("# EOF\n"));
+    assert!(body.contains("\nelectd_term{group=\"default\"} ") && body.ends_with("# EOF\n"));
     assert!(
         c.log(1).contains(&format!("metrics on {url}")),
         "{}",

@@ -338,7 +338,7 @@ fn departed_supervisor_holds_the_resign_until_its_lease_end() {
         .request(1, "metrics")
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("electd_handoff_last_wait_seconds "))
+        .find_map(|l| l.strip_prefix("electd_handoff_last_wait_seconds{group=\"default\"} "))
         .and_then(|v| v.trim().parse::<f64>().ok())
         .map_or(0, |s| (s * 1e3).round() as u64);
     let at_least = until.saturating_sub(yielded) / 1_000_000;

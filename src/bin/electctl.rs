@@ -146,6 +146,9 @@ fn table(v: &Value) -> String {
         show(v, "id"),
         show(v, "name")
     ));
+    if let Some(g) = v.get("group").and_then(Value::as_str) {
+        out.push_str(&format!("group     {g}\n"));
+    }
     out.push_str(&format!("role      {}\n", show(v, "role")));
     out.push_str(&format!(
         "leader    {}\n",
@@ -202,6 +205,48 @@ fn table(v: &Value) -> String {
     out
 }
 
+/// Every group's status of an all-groups line, each completed with what the line
+/// holds once for all (server, refused reload, when each peer was heard), so each
+/// reads as a one-group status.
+fn group_views(v: &Value) -> Vec<Value> {
+    let Some(groups) = v.get("groups").and_then(Value::as_array) else {
+        return vec![v.clone()];
+    };
+    let heard = v.get("peers").and_then(Value::as_array).unwrap_or(&[]);
+    groups
+        .iter()
+        .map(|g| {
+            let Value::Obj(mut fields) = g.clone() else {
+                return g.clone();
+            };
+            for key in ["id", "name", "config_refused"] {
+                if let Some(x) = v.get(key) {
+                    fields.insert(key.to_string(), x.clone());
+                }
+            }
+            let fit = g.get("peers_healthy").and_then(Value::as_array).unwrap_or(&[]);
+            let peers = heard
+                .iter()
+                .map(|p| {
+                    let mut p = p.clone();
+                    let id = p.get("id").and_then(Value::as_u64);
+                    let healthy = fit
+                        .iter()
+                        .find(|f| f.get("id").and_then(Value::as_u64) == id)
+                        .and_then(|f| f.get("healthy"))
+                        .cloned();
+                    if let (Value::Obj(pf), Some(h)) = (&mut p, healthy) {
+                        pf.insert("healthy".into(), h);
+                    }
+                    p
+                })
+                .collect();
+            fields.insert("peers".into(), Value::Arr(peers));
+            Value::Obj(fields)
+        })
+        .collect()
+}
+
 /// The request word with its optional group: `status` or `status orders`.
 fn with_group(word: &str, group: Option<&str>) -> String {
     match group {
@@ -223,6 +268,14 @@ fn take_group(cmd: &str, rest: &[String]) -> Result<(Option<String>, Vec<String>
             Ok((Some(g.clone()), more.to_vec()))
         }
         _ => Ok((None, rest.to_vec())),
+    }
+}
+
+/// The per-group parts of an answer (`groups`), or the answer itself.
+fn answers(v: &Value) -> Vec<Value> {
+    match v.get("groups").and_then(Value::as_array) {
+        Some(gs) => gs.to_vec(),
+        None => vec![v.clone()],
     }
 }
 
@@ -257,13 +310,8 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
     match (cmd, rest.as_slice()) {
         ("status", []) => {
             let v = Conn::open(socket, one_shot)?.request(&with_group("status", g))?;
-            match v.get("groups").and_then(Value::as_array) {
-                Some(groups) => {
-                    let tables: Vec<String> = groups.iter().map(table).collect();
-                    print!("{}", tables.join("\n"));
-                }
-                None => print!("{}", table(&v)),
-            }
+            let tables: Vec<String> = group_views(&v).iter().map(table).collect();
+            print!("{}", tables.join("\n"));
             Ok(0)
         }
         ("status", [flag]) if flag == "--json" => {
@@ -318,15 +366,21 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
         ("yield", [flag]) if flag.starts_with("--to=") => yield_to(socket, g, Some(&flag[5..])),
         ("drain", []) => {
             let v = Conn::open(socket, one_shot)?.request(&with_group("drain", g))?;
-            match v.get("handover") {
-                Some(Value::Str(h)) if h == "started" => {
-                    match v.get("to").and_then(Value::as_u64) {
-                        Some(to) => println!("drained; handing over to server {to}"),
-                        None => println!("drained; handing over"),
+            for d in answers(&v) {
+                let tag = d
+                    .get("group")
+                    .and_then(Value::as_str)
+                    .map_or(String::new(), |g| format!("{g}: "));
+                match d.get("handover") {
+                    Some(Value::Str(h)) if h == "started" => {
+                        match d.get("to").and_then(Value::as_u64) {
+                            Some(to) => println!("{tag}drained; handing over to server {to}"),
+                            None => println!("{tag}drained; handing over"),
+                        }
                     }
+                    Some(Value::Str(h)) => println!("{tag}drained; still leader: {h}"),
+                    _ => println!("{tag}drained"),
                 }
-                Some(Value::Str(h)) => println!("drained; still leader: {h}"),
-                _ => println!("drained"),
             }
             Ok(0)
         }
@@ -376,8 +430,18 @@ fn yield_to(socket: &Path, group: Option<&str>, to: Option<&str>) -> Result<i32,
         }
         Some(e) => Err(e.to_string()),
         None => {
+            let groups: Vec<String> = v
+                .get("groups")
+                .and_then(Value::as_array)
+                .unwrap_or(&[])
+                .iter()
+                .filter_map(|g| g.as_str().map(str::to_string))
+                .collect();
             match v.get("to").and_then(Value::as_u64) {
                 Some(to) => println!("leadership yielded to server {to}"),
+                None if !groups.is_empty() => {
+                    println!("leadership yielded: {}", groups.join(", "))
+                }
                 None => println!("leadership yielded"),
             }
             if let Some(note) = v.get("note").and_then(Value::as_str) {

@@ -330,6 +330,18 @@ impl Node {
         Ok(())
     }
 
+    /// Notes that server `id` was heard at `now` through a datagram that carried nothing
+    /// for this group (SPEC section 4: heard_at is set by any valid datagram; with
+    /// election groups one datagram carries other groups' messages). Only the heard
+    /// counts of claims and the `alive` map use it; no vote, faith or lease does.
+    pub fn handle_heard(&mut self, now: Time, id: u16) {
+        if let Some(s) = self.index[usize::from(id.min(255))].map(usize::from) {
+            if s != self.me {
+                self.heard_at[s] = Some(self.heard_at[s].map_or(now, |t| t.max(now)));
+            }
+        }
+    }
+
     /// Refuses what no single datagram may do (SPEC section 8): terms at or above 2^62
     /// or far ahead of ours, and holds above `max-hold`.
     fn admit(&self, msg: &Message) -> Result<(), Reject> {

@@ -3,295 +3,365 @@
 
 use super::*;
 
-/// Counters for `metrics` beyond the core's.
+/// Cluster-wide counters for `metrics` (each group's are in `GroupMetrics`).
 #[derive(Debug, Default)]
 pub(super) struct Metrics {
+    /// Messages (bundle entries) by kind; a datagram carries one or more.
     pub(super) received: [u64; 5],
     pub(super) sent: [u64; 5],
+    /// Datagrams: one per destination per flush, carrying every group's messages.
+    pub(super) datagrams_sent: u64,
+    pub(super) datagrams_received: u64,
     pub(super) sent_bytes: u64,
     pub(super) received_bytes: u64,
     pub(super) dropped: BTreeMap<&'static str, u64>,
     pub(super) send_errors: u64,
     pub(super) state_writes: u64,
-    pub(super) role_changes: u64,
-    /// Planned handoffs begun.
-    pub(super) handoffs: u64,
-    /// Planned handoffs whose RESIGN waited for supervisors (not sent at once).
-    pub(super) handoffs_waited: u64,
-    /// How long the last handoff's RESIGN waited, in ms.
-    pub(super) last_handoff_wait_ms: u64,
-    /// Changes of `health` (ok, failing, unknown).
-    pub(super) health_changes: u64,
+}
+
+/// Appends one metric family: HELP, TYPE, then a sample per (labels, value). A
+/// counter's family is named with its _total suffix, like its samples (Prometheus
+/// text format 0.0.4, what `promtool check metrics` parses).
+fn family(s: &mut String, kind: &str, name: &str, help: &str, rows: &[(String, String)]) {
+    let total = if kind == "counter" { "_total" } else { "" };
+    let _ = writeln!(
+        s,
+        "# HELP electd_{name}{total} {help}\n# TYPE electd_{name}{total} {kind}"
+    );
+    for (labels, v) in rows {
+        let labels = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(s, "electd_{name}{total}{labels} {v}");
+    }
+}
+
+/// A per-group metric: its name, help and value.
+type GroupMetric<'a, T> = (&'static str, &'static str, &'a dyn Fn(&Group, usize) -> T);
+
+/// One unlabelled sample.
+fn one(v: impl ToString) -> [(String, String); 1] {
+    [(String::new(), v.to_string())]
 }
 
 impl Daemon {
+    /// One sample per group, labelled `group`.
+    fn per_group(&self, f: impl Fn(&Group, usize) -> String) -> Vec<(String, String)> {
+        self.groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (format!("group=\"{}\"", g.name), f(g, i)))
+            .collect()
+    }
+
+    /// One sample per (group, label value), labelled `group` and `label`.
+    fn per_group_by(
+        &self,
+        label: &str,
+        f: impl Fn(&Group) -> Vec<(&'static str, u64)>,
+    ) -> Vec<(String, String)> {
+        let mut rows = Vec::new();
+        for g in &self.groups {
+            for (value, v) in f(g) {
+                rows.push((
+                    format!("group=\"{}\",{label}=\"{value}\"", g.name),
+                    v.to_string(),
+                ));
+            }
+        }
+        rows
+    }
+
     pub(super) fn metrics_text(&self) -> String {
         let now = boot_now();
-        let st = self.node.status(now);
-        let c = self.node.counters();
         let m = &self.metrics;
         let mut s = String::new();
-        // Prometheus text format 0.0.4 (what Prometheus scrapes and `promtool check
-        // metrics` parses): a counter's family is named with its _total suffix, like
-        // its sample, and units are base units. The final `# EOF`, a comment in that
-        // format, ends the answer on the control socket.
-        let mut family = |kind: &str, name: &str, help: &str, v: String| {
-            let total = if kind == "counter" { "_total" } else { "" };
-            let _ = writeln!(
-                s,
-                "# HELP electd_{name}{total} {help}\n# TYPE electd_{name}{total} {kind}\nelectd_{name}{total} {v}"
-            );
-        };
+        let status = |g: &Group| g.node.status(now);
+        let gauges: [GroupMetric<String>; 7] = [
+            (
+                "is_leader",
+                "1 while this server holds a valid lease of the group.",
+                &|g, _| u8::from(status(g).role == Role::Leader).to_string(),
+            ),
+            ("term", "Highest term seen in the group.", &|g, _| {
+                status(g).term.to_string()
+            }),
+            (
+                "leader_id",
+                "Known leader id of the group, 0 if none.",
+                &|g, _| status(g).leader.unwrap_or(0).to_string(),
+            ),
+            (
+                "voted_term",
+                "Highest term voted in, in the group.",
+                &|g, _| status(g).voted_term.to_string(),
+            ),
+            (
+                "supervisors",
+                "Supervisors (electctl run) registered for the group.",
+                &|_, i| self.control.supervisors(i).to_string(),
+            ),
+            (
+                "healthy",
+                "1 while this server is healthy in the group (its check passes and no supervisor reports failing).",
+                &|g, _| u8::from(g.node.healthy()).to_string(),
+            ),
+            (
+                "drained",
+                "1 while this server is drained in the group (electctl drain).",
+                &|g, _| u8::from(g.node.drained()).to_string(),
+            ),
+        ];
+        for (name, help, f) in gauges {
+            family(&mut s, "gauge", name, help, &self.per_group(f));
+        }
         family(
-            "gauge",
-            "is_leader",
-            "1 while this server holds a valid lease.",
-            u8::from(st.role == Role::Leader).to_string(),
-        );
-        family("gauge", "term", "Highest term seen.", st.term.to_string());
-        family(
-            "gauge",
-            "leader_id",
-            "Known leader id, 0 if none.",
-            st.leader.unwrap_or(0).to_string(),
-        );
-        family(
-            "gauge",
-            "voted_term",
-            "Highest term voted in.",
-            st.voted_term.to_string(),
-        );
-        family(
-            "gauge",
-            "control_clients",
-            "Connected control socket clients.",
-            self.control.clients().to_string(),
-        );
-        family(
-            "gauge",
-            "control_watchers",
-            "Control socket clients watching.",
-            self.control.watchers().to_string(),
-        );
-        family(
-            "gauge",
-            "uptime_seconds",
-            "Seconds since start.",
-            format!("{:.3}", self.started.elapsed().as_secs_f64()),
-        );
-        family(
-            "counter",
-            "leader_changes",
-            "Changes of the known leader (as seen here).",
-            c.leader_changes.to_string(),
-        );
-        family(
-            "counter",
-            "role_changes",
-            "Changes of the reported role or leader.",
-            m.role_changes.to_string(),
-        );
-        family(
-            "counter",
-            "elections",
-            "Election rounds this server took part in.",
-            c.rounds.to_string(),
-        );
-        family("counter", "votes", "Votes cast.", c.votes.to_string());
-        family(
-            "counter",
-            "elected",
-            "Rounds won (including re-elections).",
-            c.elected.to_string(),
-        );
-        family(
-            "counter",
-            "dual_leader",
-            "LEADs from another leader of our own term (must stay 0).",
-            c.dual_leader.to_string(),
-        );
-        family(
-            "gauge",
-            "supervisors",
-            "Supervisors (electctl run) registered on the control socket.",
-            self.control.supervisors(0).to_string(),
-        );
-        family(
-            "counter",
-            "handoffs",
-            "Planned handoffs begun (yield, SIGTERM, health, drain, preempt).",
-            m.handoffs.to_string(),
-        );
-        family(
-            "counter",
-            "handoffs_waited",
-            "Planned handoffs whose RESIGN waited for supervisors to stop their commands.",
-            m.handoffs_waited.to_string(),
-        );
-        family(
+            &mut s,
             "gauge",
             "handoff_last_wait_seconds",
-            "How long the last planned handoff's RESIGN waited, in seconds.",
-            format!("{:.3}", m.last_handoff_wait_ms as f64 / 1e3),
+            "How long the group's last planned handoff's RESIGN waited, in seconds.",
+            &self.per_group(|g, _| format!("{:.3}", g.metrics.last_handoff_wait_ms as f64 / 1e3)),
         );
+        let counters: [GroupMetric<u64>; 13] = [
+            (
+                "leader_changes",
+                "Changes of the known leader (as seen here).",
+                &|g, _| g.node.counters().leader_changes,
+            ),
+            (
+                "role_changes",
+                "Changes of the reported role or leader.",
+                &|g, _| g.metrics.role_changes,
+            ),
+            (
+                "elections",
+                "Election rounds this server took part in.",
+                &|g, _| g.node.counters().rounds,
+            ),
+            ("votes", "Votes cast.", &|g, _| g.node.counters().votes),
+            (
+                "elected",
+                "Rounds won (including re-elections).",
+                &|g, _| g.node.counters().elected,
+            ),
+            (
+                "dual_leader",
+                "LEADs from another leader of our own term (must stay 0).",
+                &|g, _| g.node.counters().dual_leader,
+            ),
+            (
+                "handoffs",
+                "Planned handoffs begun (yield, SIGTERM, health, drain, preempt).",
+                &|g, _| g.metrics.handoffs,
+            ),
+            (
+                "handoffs_waited",
+                "Planned handoffs whose RESIGN waited for supervisors to stop their commands.",
+                &|g, _| g.metrics.handoffs_waited,
+            ),
+            (
+                "health_changes",
+                "Changes of health (ok, failing, unknown).",
+                &|g, _| g.metrics.health_changes,
+            ),
+            ("check_runs", "Health check runs finished.", &|g, _| {
+                g.checks.counters.runs
+            }),
+            (
+                "successor_votes",
+                "Rounds in which this server voted for the successor a RESIGN named.",
+                &|g, _| g.node.counters().successor_votes,
+            ),
+            ("hook_runs", "Hooks started.", &|g, _| g.hooks.runs),
+            (
+                "hook_failures",
+                "Hooks that failed, timed out or could not start.",
+                &|g, _| g.hooks.failures,
+            ),
+        ];
+        for (name, help, f) in counters {
+            family(
+                &mut s,
+                "counter",
+                name,
+                help,
+                &self.per_group(|g, i| f(g, i).to_string()),
+            );
+        }
         family(
-            "gauge",
-            "healthy",
-            "1 while this server is healthy (its check passes and no supervisor reports failing).",
-            u8::from(self.node.healthy()).to_string(),
-        );
-        family(
-            "gauge",
-            "drained",
-            "1 while this server is drained (electctl drain).",
-            u8::from(self.node.drained()).to_string(),
-        );
-        family(
-            "gauge",
-            "config_refused",
-            "1 while the last reload was refused: the running configuration is not the file's, and a restart would load the file.",
-            u8::from(self.config_refused.is_some()).to_string(),
-        );
-        family(
+            &mut s,
             "counter",
-            "health_changes",
-            "Changes of health (ok, failing, unknown).",
-            self.metrics.health_changes.to_string(),
+            "check_failures",
+            "Health check runs that failed, by reason (exit: non-zero status; exec: could not run, or status 126 or 127; signal; timeout).",
+            &self.per_group_by("reason", |g| {
+                REASONS
+                    .iter()
+                    .copied()
+                    .zip(g.checks.counters.failures)
+                    .collect()
+            }),
         );
         family(
+            &mut s,
             "counter",
-            "check_runs",
-            "Health check runs finished.",
-            self.checks.counters.runs.to_string(),
+            "handovers",
+            "Handovers this leader began, by reason (yield includes SIGTERM).",
+            &self.per_group_by("reason", |g| {
+                [
+                    Handover::Yield,
+                    Handover::Health,
+                    Handover::Drain,
+                    Handover::Preempt,
+                ]
+                .iter()
+                .map(|&h| (h.name(), g.node.counters().handovers[h as usize]))
+                .collect()
+            }),
+        );
+        let cluster: [(&str, &str, &str, String); 9] = [
+            (
+                "gauge",
+                "control_clients",
+                "Connected control socket clients.",
+                self.control.clients().to_string(),
+            ),
+            (
+                "gauge",
+                "control_watchers",
+                "Control socket clients watching.",
+                self.control.watchers().to_string(),
+            ),
+            (
+                "gauge",
+                "uptime_seconds",
+                "Seconds since start.",
+                format!("{:.3}", self.started.elapsed().as_secs_f64()),
+            ),
+            (
+                "gauge",
+                "config_refused",
+                "1 while the last reload was refused: the running configuration is not the file's, and a restart would load the file.",
+                u8::from(self.config_refused.is_some()).to_string(),
+            ),
+            (
+                "counter",
+                "supervisors_departed_unconfirmed",
+                "Supervisors that left without confirming the end of a lease they were told of.",
+                self.control.counters.departed_unconfirmed.to_string(),
+            ),
+            (
+                "counter",
+                "state_writes",
+                "Durable writes of the state file (every group's state in one).",
+                m.state_writes.to_string(),
+            ),
+            (
+                "counter",
+                "send_errors",
+                "Datagrams the kernel refused to send.",
+                m.send_errors.to_string(),
+            ),
+            (
+                "counter",
+                "control_requests",
+                "Control socket requests answered.",
+                self.control.counters.requests.to_string(),
+            ),
+            (
+                "counter",
+                "control_dropped",
+                "Control clients dropped (limits).",
+                (self.control.counters.dropped + self.control.counters.refused).to_string(),
+            ),
+        ];
+        for (kind, name, help, v) in cluster {
+            family(&mut s, kind, name, help, &one(v));
+        }
+        family(
+            &mut s,
+            "counter",
+            "datagrams_sent",
+            "Datagrams sent (one per destination per flush, carrying every group's messages).",
+            &one(m.datagrams_sent),
         );
         family(
+            &mut s,
             "counter",
-            "successor_votes",
-            "Rounds in which this server voted for the successor a RESIGN named.",
-            c.successor_votes.to_string(),
-        );
-        family(
-            "counter",
-            "supervisors_departed_unconfirmed",
-            "Supervisors that left without confirming the end of a lease they were told of.",
-            self.control.counters.departed_unconfirmed.to_string(),
-        );
-        family(
-            "counter",
-            "state_writes",
-            "Durable writes of the state file.",
-            m.state_writes.to_string(),
-        );
-        family(
-            "counter",
-            "send_errors",
-            "Datagrams the kernel refused to send.",
-            m.send_errors.to_string(),
-        );
-        family(
-            "counter",
-            "hook_runs",
-            "Hooks started.",
-            self.hooks.runs.to_string(),
-        );
-        family(
-            "counter",
-            "hook_failures",
-            "Hooks that failed, timed out or could not start.",
-            self.hooks.failures.to_string(),
-        );
-        family(
-            "counter",
-            "control_requests",
-            "Control socket requests answered.",
-            self.control.counters.requests.to_string(),
-        );
-        family(
-            "counter",
-            "control_dropped",
-            "Control clients dropped (limits).",
-            (self.control.counters.dropped + self.control.counters.refused).to_string(),
+            "datagrams_received",
+            "Valid datagrams received.",
+            &one(m.datagrams_received),
         );
         let kinds = [Kind::Lead, Kind::Elect, Kind::Vote, Kind::Ack];
-        let by_kind = |counts: &[u64; 5]| {
+        let by_kind = |counts: &[u64; 5]| -> Vec<(String, String)> {
             kinds
                 .iter()
-                .map(|&k| ("kind", k.name(), counts[k as usize]))
-                .collect::<Vec<_>>()
+                .map(|&k| {
+                    (
+                        format!("kind=\"{}\"", k.name()),
+                        counts[k as usize].to_string(),
+                    )
+                })
+                .collect()
         };
-        let dropped: Vec<_> = m.dropped.iter().map(|(r, v)| ("reason", *r, *v)).collect();
-        let check_failures: Vec<_> = REASONS
+        family(
+            &mut s,
+            "counter",
+            "messages_received",
+            "Messages received and accepted, by kind (every group's; a datagram carries one or more).",
+            &by_kind(&m.received),
+        );
+        family(
+            &mut s,
+            "counter",
+            "messages_sent",
+            "Messages sent, by kind, once per recipient datagram (every group's).",
+            &by_kind(&m.sent),
+        );
+        let dropped: Vec<(String, String)> = m
+            .dropped
             .iter()
-            .zip(self.checks.counters.failures)
-            .map(|(r, v)| ("reason", *r, v))
+            .map(|(r, v)| (format!("reason=\"{r}\""), v.to_string()))
             .collect();
-        let handovers: Vec<_> = [
-            Handover::Yield,
-            Handover::Health,
-            Handover::Drain,
-            Handover::Preempt,
-        ]
-        .iter()
-        .map(|&h| ("reason", h.name(), c.handovers[h as usize]))
-        .collect();
-        for (name, help, rows) in [
-            (
-                "datagrams_received",
-                "Valid datagrams received, by kind.",
-                by_kind(&m.received),
-            ),
-            (
-                "datagrams_sent",
-                "Datagrams sent, by kind.",
-                by_kind(&m.sent),
-            ),
-            (
-                "datagrams_dropped",
-                "Datagrams dropped, by reason.",
-                dropped,
-            ),
-            (
-                "check_failures",
-                "Health check runs that failed, by reason (exit: non-zero status; exec: could not run, or status 126 or 127; signal; timeout).",
-                check_failures,
-            ),
-            (
-                "handovers",
-                "Handovers this leader began, by reason (yield includes SIGTERM).",
-                handovers,
-            ),
-        ] {
-            let _ = writeln!(
-                s,
-                "# HELP electd_{name}_total {help}\n# TYPE electd_{name}_total counter"
-            );
-            for (label, value, v) in rows {
-                let _ = writeln!(s, "electd_{name}_total{{{label}=\"{value}\"}} {v}");
-            }
-        }
-        s.push_str(
-            "# HELP electd_bytes_total Datagram bytes sent and received.\n# TYPE electd_bytes_total counter\n",
+        family(
+            &mut s,
+            "counter",
+            "datagrams_dropped",
+            "Datagrams (or messages in them) dropped, by reason.",
+            &dropped,
         );
-        let _ = writeln!(
-            s,
-            "electd_bytes_total{{direction=\"sent\"}} {}",
-            m.sent_bytes
+        family(
+            &mut s,
+            "counter",
+            "bytes",
+            "Datagram bytes sent and received.",
+            &[
+                ("direction=\"sent\"".into(), m.sent_bytes.to_string()),
+                (
+                    "direction=\"received\"".into(),
+                    m.received_bytes.to_string(),
+                ),
+            ],
         );
-        let _ = writeln!(
-            s,
-            "electd_bytes_total{{direction=\"received\"}} {}",
-            m.received_bytes
+        let peers: Vec<(String, String)> = self
+            .peers_heard()
+            .into_iter()
+            .filter_map(|(id, heard)| {
+                let t = heard?;
+                Some((
+                    format!("peer=\"{id}\""),
+                    format!("{:.3}", now.saturating_since(t).as_secs_f64()),
+                ))
+            })
+            .collect();
+        family(
+            &mut s,
+            "gauge",
+            "peer_last_heard_seconds",
+            "Seconds since each peer was last heard (absent: never).",
+            &peers,
         );
-        s.push_str("# HELP electd_peer_last_heard_seconds Seconds since each peer was last heard (absent: never).\n# TYPE electd_peer_last_heard_seconds gauge\n");
-        for (id, heard) in self.node.peers() {
-            if let Some(t) = heard {
-                let _ = writeln!(
-                    s,
-                    "electd_peer_last_heard_seconds{{peer=\"{id}\"}} {:.3}",
-                    now.saturating_since(t).as_secs_f64()
-                );
-            }
-        }
         if let Some(h) = &self.http {
             h.write_metrics(&mut s);
         }

@@ -29,6 +29,7 @@
 //! lines, change reports), `requests` (control-socket answers), `reload` (SIGHUP and
 //! `reload`), `signals` (the signalfd).
 
+mod group;
 mod handoff;
 mod health;
 mod metrics;
@@ -38,6 +39,8 @@ mod requests;
 mod signals;
 mod status;
 
+use group::Group;
+use handoff::Handoff;
 use metrics::Metrics;
 use reload::bind_metrics;
 use signals::signal_fd;
@@ -51,9 +54,9 @@ use crate::health::{Checks, REASONS, Verdict};
 use crate::hooks::Hooks;
 use crate::http::Http;
 
-use crate::node::{Durable, Event, Handover, Node, Output, Reject, Role, Sabotage};
+use crate::node::{Dest, Durable, Event, Handover, Node, Output, Reject, Role, Sabotage};
 use crate::notify::Notifier;
-use crate::store::{Extra, Store};
+use crate::store::{Extra, GroupStates, Store};
 use crate::time::{Time, boot_now};
 use crate::transport::{RECV_BUF, Transport};
 use crate::wire::{self, Kind};
@@ -87,9 +90,6 @@ const MAX_REFUSAL_STATUS: usize = 120;
 /// The environment variable that breaks the daemon on purpose for negative controls.
 pub const SABOTAGE_VAR: &str = "ELECTD_TEST_SABOTAGE";
 
-/// The election groups this daemon runs (one, `default`, until groups land).
-const GROUPS: usize = 1;
-
 /// Reads `ELECTD_TEST_SABOTAGE`: unset means none; `resign_early` sends the RESIGN of a
 /// planned handoff without waiting for supervisors (a deliberately unsafe build, for
 /// an end-to-end test's negative control); anything else is refused.
@@ -119,16 +119,6 @@ fn random_seed() -> u64 {
     }
 }
 
-/// A planned handoff under way: when it began and why its RESIGN left.
-#[derive(Copy, Clone, Debug)]
-struct Handoff {
-    term: u64,
-    began: Time,
-    until: Time,
-    /// Set when the daemon released the RESIGN: every supervisor had confirmed.
-    released: Option<&'static str>,
-}
-
 /// Why the daemon stopped abnormally.
 #[derive(Debug)]
 pub struct Fatal(pub String);
@@ -145,34 +135,31 @@ pub struct Daemon {
     id_override: Option<u16>,
     cli_log_level: Option<log::LevelFilter>,
     poll: Poll,
-    node: Node,
+    /// The election groups, in configuration order (a group's index is its wire id).
+    groups: Vec<Group>,
     transport: Transport,
     control: Control,
     store: Store,
     signals: i32,
     metrics: Metrics,
-    view: View,
     /// Rate limit of warnings per (sender, reason): one a minute.
     warned: HashMap<(u16, &'static str), Instant>,
     last_debug_drop: Option<Instant>,
     udp_more: [bool; 2],
-    /// SIGTERM or SIGINT: the latest moment to exit (boot clock), after the RESIGN.
+    /// SIGTERM or SIGINT: the latest moment to exit (boot clock), after the RESIGNs.
     stopping: Option<Time>,
-    handoff: Option<Handoff>,
     started: Instant,
     notifier: Notifier,
     next_watchdog: Option<Instant>,
-    hooks: Hooks,
     keys: Option<Keys>,
     replay: ReplayWindow,
-    durable: Durable,
+    /// The state of groups in the state file that are no longer configured: written
+    /// back unchanged, so a group added back never votes twice in a term.
+    kept: GroupStates,
     extra: Extra,
     send_seq: u32,
-    checks: Checks,
-    /// The health the core was last told of (the view's may change first).
-    health: Verdict,
-    /// The successor named by the latest handover begun (for the answer to `drain`).
-    last_handover_to: Option<u16>,
+    /// Datagrams the cores queued in this flush, batched per destination when it ends.
+    outbox: Vec<(Dest, wire::Entry)>,
     /// Why the last reload (SIGHUP or `reload`) was refused; None once one succeeds.
     /// The refused file is still on disk: the next restart would load it.
     config_refused: Option<String>,
@@ -203,7 +190,7 @@ impl Daemon {
         }
         let mut store = Store::new(&cfg.state);
         store.lock().map_err(|e| Fatal(e.to_string()))?;
-        let (durable, mut extra) = store.load().map_err(|e| Fatal(e.to_string()))?;
+        let (mut kept, mut extra) = store.load().map_err(|e| Fatal(e.to_string()))?;
         let keys = auth::load_keys(cfg.key_file.as_deref(), cfg.key_file_next.as_deref())
             .map_err(Fatal)?;
         // A new boot number, on disk before anything is sent: counters never repeat.
@@ -212,7 +199,7 @@ impl Daemon {
             .checked_add(1)
             .ok_or_else(|| Fatal("boot counter exhausted".into()))?;
         store
-            .save(&durable, &extra)
+            .save(&kept, &extra)
             .map_err(|e| Fatal(e.to_string()))?;
         let mut replay = ReplayWindow::default();
         for (&id, &boot) in &extra.peer_boots {
@@ -239,29 +226,26 @@ impl Daemon {
         control.register(reg, CONTROL).map_err(fail)?;
         let http = bind_metrics(cfg.metrics_listen, reg).map_err(Fatal)?;
         let now = boot_now();
-        let mut node_cfg = cfg.node_config(random_seed());
-        node_cfg.sabotage = sabotage_from_env().map_err(Fatal)?;
-        if node_cfg.sabotage.resign_early {
+        let sabotage = sabotage_from_env().map_err(Fatal)?;
+        if sabotage.resign_early {
             warn!(
                 "{SABOTAGE_VAR}=resign_early: this daemon is DELIBERATELY UNSAFE: a planned handoff releases the followers before local commands have stopped (for tests only)"
             );
         }
-        let mut node = Node::new(node_cfg, durable, now).map_err(|e| Fatal(e.to_string()))?;
-        if cfg.check.is_some() {
-            // SPEC section 13: a server with a check starts unhealthy.
-            node.set_health(now, false);
+        let waker = Arc::new(
+            mio::Waker::new(poll.registry(), HEALTH)
+                .map_err(|e| Fatal(format!("poll waker: {e}")))?,
+        );
+        let mut groups = Vec::with_capacity(cfg.groups.len());
+        for g in 0..cfg.groups.len() {
+            let durable = kept.remove(&cfg.groups[g].name).unwrap_or_default();
+            groups.push(Group::start(&cfg, g, durable, &sabotage, &waker, now)?);
         }
         for w in cfg.warnings() {
             warn!("{w}");
         }
-        let waker = mio::Waker::new(poll.registry(), HEALTH)
-            .map_err(|e| Fatal(format!("poll waker: {e}")))?;
-        // After signal_fd: the runner thread inherits the mask, so signals still reach
-        // the signalfd and never the thread.
-        let checks = Checks::start(cfg.check.as_ref(), Arc::new(waker), cfg.id)
-            .map_err(|e| Fatal(format!("check runner: {e}")))?;
         info!(
-            "electd {} started: server {} ({}) of cluster '{}', {} servers, {}, term {}, state {}",
+            "electd {} started: server {} ({}) of cluster '{}', {} servers, {}, {}, state {}",
             env!("CARGO_PKG_VERSION"),
             cfg.id,
             cfg.name_of(cfg.id),
@@ -273,66 +257,78 @@ impl Daemon {
                     group, interface, ..
                 } => format!("multicast {group} on {interface}"),
             },
-            durable.term,
+            if cfg.has_groups() {
+                format!("{} election groups", groups.len())
+            } else {
+                format!("term {}", groups[0].durable.term)
+            },
             cfg.state.display()
         );
-        if node.drained() {
-            warn!("this server is drained (state file): it will not lead until 'electctl undrain'");
+        let several = cfg.has_groups();
+        for (g, spec) in groups.iter().zip(&cfg.groups) {
+            let tag = g.tag(several);
+            if several {
+                info!(
+                    "{tag}term {}, preference {}",
+                    g.durable.term,
+                    if spec.order.is_empty() {
+                        "by server priority".to_string()
+                    } else {
+                        spec.order
+                            .iter()
+                            .map(u16::to_string)
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    }
+                );
+            }
+            if g.node.drained() {
+                warn!(
+                    "{tag}this server is drained (state file): it will not lead until 'electctl undrain'"
+                );
+            }
+            if let Some(c) = &spec.check {
+                info!(
+                    "{tag}health check: {} every {:?} (timeout {:?}, fall {}, rise {}); unhealthy until it passes",
+                    c.argv.join(" "),
+                    c.interval,
+                    c.timeout,
+                    c.fall,
+                    c.rise
+                );
+            }
         }
-        if let Some(c) = &cfg.check {
+        if !kept.is_empty() {
             info!(
-                "health check: {} every {:?} (timeout {:?}, fall {}, rise {}); unhealthy until it passes",
-                c.argv.join(" "),
-                c.interval,
-                c.timeout,
-                c.fall,
-                c.rise
+                "the state file keeps the state of groups no longer configured: {}",
+                kept.keys().cloned().collect::<Vec<_>>().join(", ")
             );
         }
-        let view = View {
-            role: Role::Follower,
-            leader: None,
-            term: durable.term,
-            lease_until: None,
-            health: checks.verdict(),
-            drained: node.drained(),
-        };
         let notifier = Notifier::from_env().map_err(|e| Fatal(format!("NOTIFY_SOCKET: {e}")))?;
-        let hooks = Hooks::new(
-            cfg.id,
-            cfg.on_leader.clone(),
-            cfg.on_follower.clone(),
-            cfg.hook_timeout,
-        );
         Ok(Daemon {
             cfg,
             id_override,
             cli_log_level,
             poll,
-            node,
+            groups,
             transport,
             control,
             store,
             signals,
             metrics: Metrics::default(),
-            view,
             warned: HashMap::new(),
             last_debug_drop: None,
             udp_more: [false; 2],
             stopping: None,
-            handoff: None,
             started: Instant::now(),
             next_watchdog: notifier.watchdog_interval().map(|i| Instant::now() + i),
             notifier,
-            hooks,
             keys,
             replay,
-            durable,
+            kept,
             extra,
             send_seq: 0,
-            health: checks.verdict(),
-            checks,
-            last_handover_to: None,
+            outbox: Vec::new(),
             config_refused: None,
             http,
         })
@@ -349,12 +345,15 @@ impl Daemon {
             let busy = self.udp_more.iter().any(|&m| m)
                 || self.control.has_more()
                 || self.http.as_ref().is_some_and(Http::has_more);
-            let mut deadline = self.node.next_deadline();
-            if self.node.resign_pending() {
-                // A supervisor that left unconfirmed may hold a lease shorter than ours.
-                let departed = Time(self.control.departed_until_ns(0));
-                if departed > now {
-                    deadline = deadline.min(departed);
+            let mut deadline = Time(u64::MAX);
+            for (g, group) in self.groups.iter().enumerate() {
+                deadline = deadline.min(group.node.next_deadline());
+                if group.node.resign_pending() {
+                    // A supervisor that left unconfirmed may hold a lease shorter than ours.
+                    let departed = Time(self.control.departed_until_ns(g));
+                    if departed > now {
+                        deadline = deadline.min(departed);
+                    }
                 }
             }
             if let Some(bound) = self.stopping {
@@ -362,8 +361,11 @@ impl Daemon {
             }
             let mut timeout = deadline.saturating_since(now).min(MAX_WAIT);
             let instant = Instant::now();
-            for d in [self.hooks.deadline(), self.next_watchdog]
-                .into_iter()
+            for d in self
+                .groups
+                .iter()
+                .map(|g| g.hooks.deadline())
+                .chain([self.next_watchdog])
                 .flatten()
             {
                 timeout = timeout.min(d.saturating_duration_since(instant));
@@ -412,18 +414,18 @@ impl Daemon {
                     self.read_udp(which)?;
                 }
             }
-            self.node.handle_timeout(boot_now());
-            self.flush_node()?;
+            self.on_timeouts()?;
             // Bounded: the rest stays buffered for the next wakeup (finding 7).
             for (slot, req) in self.control.take_requests(Instant::now()) {
                 self.answer(slot, req)?;
                 // Heartbeats first: a LEAD due while answering leaves before the next.
-                self.node.handle_timeout(boot_now());
-                self.flush_node()?;
+                self.on_timeouts()?;
             }
             self.serve_http()?;
             self.check_release()?;
-            self.checks.drain();
+            for g in &mut self.groups {
+                g.checks.drain();
+            }
             self.update_health()?;
             self.control.flush(self.poll.registry(), Instant::now());
             if let Some(h) = self.http.as_mut() {
@@ -433,7 +435,9 @@ impl Daemon {
             if self.update_health()? {
                 self.control.flush(self.poll.registry(), Instant::now());
             }
-            self.hooks.poll(Instant::now());
+            for g in &mut self.groups {
+                g.hooks.poll(Instant::now());
+            }
             if let Some(next) = self.next_watchdog {
                 // Sent from the loop itself: a wedged loop stops petting, and systemd acts.
                 if Instant::now() >= next {
@@ -445,11 +449,11 @@ impl Daemon {
             if let Some(bound) = self.stopping {
                 // Never before the RESIGN; at the latest the lease end plus a heartbeat.
                 let now = boot_now();
-                if self.node.resign_complete() {
+                if self.groups.iter().all(|g| g.node.resign_complete()) {
                     info!("stopped");
                     return Ok(());
                 }
-                if now >= bound && !self.node.resign_pending() {
+                if now >= bound && !self.groups.iter().any(|g| g.node.resign_pending()) {
                     warn!("stopped before the second RESIGN left");
                     return Ok(());
                 }
@@ -469,77 +473,197 @@ impl Daemon {
             if let Some(h) = self.http.as_mut() {
                 h.answer(slot, &reply, body.as_deref(), Instant::now());
             }
-            self.node.handle_timeout(boot_now());
-            self.flush_node()?;
+            self.on_timeouts()?;
         }
         Ok(())
     }
 
-    /// Drains the core: sends, durable writes (confirmed before what follows), events.
-    fn flush_node(&mut self) -> Result<(), Fatal> {
-        while let Some(out) = self.node.poll_output() {
-            match out {
-                Output::Send { dest, msg } => {
-                    // A bundle of one entry: with one election group, a flush seldom
-                    // holds two messages for one destination.
-                    let entry = [wire::Entry { group: 0, msg }];
-                    let mut bytes = Vec::with_capacity(wire::MAX_BUNDLE_LEN);
-                    match self.keys.clone() {
-                        Some(k) => {
-                            let counter = self.next_counter()?;
-                            wire::encode_bundle(
-                                msg.sender,
-                                msg.fingerprint,
-                                &entry,
-                                Some((counter, &k.current)),
-                                &mut bytes,
-                            )
-                        }
-                        None => wire::encode_bundle(
-                            msg.sender,
-                            msg.fingerprint,
-                            &entry,
-                            None,
-                            &mut bytes,
-                        ),
-                    };
-                    let (sent, errors) = self.transport.send(dest, &bytes);
-                    self.metrics.sent[msg.body.kind() as usize] += sent;
-                    self.metrics.sent_bytes += sent * bytes.len() as u64;
-                    for (to, e) in errors {
-                        self.metrics.send_errors += 1;
-                        debug!("send {} to {to}: {e}", msg.body.kind().name());
-                    }
-                }
-                Output::Persist(state) => {
-                    // Nothing that depends on this state may leave before it is on disk;
-                    // if it cannot be written, stopping is the only safe answer.
-                    self.store
-                        .save(&state, &self.extra)
-                        .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
-                    self.durable = state;
-                    self.metrics.state_writes += 1;
-                    self.node.handle_persisted(boot_now(), state);
-                }
-                Output::Event(e) => match e {
-                    Event::DualLeader { term, other } => {
-                        error!("server {other} also led term {term}")
-                    }
-                    Event::Elected { term } => debug!("won the round of term {term}"),
-                    Event::Resigning {
-                        term,
-                        until,
-                        to,
-                        reason,
-                    } => self.on_resigning(term, until, to, reason),
-                    Event::Resigned { term } => self.on_resigned(term),
-                    Event::Voted { .. } | Event::SteppedDown { .. } => {}
-                },
-            }
+    /// Runs every group's due timers, then flushes.
+    fn on_timeouts(&mut self) -> Result<(), Fatal> {
+        let now = boot_now();
+        for g in &mut self.groups {
+            g.node.handle_timeout(now);
         }
+        self.flush_node()
+    }
+
+    /// Drains every group's core: durable writes (one write of the state file for all
+    /// groups, confirmed before anything that waited for it leaves), events, then the
+    /// datagrams, batched per destination (SPEC section 15). When a LEAD leaves, the
+    /// other groups this server leads send theirs now if due within HBT/2, so every
+    /// group's heartbeat shares one datagram and their ACKs come back in one.
+    fn flush_node(&mut self) -> Result<(), Fatal> {
+        let mut aligned = false;
+        // Bounded: each pass either writes, aligns once, or finds nothing left; a core
+        // queues at most a few writes per input.
+        for _ in 0..64 {
+            self.drain_outputs()?;
+            if self.groups.iter().any(|g| g.want.is_some()) {
+                self.write_state()?;
+                continue;
+            }
+            if !aligned && self.outbox.iter().any(|(_, e)| is_heartbeat(&e.msg)) {
+                aligned = true;
+                let now = boot_now();
+                let mut pulled = false;
+                for g in &mut self.groups {
+                    let within = g.node.heartbeat() / 2;
+                    pulled |= g.node.handle_heartbeat_due(now, within);
+                }
+                if pulled {
+                    continue;
+                }
+            }
+            break;
+        }
+        self.send_outbox()?;
         self.report_changes();
         Ok(())
     }
+
+    /// Takes every group's queued outputs: sends go to the outbox, writes are noted
+    /// (the latest per group holds everything before it), events are handled.
+    fn drain_outputs(&mut self) -> Result<(), Fatal> {
+        for g in 0..self.groups.len() {
+            while let Some(out) = self.groups[g].node.poll_output() {
+                match out {
+                    Output::Send { dest, msg } => self.outbox.push((
+                        dest,
+                        wire::Entry {
+                            group: g as u8,
+                            msg,
+                        },
+                    )),
+                    Output::Persist(state) => self.groups[g].want = Some(state),
+                    Output::Event(e) => self.on_event(g, e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the state file with every group's newest state, then confirms it to each
+    /// group that asked. Nothing that depends on it has left: the cores hold it back.
+    fn write_state(&mut self) -> Result<(), Fatal> {
+        let mut all = self.kept.clone();
+        for g in &self.groups {
+            all.insert(g.name.clone(), g.want.unwrap_or(g.durable));
+        }
+        // If it cannot be written, stopping is the only safe answer.
+        self.store
+            .save(&all, &self.extra)
+            .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
+        self.metrics.state_writes += 1;
+        let now = boot_now();
+        for g in &mut self.groups {
+            if let Some(state) = g.want.take() {
+                g.durable = state;
+                g.node.handle_persisted(now, state);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the state file as it stands (boot numbers changed, no group asked).
+    fn save_state(&self) -> Result<(), crate::store::StoreError> {
+        let mut all = self.kept.clone();
+        for g in &self.groups {
+            all.insert(g.name.clone(), g.durable);
+        }
+        self.store.save(&all, &self.extra)
+    }
+
+    fn on_event(&mut self, g: usize, e: Event) {
+        let tag = self.groups[g].tag(self.cfg.has_groups());
+        match e {
+            Event::DualLeader { term, other } => {
+                error!("{tag}server {other} also led term {term}")
+            }
+            Event::Elected { term } => debug!("{tag}won the round of term {term}"),
+            Event::Resigning {
+                term,
+                until,
+                to,
+                reason,
+            } => self.on_resigning(g, term, until, to, reason),
+            Event::Resigned { term } => self.on_resigned(g, term),
+            Event::Voted { .. } | Event::SteppedDown { .. } => {}
+        }
+    }
+
+    /// Sends what the flush queued: per destination one bundle (split at
+    /// `wire::MAX_BUNDLE_LEN`), in the order queued within it.
+    fn send_outbox(&mut self) -> Result<(), Fatal> {
+        if self.outbox.is_empty() {
+            return Ok(());
+        }
+        let mut outbox = std::mem::take(&mut self.outbox);
+        let mut dests: Vec<Dest> = Vec::new();
+        for (d, _) in &outbox {
+            if !dests.contains(d) {
+                dests.push(*d);
+            }
+        }
+        let mut entries: Vec<wire::Entry> = Vec::with_capacity(outbox.len());
+        let mut bytes = Vec::with_capacity(wire::MAX_BUNDLE_LEN);
+        for dest in dests {
+            entries.clear();
+            entries.extend(outbox.iter().filter(|(d, _)| *d == dest).map(|(_, e)| *e));
+            let keyed = self.keys.is_some();
+            for run in wire::pack(&entries, keyed) {
+                let part = &entries[run];
+                bytes.clear();
+                let (id, fp) = (self.cfg.id, part[0].msg.fingerprint);
+                match self.keys.clone() {
+                    Some(k) => {
+                        let counter = self.next_counter()?;
+                        wire::encode_bundle(id, fp, part, Some((counter, &k.current)), &mut bytes)
+                    }
+                    None => wire::encode_bundle(id, fp, part, None, &mut bytes),
+                };
+                let (sent, errors) = self.transport.send(dest, &bytes);
+                self.metrics.datagrams_sent += sent;
+                for e in part {
+                    self.metrics.sent[e.msg.body.kind() as usize] += sent;
+                }
+                self.metrics.sent_bytes += sent * bytes.len() as u64;
+                for (to, e) in errors {
+                    self.metrics.send_errors += 1;
+                    debug!("send {} entries to {to}: {e}", part.len());
+                }
+            }
+        }
+        outbox.clear();
+        self.outbox = outbox;
+        Ok(())
+    }
+
+    /// The group a request names: `None` is the only group of a file without `group`
+    /// lines (or the group literally called `default`).
+    pub(super) fn group_index(&self, name: Option<&str>) -> Result<usize, String> {
+        let name = name.unwrap_or(crate::config::DEFAULT_GROUP);
+        self.cfg.group_index(name).ok_or_else(|| {
+            let names: Vec<&str> = self.groups.iter().map(|g| g.name.as_str()).collect();
+            format!(
+                "no group '{name}' (this server's groups: {})",
+                names.join(", ")
+            )
+        })
+    }
+
+    /// The groups a request applies to: the one it names; without a name, the only
+    /// group of a file without `group` lines, or every group of one with them.
+    pub(super) fn groups_of(&self, name: Option<&str>) -> Result<Vec<usize>, String> {
+        match name {
+            None if self.cfg.has_groups() => Ok((0..self.groups.len()).collect()),
+            n => self.group_index(n).map(|g| vec![g]),
+        }
+    }
+}
+
+/// True for a heartbeat (a LEAD that is not a RESIGN).
+fn is_heartbeat(msg: &wire::Message) -> bool {
+    matches!(msg.body, wire::Body::Lead { resign: false, .. })
 }
 
 /// `text` on one line (control characters become '?'; sd_notify lines end at a

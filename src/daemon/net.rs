@@ -48,8 +48,8 @@ impl Daemon {
     pub(super) fn on_datagram(&mut self, bytes: &[u8], src: std::net::SocketAddr) {
         self.metrics.received_bytes += bytes.len() as u64;
         let decoded = match &self.keys {
-            Some(k) => wire::decode_any(bytes, Some(&k.verifiers()), GROUPS),
-            None => wire::decode_any(bytes, None, GROUPS),
+            Some(k) => wire::decode_any(bytes, Some(&k.verifiers()), self.groups.len()),
+            None => wire::decode_any(bytes, None, self.groups.len()),
         };
         let bundle = match decoded {
             Ok(b) => b,
@@ -73,16 +73,40 @@ impl Daemon {
             }
             self.note_peer_boot(bundle.sender, (counter >> 32) as u32);
         }
+        let mut accepted = false;
+        let mut has = [false; crate::config::MAX_GROUPS];
         for e in &bundle.entries {
-            self.on_message(&e.msg, src);
+            let g = usize::from(e.group);
+            accepted |= self.on_message(g, &e.msg, src);
+            has[g] = true;
+        }
+        if accepted {
+            self.metrics.datagrams_received += 1;
+            // Any valid datagram is news of its sender, for every group (SPEC section 4):
+            // the groups this one carried nothing for hear it too.
+            let now = boot_now();
+            for (g, group) in self.groups.iter_mut().enumerate() {
+                if !has[g] {
+                    group.node.handle_heard(now, bundle.sender);
+                }
+            }
         }
     }
 
-    /// One message of an accepted datagram, for the core.
-    pub(super) fn on_message(&mut self, msg: &wire::Message, src: std::net::SocketAddr) {
+    /// One message of an accepted datagram, for group `g`'s core (decode_any checked
+    /// that the group exists). True when the core took it.
+    pub(super) fn on_message(
+        &mut self,
+        g: usize,
+        msg: &wire::Message,
+        src: std::net::SocketAddr,
+    ) -> bool {
         let msg = *msg;
-        match self.node.handle_datagram(boot_now(), &msg) {
-            Ok(()) => self.metrics.received[msg.body.kind() as usize] += 1,
+        match self.groups[g].node.handle_datagram(boot_now(), &msg) {
+            Ok(()) => {
+                self.metrics.received[msg.body.kind() as usize] += 1;
+                return true;
+            }
             Err(Reject::OwnEcho) => {
                 *self.metrics.dropped.entry("own_echo").or_insert(0) += 1;
             }
@@ -102,13 +126,14 @@ impl Daemon {
                 // operator must hear of it (a bug or an attack), once a minute per sender.
                 self.drop_datagram(r.reason(), format_args!("sender {} from {src}", msg.sender));
                 if self.may_warn(msg.sender, r.reason()) {
-                    warn!("{}", self.limit_warning(r, &msg));
+                    warn!("{}", self.limit_warning(g, r, &msg));
                 }
             }
             Err(r) => {
                 self.drop_datagram(r.reason(), format_args!("sender {} from {src}", msg.sender))
             }
         }
+        false
     }
 
     /// True at most once a minute per (sender, reason): rate limit of warnings.
@@ -127,8 +152,9 @@ impl Daemon {
     }
 
     /// "server 3 sent a LEAD with hold 4294967295 ms above max-hold 60000 ms: dropped".
-    pub(super) fn limit_warning(&self, r: Reject, msg: &wire::Message) -> String {
+    pub(super) fn limit_warning(&self, g: usize, r: Reject, msg: &wire::Message) -> String {
         let kind = msg.body.kind().name();
+        let term = self.groups[g].node.term();
         match (r, msg.body) {
             (Reject::HoldLimit, wire::Body::Lead { hold_ms, .. }) => format!(
                 "server {} sent a {kind} with hold {hold_ms} ms above max-hold {} ms: dropped",
@@ -137,15 +163,11 @@ impl Daemon {
             ),
             (_, wire::Body::Elect { last_term, .. }) => format!(
                 "server {} sent an {kind} with term {} and last term {last_term}, at or above 2^62 or more than 2^40 above our term {}: dropped",
-                msg.sender,
-                msg.term,
-                self.node.term()
+                msg.sender, msg.term, term
             ),
             _ => format!(
                 "server {} sent a {kind} with term {}, at or above 2^62 or more than 2^40 above our term {}: dropped",
-                msg.sender,
-                msg.term,
-                self.node.term()
+                msg.sender, msg.term, term
             ),
         }
     }
@@ -157,7 +179,7 @@ impl Daemon {
             && self.extra.peer_boots.len() < 256
         {
             self.extra.peer_boots.insert(peer, boot);
-            if let Err(e) = self.store.save(&self.durable, &self.extra) {
+            if let Err(e) = self.save_state() {
                 warn!("cannot record server {peer}'s boot {boot}: {e}");
             }
         }
@@ -173,8 +195,7 @@ impl Daemon {
                 .boot
                 .checked_add(1)
                 .ok_or_else(|| Fatal("boot counter exhausted".into()))?;
-            self.store
-                .save(&self.durable, &self.extra)
+            self.save_state()
                 .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
             self.send_seq = 1;
         }

@@ -34,8 +34,17 @@ pub(super) fn fixed_settings(
 }
 
 /// The servers' priorities: the core takes them at start only.
-pub(super) fn priorities(c: &Config) -> Vec<(u16, u8)> {
-    c.servers.iter().map(|s| (s.id, s.priority)).collect()
+/// Every group's priority of every server: the cores read them at start only.
+pub(super) fn priorities(c: &Config) -> Vec<Vec<u8>> {
+    (0..c.groups.len())
+        .map(|g| {
+            c.group_node_config(g, 0)
+                .servers
+                .iter()
+                .map(|s| s.priority)
+                .collect()
+        })
+        .collect()
 }
 
 impl Daemon {
@@ -69,7 +78,7 @@ impl Daemon {
         let new = Config::load(&self.cfg.path, self.id_override).map_err(|e| e.to_string())?;
         if new.fingerprint() != self.cfg.fingerprint() {
             return Err(
-                "the cluster name or server list changed; restart every server with the new list"
+                "the cluster name, server list or group list changed; restart every server with the new list"
                     .into(),
             );
         }
@@ -80,7 +89,10 @@ impl Daemon {
             );
         }
         if priorities(&new) != priorities(&self.cfg) {
-            return Err("a server's priority changed; this needs a restart".into());
+            return Err(
+                "a server's priority, a group's prefer list or balance changed; this needs a restart"
+                    .into(),
+            );
         }
         let keys = auth::load_keys(new.key_file.as_deref(), new.key_file_next.as_deref())?;
         if keys.is_some() != self.keys.is_some() {
@@ -98,23 +110,38 @@ impl Daemon {
             old.drift_ppm,
             old.max_hold,
         );
-        self.node
-            .set_timers(
+        // Every group or none: a failure puts back the timers of those already changed.
+        let restore = |groups: &mut [Group]| {
+            for g in groups {
+                if let Err(back) = g.node.set_timers(hbt, rtt, k, drift, hold) {
+                    error!("reload: cannot restore the running timers: {back}");
+                }
+            }
+        };
+        for g in 0..self.groups.len() {
+            if let Err(e) = self.groups[g].node.set_timers(
                 new.heartbeat,
                 new.rtt,
                 new.missed_heartbeats,
                 new.drift_ppm,
                 new.max_hold,
-            )
-            .map_err(|e| e.to_string())?;
-        if let Err(e) = self.checks.reconfigure(new.check.as_ref()) {
-            // Nothing was sent since: the running timers come back exactly.
-            if let Err(back) = self.node.set_timers(hbt, rtt, k, drift, hold) {
-                error!("reload: cannot restore the running timers: {back}");
+            ) {
+                restore(&mut self.groups[..g]);
+                return Err(e.to_string());
             }
-            return Err(format!("the check runner could not start: {e}"));
         }
-        // From here on nothing can fail.
+        for g in 0..self.groups.len() {
+            if let Err(e) = self.groups[g]
+                .checks
+                .reconfigure(new.groups[g].check.as_ref())
+            {
+                restore(&mut self.groups);
+                return Err(format!(
+                    "the check runner of group {} could not start: {e}",
+                    new.groups[g].name
+                ));
+            }
+        }
         if keys.is_some()
             && (new.key_file != self.cfg.key_file || new.key_file_next != self.cfg.key_file_next)
         {
@@ -131,12 +158,14 @@ impl Daemon {
                     .map_or("off".to_string(), |d| format!("{d:?}"))
             );
         }
-        self.node.set_preempt_delay(boot_now(), new.preempt_delay);
-        self.hooks.reconfigure(
-            new.on_leader.clone(),
-            new.on_follower.clone(),
-            new.hook_timeout,
-        );
+        for (g, spec) in self.groups.iter_mut().zip(&new.groups) {
+            g.node.set_preempt_delay(boot_now(), new.preempt_delay);
+            g.hooks.reconfigure(
+                spec.on_leader.clone(),
+                spec.on_follower.clone(),
+                new.hook_timeout,
+            );
+        }
         if self.cli_log_level.is_none() {
             if let Some(l) = new.log_level {
                 log::set_max_level(l);

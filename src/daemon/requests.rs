@@ -21,15 +21,20 @@ impl Daemon {
     pub(super) fn answer(&mut self, slot: usize, req: Request) -> Result<(), Fatal> {
         let line = match req {
             Request::Supervise(g) => {
-                if let Err(e) = self.group_index(g.as_deref()) {
+                // A supervisor guards one group's lease: it must be named when there
+                // are several.
+                let g = match self.group_index(g.as_deref()) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        self.control.reply(slot, &error_line(&e));
+                        return Ok(());
+                    }
+                };
+                if let Err(e) = self.control.supervise(slot, g) {
                     self.control.reply(slot, &error_line(&e));
                     return Ok(());
                 }
-                if let Err(e) = self.control.supervise(slot, 0) {
-                    self.control.reply(slot, &error_line(&e));
-                    return Ok(());
-                }
-                let (fields, until) = self.supervisor_fields();
+                let (fields, until) = self.supervisor_fields(g);
                 self.control.push_supervisor(slot, &fields, until);
                 return Ok(());
             }
@@ -42,82 +47,113 @@ impl Daemon {
                 return Ok(());
             }
             Request::Invalid(e) => error_line(&e),
+            Request::Status(None) if self.cfg.has_groups() => self.all_status_line(),
             Request::Status(g) => match self.group_index(g.as_deref()) {
-                Ok(_) => self.status_line(),
+                Ok(g) => self.status_line(g),
                 Err(e) => error_line(&e),
             },
+            Request::Watch(None) if self.cfg.has_groups() => {
+                self.control.watch(slot, Scope::All);
+                self.all_status_line()
+            }
             Request::Watch(g) => match self.group_index(g.as_deref()) {
                 Ok(i) => {
                     self.control.watch(slot, Scope::Group(i));
-                    self.status_line()
+                    self.status_line(i)
                 }
                 Err(e) => error_line(&e),
             },
             Request::Ping => "{\"ok\":true}\n".into(),
             Request::Reload => self.reload_request(slot),
             Request::Metrics => self.metrics_text(),
-            Request::Elect(Some(g))
-            | Request::Drain(Some(g))
-            | Request::Undrain(Some(g))
-            | Request::Yield(Some(g), _)
-                if self.group_index(Some(&g)).is_err() =>
-            {
-                error_line(&self.group_index(Some(&g)).unwrap_err())
-            }
-            Request::Elect(_) => {
-                info!("election requested on the control socket");
-                self.node.handle_elect(boot_now());
-                self.flush_node()?;
-                "{\"ok\":true}\n".into()
-            }
-            Request::Yield(_, None) => {
-                if self.node.handle_yield(boot_now()) {
-                    info!("leadership yielded on request");
+            Request::Elect(g) => match self.groups_of(g.as_deref()) {
+                Ok(gs) => {
+                    let now = boot_now();
+                    for g in gs {
+                        info!(
+                            "{}election requested on the control socket",
+                            self.groups[g].tag(self.cfg.has_groups())
+                        );
+                        self.groups[g].node.handle_elect(now);
+                    }
                     self.flush_node()?;
                     "{\"ok\":true}\n".into()
-                } else {
-                    error_line(NOT_LEADER)
                 }
-            }
-            Request::Yield(_, Some(id)) => self.yield_to(id)?,
-            Request::Drain(_) => self.drain(true)?,
-            Request::Undrain(_) => self.drain(false)?,
+                Err(e) => error_line(&e),
+            },
+            Request::Yield(g, None) => match self.groups_of(g.as_deref()) {
+                Ok(gs) => self.yield_groups(&gs)?,
+                Err(e) => error_line(&e),
+            },
+            Request::Yield(g, Some(id)) => match self.group_index(g.as_deref()) {
+                Ok(g) => self.yield_to(g, id)?,
+                Err(e) => error_line(&e),
+            },
+            Request::Drain(g) => match self.groups_of(g.as_deref()) {
+                Ok(gs) => self.drain(&gs, true)?,
+                Err(e) => error_line(&e),
+            },
+            Request::Undrain(g) => match self.groups_of(g.as_deref()) {
+                Ok(gs) => self.drain(&gs, false)?,
+                Err(e) => error_line(&e),
+            },
             Request::Health(report) => match self.control.set_supervisor_health(slot, report) {
                 // Like `released`: a supervisor's stream holds numbered lines only.
                 Ok(()) => return Ok(()),
                 Err(e) => error_line(&e),
             },
             Request::Unknown(w) => error_line(&format!(
-                "unknown command '{w}' (status, watch, elect, yield [ID], drain, undrain, metrics, ping, reload; supervisors: supervise, released N, health, leave)"
+                "unknown command '{w}' (status, watch, elect, yield [GROUP] [ID], drain, undrain, metrics, ping, reload; supervisors: supervise, released N, health, leave)"
             )),
         };
         self.control.reply(slot, &line);
         Ok(())
     }
 
-    /// The index of the election group a request names (None: the default group).
-    pub(super) fn group_index(&self, name: Option<&str>) -> Result<usize, String> {
-        match name {
-            None | Some("default") => Ok(0),
-            Some(g) => Err(format!("no group '{g}' (this server's groups: default)")),
+    /// `yield` of the groups `gs` (every group this server leads, without a name): ok
+    /// when at least one handoff began. With several groups the answer lists them.
+    pub(super) fn yield_groups(&mut self, gs: &[usize]) -> Result<String, Fatal> {
+        let now = boot_now();
+        let several = self.cfg.has_groups();
+        let mut yielded = Vec::new();
+        for &g in gs {
+            if self.groups[g].node.handle_yield(now) {
+                info!(
+                    "{}leadership yielded on request",
+                    self.groups[g].tag(several)
+                );
+                yielded.push(json_str(&self.groups[g].name));
+            }
         }
+        if yielded.is_empty() {
+            return Ok(error_line(NOT_LEADER));
+        }
+        self.flush_node()?;
+        Ok(if several {
+            format!("{{\"ok\":true,\"groups\":[{}]}}\n", yielded.join(","))
+        } else {
+            "{\"ok\":true}\n".into()
+        })
     }
 
-    /// `yield ID`: hand over to server `id` (SPEC section 14). A number that names no
-    /// server, this server or a witness is an error; a server not known fit still gets
-    /// the handover named, and the answer says that voters may fall back.
-    pub(super) fn yield_to(&mut self, id: u64) -> Result<String, Fatal> {
+    /// `yield [GROUP] ID`: hand group `g` over to server `id` (SPEC section 14). A
+    /// number that names no server, this server or a witness is an error; a server not
+    /// known fit still gets the handover named, and the answer says that voters may
+    /// fall back.
+    pub(super) fn yield_to(&mut self, g: usize, id: u64) -> Result<String, Fatal> {
         let to = match yield_target(&self.cfg, id) {
             Ok(to) => to,
             Err(e) => return Ok(error_line(&e)),
         };
         let now = boot_now();
-        let fit = self.node.peer_fit(now, to);
-        if !self.node.handle_yield_to(now, Some(to)) {
+        let node = &mut self.groups[g].node;
+        let fit = node.peer_fit(now, to);
+        if !node.handle_yield_to(now, Some(to)) {
             return Ok(error_line(NOT_LEADER));
         }
         info!(
-            "leadership yielded on request to server {to} ({})",
+            "{}leadership yielded on request to server {to} ({})",
+            self.groups[g].tag(self.cfg.has_groups()),
             self.cfg.name_of(to)
         );
         self.flush_node()?;
@@ -142,44 +178,75 @@ impl Daemon {
         ))
     }
 
-    /// `drain` and `undrain` (SPEC section 13): answered once the state file holds the
-    /// new value (`flush_node` writes it before returning). A drained leader hands over
-    /// only when another server is known fit; until then it leads on, and says so.
-    pub(super) fn drain(&mut self, drain: bool) -> Result<String, Fatal> {
+    /// `drain` and `undrain` of the groups `gs` (SPEC section 13): answered once the
+    /// state file holds the new value (`flush_node` writes it before returning). A
+    /// drained leader hands over only when another server is known fit; until then it
+    /// leads on, and says so. One group: the answer it always had; several: one object
+    /// per group in `groups`.
+    pub(super) fn drain(&mut self, gs: &[usize], drain: bool) -> Result<String, Fatal> {
         let now = boot_now();
-        let changed = self.node.drained() != drain;
-        let handoffs = self.metrics.handoffs;
-        if changed {
-            self.node.set_drained(now, drain);
-            self.flush_node()?;
-            if drain {
-                warn!("drained on request: this server will not lead until 'electctl undrain'");
-            } else {
-                info!("undrained on request: this server may lead again");
+        let several = self.cfg.has_groups();
+        let before: Vec<(bool, u64)> = gs
+            .iter()
+            .map(|&g| {
+                (
+                    self.groups[g].node.drained() != drain,
+                    self.groups[g].metrics.handoffs,
+                )
+            })
+            .collect();
+        for (&g, &(changed, _)) in gs.iter().zip(&before) {
+            if changed {
+                self.groups[g].node.set_drained(now, drain);
             }
         }
-        let handover = if !drain {
-            "null".to_string()
-        } else if self.metrics.handoffs > handoffs {
-            let to = self.last_handover_to;
-            format!(
-                "\"started\",\"to\":{}",
-                to.map_or("null".into(), |t| t.to_string())
-            )
-        } else if self.node.resign_pending() {
-            "\"started\"".into()
-        } else if self.node.leads().is_some() {
-            json_str(
-                "waiting: no other fit server known; this server leads on and hands over as soon as one is",
-            )
+        self.flush_node()?;
+        let mut parts = Vec::new();
+        for (&g, &(changed, handoffs)) in gs.iter().zip(&before) {
+            let group = &self.groups[g];
+            let tag = group.tag(several);
+            if changed && drain {
+                warn!(
+                    "{tag}drained on request: this server will not lead until 'electctl undrain'"
+                );
+            } else if changed {
+                info!("{tag}undrained on request: this server may lead again");
+            }
+            let node = &group.node;
+            let handover = if !drain {
+                "null".to_string()
+            } else if group.metrics.handoffs > handoffs {
+                format!(
+                    "\"started\",\"to\":{}",
+                    group
+                        .last_handover_to
+                        .map_or("null".into(), |t| t.to_string())
+                )
+            } else if node.resign_pending() {
+                "\"started\"".into()
+            } else if node.leads().is_some() {
+                json_str(
+                    "waiting: no other fit server known; this server leads on and hands over as soon as one is",
+                )
+            } else {
+                "null".into()
+            };
+            parts.push(format!(
+                "\"drained\":{},\"changed\":{changed},\"role\":\"{}\",\"handover\":{handover}",
+                node.drained(),
+                node.status(boot_now()).role.name()
+            ));
+        }
+        Ok(if several {
+            let groups: Vec<String> = gs
+                .iter()
+                .zip(&parts)
+                .map(|(&g, p)| format!("{{\"group\":{},{p}}}", json_str(&self.groups[g].name)))
+                .collect();
+            format!("{{\"ok\":true,\"groups\":[{}]}}\n", groups.join(","))
         } else {
-            "null".into()
-        };
-        Ok(format!(
-            "{{\"ok\":true,\"drained\":{},\"changed\":{changed},\"role\":\"{}\",\"handover\":{handover}}}\n",
-            self.node.drained(),
-            self.node.status(boot_now()).role.name()
-        ))
+            format!("{{\"ok\":true,{}}}\n", parts[0])
+        })
     }
 }
 

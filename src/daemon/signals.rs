@@ -82,19 +82,29 @@ impl Daemon {
                 libc::SIGHUP => {
                     let _ = self.reload();
                 }
-                libc::SIGCHLD => self.hooks.poll(Instant::now()),
+                libc::SIGCHLD => {
+                    for g in &mut self.groups {
+                        g.hooks.poll(Instant::now());
+                    }
+                }
                 _ if self.stopping.is_none() => {
                     info!("signal {sig}: stopping");
                     self.notifier.send("STOPPING=1");
                     let now = boot_now();
-                    if self.node.handle_yield(now) {
-                        info!("resigning leadership before exit");
+                    let several = self.cfg.has_groups();
+                    for g in &mut self.groups {
+                        if g.node.handle_yield(now) {
+                            info!("{}resigning leadership before exit", g.tag(several));
+                        }
                     }
                     self.flush_node()?;
-                    // The same wait as `yield`: supervisors first, then the RESIGN; the
-                    // exit comes at the lease end plus a heartbeat at the latest.
-                    let until = self.handoff.map_or(now, |h| h.until.max(now));
-                    self.stopping = Some(until + self.node.heartbeat());
+                    let until = self
+                        .groups
+                        .iter()
+                        .filter_map(|g| g.handoff.map(|h| h.until))
+                        .fold(now, Time::max);
+                    let hbt = self.groups[0].node.heartbeat();
+                    self.stopping = Some(until + hbt);
                 }
                 _ => {}
             }

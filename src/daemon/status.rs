@@ -19,92 +19,145 @@ pub(super) struct View {
 }
 
 impl Daemon {
+    /// Reports every group's changes: hooks, logs, watchers, supervisors, STATUS=.
     pub(super) fn report_changes(&mut self) {
-        let st = self.node.status(boot_now());
-        let view = View {
-            role: st.role,
-            leader: st.leader,
-            term: st.term,
-            lease_until: st.lease_until,
-            health: self.verdict(),
-            drained: self.node.drained(),
-        };
-        if view == self.view {
-            return;
+        let mut any = false;
+        let mut notify = false;
+        for g in 0..self.groups.len() {
+            let (changed, major) = self.report_group(g);
+            any |= changed;
+            notify |= major;
         }
-        let changed = (view.role, view.leader, view.term, view.health, view.drained)
-            != (
-                self.view.role,
-                self.view.leader,
-                self.view.term,
-                self.view.health,
-                self.view.drained,
-            );
-        if view.role != self.view.role {
-            self.hooks
-                .transition(view.role, view.leader, view.term, view.health.name());
+        if any && self.groups.len() > 1 {
+            let line = self.all_status_line();
+            self.control.broadcast(Scope::All, &line);
         }
-        if view.role != self.view.role || view.leader != self.view.leader {
-            self.metrics.role_changes += 1;
-            let leader = view.leader.map_or("none".to_string(), |l| {
-                format!("{l} ({})", self.cfg.name_of(l))
-            });
-            info!(
-                "role {}, term {}, leader {leader}",
-                view.role.name(),
-                view.term
-            );
-        }
-        self.view = view;
-        let line = self.status_line();
-        self.control.broadcast(Scope::Group(0), &line);
-        let (fields, until) = self.supervisor_fields();
-        self.control.push_supervisors(0, &fields, until);
-        if changed {
+        if notify {
             self.notifier.send(&self.status_text());
         }
     }
 
-    /// The members of a supervisor line (without `n`, added per connection) and the
-    /// lease end when this server leads. Durations in ns so `run` can check its options
-    /// exactly; `lease_until_ns` and `now_ns` on CLOCK_BOOTTIME.
-    pub(super) fn supervisor_fields(&self) -> (String, Option<u64>) {
+    /// Group `g`'s view now.
+    fn view_of(&self, g: usize) -> View {
+        let group = &self.groups[g];
+        let st = group.node.status(boot_now());
+        View {
+            role: st.role,
+            leader: st.leader,
+            term: st.term,
+            lease_until: st.lease_until,
+            health: self.verdict(g),
+            drained: group.node.drained(),
+        }
+    }
+
+    /// Reports group `g`'s change, if any: (changed at all, changed more than the lease).
+    fn report_group(&mut self, g: usize) -> (bool, bool) {
+        let view = self.view_of(g);
+        let several = self.cfg.has_groups();
+        let group = &mut self.groups[g];
+        let old = group.view;
+        if view == old {
+            return (false, false);
+        }
+        let major = (view.role, view.leader, view.term, view.health, view.drained)
+            != (old.role, old.leader, old.term, old.health, old.drained);
+        if view.role != old.role {
+            group
+                .hooks
+                .transition(view.role, view.leader, view.term, view.health.name());
+        }
+        if view.role != old.role || view.leader != old.leader {
+            group.metrics.role_changes += 1;
+            let leader = view.leader.map_or("none".to_string(), |l| {
+                format!("{l} ({})", self.cfg.name_of(l))
+            });
+            info!(
+                "{}role {}, term {}, leader {leader}",
+                group.tag(several),
+                view.role.name(),
+                view.term
+            );
+        }
+        group.view = view;
+        let line = self.status_line(g);
+        self.control.broadcast(Scope::Group(g), &line);
+        let (fields, until) = self.supervisor_fields(g);
+        self.control.push_supervisors(g, &fields, until);
+        (true, major)
+    }
+
+    /// The members of a supervisor line of group `g` (without `n`, added per
+    /// connection) and the lease end when this server leads it. Durations in ns so
+    /// `run` can check its options exactly; `lease_until_ns` and `now_ns` on
+    /// CLOCK_BOOTTIME.
+    pub(super) fn supervisor_fields(&self, g: usize) -> (String, Option<u64>) {
         let now = boot_now();
-        let st = self.node.status(now);
+        let node = &self.groups[g].node;
+        let st = node.status(now);
         let until = st.lease_until.map(Time::as_nanos);
         let fields = format!(
-            "\"id\":{},\"role\":\"{}\",\"leader\":{},\"term\":{},\"lease_until_ns\":{},\"now_ns\":{},\"lease_len_ns\":{},\"heartbeat_ns\":{},\"rtt_ns\":{},\"resigning\":{}",
+            "\"id\":{},\"group\":{},\"role\":\"{}\",\"leader\":{},\"term\":{},\"lease_until_ns\":{},\"now_ns\":{},\"lease_len_ns\":{},\"heartbeat_ns\":{},\"rtt_ns\":{},\"resigning\":{}",
             self.cfg.id,
+            json_str(&self.groups[g].name),
             st.role.name(),
             st.leader.map_or("null".into(), |l| l.to_string()),
             st.term,
             until.map_or("null".into(), |u| u.to_string()),
             now.as_nanos(),
-            crate::time::duration_nanos(self.node.lease_len()),
-            crate::time::duration_nanos(self.node.heartbeat()),
+            crate::time::duration_nanos(node.lease_len()),
+            crate::time::duration_nanos(node.heartbeat()),
             crate::time::duration_nanos(self.cfg.rtt),
-            self.node.resign_pending()
+            node.resign_pending()
         );
         (fields, until)
     }
 
-    /// The STATUS= line for systemd: role, leader and term.
+    /// The STATUS= line for systemd: role, leader and term (per group when several).
     pub(super) fn status_text(&self) -> String {
-        let v = self.view;
-        let mut s = match (v.role, v.leader) {
-            (Role::Leader, _) => format!("STATUS=leader, term {}", v.term),
-            (Role::Follower, Some(l)) => format!(
-                "STATUS=follower, leader {l} ({}), term {}",
-                self.cfg.name_of(l),
-                v.term
-            ),
-            (Role::Follower, None) => format!("STATUS=follower, no leader, term {}", v.term),
-        };
-        if v.health != Verdict::Ok {
-            s.push_str(&format!(", health {}", v.health.name()));
-        }
-        if v.drained {
-            s.push_str(", drained");
+        let mut s = String::from("STATUS=");
+        if self.groups.len() == 1 {
+            s.push_str(&self.view_text(&self.groups[0].view));
+        } else {
+            // Bounded: 64 groups of at most ~60 characters each.
+            let leads: Vec<&str> = self
+                .groups
+                .iter()
+                .filter(|g| g.view.role == Role::Leader)
+                .map(|g| g.name.as_str())
+                .collect();
+            let without: usize = self
+                .groups
+                .iter()
+                .filter(|g| g.view.leader.is_none())
+                .count();
+            write!(
+                s,
+                "leader of {} of {} groups{}",
+                leads.len(),
+                self.groups.len(),
+                if leads.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", one_line(&leads.join(", "), MAX_REFUSAL_STATUS))
+                }
+            )
+            .expect("write to String");
+            if without > 0 {
+                write!(s, ", {without} without a known leader").expect("write to String");
+            }
+            let unhealthy = self
+                .groups
+                .iter()
+                .filter(|g| g.view.health != Verdict::Ok)
+                .count();
+            if unhealthy > 0 {
+                write!(s, ", {unhealthy} not healthy").expect("write to String");
+            }
+            let drained = self.groups.iter().filter(|g| g.view.drained).count();
+            if drained > 0 {
+                write!(s, ", {drained} drained").expect("write to String");
+            }
         }
         if let Some(why) = &self.config_refused {
             // The operator must know the file on disk is not what runs.
@@ -118,13 +171,45 @@ impl Daemon {
         s
     }
 
-    pub(super) fn status_line(&self) -> String {
-        let now = boot_now();
-        let st = self.node.status(now);
+    /// "leader, term 7" or "follower, leader 2 (b1), term 7", with health and drain.
+    fn view_text(&self, v: &View) -> String {
+        let mut s = match (v.role, v.leader) {
+            (Role::Leader, _) => format!("leader, term {}", v.term),
+            (Role::Follower, Some(l)) => format!(
+                "follower, leader {l} ({}), term {}",
+                self.cfg.name_of(l),
+                v.term
+            ),
+            (Role::Follower, None) => format!("follower, no leader, term {}", v.term),
+        };
+        if v.health != Verdict::Ok {
+            s.push_str(&format!(", health {}", v.health.name()));
+        }
+        if v.drained {
+            s.push_str(", drained");
+        }
+        s
+    }
+
+    /// Per peer, the latest time any group heard it.
+    pub(super) fn peers_heard(&self) -> Vec<(u16, Option<Time>)> {
+        let mut out: Vec<(u16, Option<Time>)> = self.groups[0].node.peers().collect();
+        for g in &self.groups[1..] {
+            for (o, (_, heard)) in out.iter_mut().zip(g.node.peers()) {
+                o.1 = o.1.max(heard);
+            }
+        }
+        out
+    }
+
+    /// The members of group `g`'s status that are its own (role, term, lease, health...),
+    /// ending with a comma.
+    fn group_fields(&self, g: usize, now: Time) -> String {
+        let group = &self.groups[g];
+        let st = group.node.status(now);
         let mut s = format!(
-            "{{\"id\":{},\"name\":{},\"role\":\"{}\",\"leader\":{},\"term\":{},",
-            self.cfg.id,
-            json_str(&self.cfg.name_of(self.cfg.id)),
+            "\"group\":{},\"role\":\"{}\",\"leader\":{},\"term\":{},",
+            json_str(&group.name),
             st.role.name(),
             st.leader.map_or("null".into(), |l| l.to_string()),
             st.term
@@ -139,36 +224,114 @@ impl Daemon {
             None => write!(s, "\"lease_ms\":null,\"lease_until_ns\":null,"),
         }
         .expect("write to String");
-        let (health, cause) = self.health();
+        let (health, cause) = self.health(g);
         write!(
             s,
-            "\"elector\":\"{}\",\"voted_term\":{},\"healthy\":{},\"drained\":{},\"health\":\"{}\",\"health_cause\":{},\"config_refused\":{},\"now_ns\":{},\"peers\":[",
+            "\"elector\":\"{}\",\"voted_term\":{},\"healthy\":{},\"drained\":{},\"health\":\"{}\",\"health_cause\":{},",
             st.elector.name(),
             st.voted_term,
-            self.node.healthy(),
-            self.node.drained(),
+            group.node.healthy(),
+            group.node.drained(),
             health.name(),
             cause.as_deref().map_or("null".into(), json_str),
-            self.config_refused.as_deref().map_or("null".into(), json_str),
-            now.as_nanos()
         )
         .expect("write to String");
-        for (i, (id, heard)) in self.node.peers().enumerate() {
+        s
+    }
+
+    /// `"peers":[...]`: when each peer was last heard (by any group) and, with `fit`
+    /// from group `g`, whether it last reported itself fit to lead that group.
+    fn peers_json(&self, fit: Option<usize>, now: Time) -> String {
+        let mut s = String::from("\"peers\":[");
+        for (i, (id, heard)) in self.peers_heard().into_iter().enumerate() {
             let ago = heard.map_or("null".into(), |t| {
                 now.saturating_since(t).as_millis().to_string()
             });
-            let fit = self
-                .node
-                .peer_fit(now, id)
-                .map_or("null".into(), |f| f.to_string());
             write!(
                 s,
-                "{}{{\"id\":{id},\"heard_ms_ago\":{ago},\"healthy\":{fit}}}",
+                "{}{{\"id\":{id},\"heard_ms_ago\":{ago}",
                 if i > 0 { "," } else { "" }
             )
             .expect("write to String");
+            if let Some(g) = fit {
+                let fit = self.groups[g]
+                    .node
+                    .peer_fit(now, id)
+                    .map_or("null".into(), |f| f.to_string());
+                write!(s, ",\"healthy\":{fit}").expect("write to String");
+            }
+            s.push('}');
         }
-        s.push_str("]}\n");
+        s.push(']');
+        s
+    }
+
+    /// The status line of group `g` (SPEC section 11): the shape a one-group daemon has
+    /// always answered, with the group's name.
+    pub(super) fn status_line(&self, g: usize) -> String {
+        let now = boot_now();
+        let mut s = format!(
+            "{{\"id\":{},\"name\":{},",
+            self.cfg.id,
+            json_str(&self.cfg.name_of(self.cfg.id)),
+        );
+        s.push_str(&self.group_fields(g, now));
+        writeln!(
+            s,
+            "\"config_refused\":{},\"now_ns\":{},{}}}",
+            self.config_refused
+                .as_deref()
+                .map_or("null".into(), json_str),
+            now.as_nanos(),
+            self.peers_json(Some(g), now)
+        )
+        .expect("write to String");
+        s
+    }
+
+    /// The status of every group in one line (SPEC section 15: `status` and `watch`
+    /// without a group when there are several): a `groups` array, each with its own
+    /// role, term, lease, health and peers' fitness.
+    pub(super) fn all_status_line(&self) -> String {
+        let now = boot_now();
+        let mut s = format!(
+            "{{\"id\":{},\"name\":{},\"groups\":[",
+            self.cfg.id,
+            json_str(&self.cfg.name_of(self.cfg.id)),
+        );
+        for g in 0..self.groups.len() {
+            let fields = self.group_fields(g, now);
+            write!(
+                s,
+                "{}{{{}\"peers_healthy\":[",
+                if g > 0 { "," } else { "" },
+                fields
+            )
+            .expect("write to String");
+            for (i, (id, _)) in self.groups[g].node.peers().enumerate() {
+                let fit = self.groups[g]
+                    .node
+                    .peer_fit(now, id)
+                    .map_or("null".into(), |f| f.to_string());
+                write!(
+                    s,
+                    "{}{{\"id\":{id},\"healthy\":{fit}}}",
+                    if i > 0 { "," } else { "" }
+                )
+                .expect("write to String");
+            }
+            s.push_str("]}");
+        }
+        writeln!(
+            s,
+            "],\"config_refused\":{},\"now_ns\":{},{}}}",
+            self.config_refused
+                .as_deref()
+                .map_or("null".into(), json_str),
+            now.as_nanos(),
+            self.peers_json(None, now)
+        )
+        .expect("write to String");
         s
     }
 }

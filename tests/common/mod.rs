@@ -460,11 +460,7 @@ impl Cluster {
 
     pub fn metric(&self, id: u16, name: &str) -> u64 {
         let text = self.request(id, "metrics").unwrap_or_default();
-        text.lines()
-            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+        metric_value(&text, name).unwrap_or(0)
     }
 
     /// Datagrams dropped for any reason but a server's own multicast echo.
@@ -970,4 +966,19 @@ pub fn assert_kept_pace(
         seat,
         "the leader kept its seat and term"
     );
+}
+
+/// The value of sample `name` in a metrics text. A per-group family is labelled
+/// `group`: a bare name means the `default` group's sample (`electd_term` is
+/// `electd_term{group="default"}`), and a name with labels is completed the same way
+/// (`electd_handovers_total{reason="yield"}`).
+pub fn metric_value<T: std::str::FromStr>(text: &str, name: &str) -> Option<T> {
+    let grouped = match name.split_once('{') {
+        None => format!("{name}{{group=\"default\"}}"),
+        Some((n, rest)) => format!("{n}{{group=\"default\",{rest}"),
+    };
+    [name, grouped.as_str()].iter().find_map(|n| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(n)?.strip_prefix(' ')?.parse().ok())
+    })
 }
