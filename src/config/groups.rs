@@ -37,13 +37,19 @@ pub(super) struct Section {
     pub line: usize,
     /// `prefer`: its line and the ids.
     pub prefer: Option<(usize, Vec<u16>)>,
+    /// `on-leader` (argv).
     pub on_leader: Option<Vec<String>>,
+    /// `on-follower` (argv).
     pub on_follower: Option<Vec<String>>,
     /// `check`: its line and argv.
     pub check: Option<(usize, Vec<String>)>,
+    /// `check-interval` and its line.
     pub check_interval: Option<(usize, Duration)>,
+    /// `check-timeout` and its line.
     pub check_timeout: Option<(usize, Duration)>,
+    /// `check-fall`.
     pub check_fall: Option<u32>,
+    /// `check-rise`.
     pub check_rise: Option<u32>,
 }
 
@@ -126,7 +132,8 @@ impl Section {
                     self.check_rise = Some(n);
                 }
             }
-            other => unreachable!("'{other}' is not a section directive"),
+            // The caller passes only SECTION_DIRECTIVES; no panic on input all the same.
+            other => return Err(format!("'{other}' is not allowed here")),
         }
         Ok(())
     }
