@@ -1,7 +1,10 @@
 //! The configuration file (SPEC section 9): parse, validate, fingerprint.
 //!
 //! One directive per line, `#` starts a comment. Every error names the file, the line
-//! and the problem, with a suggestion for a misspelled directive.
+//! and the problem, with a suggestion for a misspelled directive. Election groups
+//! (SPEC section 15, `group` lines) are parsed in `groups`.
+
+mod groups;
 
 use crate::addr::{self, Address, Claim, Family};
 use crate::node::{NodeConfig, Sabotage, ServerInfo};
@@ -48,6 +51,9 @@ const DIRECTIVES: &[&str] = &[
     "check-rise",
     "preempt-delay",
     "metrics-listen",
+    "group",
+    "prefer",
+    "balance",
 ];
 
 /// The default `check-interval`.
@@ -193,9 +199,10 @@ pub struct Config {
     pub socket_mode: u32,
     /// The state file path ({id} expanded).
     pub state: PathBuf,
-    /// Hook run on becoming leader (argv).
+    /// Hook run on becoming leader (argv), as set before the first `group` line: the
+    /// default of every group (a group's own is in `groups`).
     pub on_leader: Option<Vec<String>>,
-    /// Hook run on ceasing to be leader (argv).
+    /// Hook run on ceasing to be leader (argv), as set before the first `group` line.
     pub on_follower: Option<Vec<String>>,
     /// How long a hook may run before it is killed.
     pub hook_timeout: Duration,
@@ -205,7 +212,8 @@ pub struct Config {
     pub key_file: Option<PathBuf>,
     /// A second secret also accepted when receiving (for rotation).
     pub key_file_next: Option<PathBuf>,
-    /// The health check, if any (SPEC section 13).
+    /// The health check, if any (SPEC section 13), as set before the first `group`
+    /// line: the default of every group (a group's own is in `groups`).
     pub check: Option<Check>,
     /// `preempt-delay`: hand over to a higher-priority server fit this long (section 14).
     pub preempt_delay: Option<Duration>,
@@ -219,6 +227,11 @@ pub struct Config {
     pub groups: Vec<Group>,
     /// `balance on`: groups without `prefer` get the server list rotated by their rank.
     pub balance: bool,
+    /// The line of the `balance` directive, if the file has one (for warnings).
+    pub balance_line: Option<usize>,
+    /// (group index, line): a `check-interval` or `check-timeout` a group sets while
+    /// it has no check, its own or inherited (a warning, like `unused_check_settings`).
+    pub group_unused_check_settings: Vec<(usize, usize)>,
 }
 
 /// A configuration error: file, line (when it is about one line) and problem.
@@ -318,17 +331,16 @@ struct Raw {
     socket: Option<String>,
     socket_mode: Option<u32>,
     state: Option<String>,
-    on_leader: Option<Vec<String>>,
-    on_follower: Option<Vec<String>>,
     hook_timeout: Option<Duration>,
     log_level: Option<log::LevelFilter>,
     key_file: Option<String>,
     key_file_next: Option<String>,
-    check: Option<(usize, Vec<String>)>,
-    check_interval: Option<(usize, Duration)>,
-    check_timeout: Option<(usize, Duration)>,
-    check_fall: Option<u32>,
-    check_rise: Option<u32>,
+    /// Hooks and check before the first `group` line: the defaults of every group.
+    top: groups::Section,
+    /// One section per `group` line, in file order.
+    groups: Vec<groups::Section>,
+    /// `balance on|off` and its line.
+    balance: Option<(usize, bool)>,
     preempt_delay: Option<(usize, Option<Duration>)>,
     metrics_listen: Option<std::net::SocketAddr>,
 }
@@ -414,6 +426,20 @@ fn parse_multicast(args: &[&str]) -> Result<Transport, String> {
 
 fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result<(), String> {
     let (directive, args) = (words[0], &words[1..]);
+    if directive == "group" {
+        return groups::start_group(&mut raw.groups, lineno, args);
+    }
+    if groups::SECTION_DIRECTIVES.contains(&directive) {
+        let section = raw.groups.last_mut().unwrap_or(&mut raw.top);
+        return section.parse_line(lineno, directive, args);
+    }
+    if !raw.groups.is_empty() && DIRECTIVES.contains(&directive) {
+        // A group section ends only at the next `group` line: a cluster-wide directive
+        // there would read as the group's own.
+        return Err(format!(
+            "'{directive}' is cluster-wide: put it before the first 'group' line"
+        ));
+    }
     match directive {
         "cluster" => raw.cluster = Some(one(args, "cluster name")?.to_string()),
         "server" => raw.servers.push((lineno, parse_server(args, lineno)?)),
@@ -467,71 +493,11 @@ fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result<(), String
                 .ok_or_else(|| format!("'{v}' is not an octal mode like 0660"))?;
             raw.socket_mode = Some(m);
         }
-        "on-leader" | "on-follower" => {
-            if args.is_empty() {
-                return Err(format!("'{directive}' needs a command"));
-            }
-            let argv = args.iter().map(|s| s.to_string()).collect();
-            if directive == "on-leader" {
-                raw.on_leader = Some(argv);
-            } else {
-                raw.on_follower = Some(argv);
-            }
-        }
         "log-level" => {
             let v = one(args, "level")?;
             raw.log_level = Some(v.parse().map_err(|_| {
                 format!("unknown log level '{v}' (error, warn, info, debug, trace)")
             })?);
-        }
-        "check" => {
-            if args.is_empty() {
-                return Err("'check' needs a command".into());
-            }
-            if args.len() > MAX_CHECK_ARGS {
-                return Err(format!(
-                    "'check' has {} words; at most {MAX_CHECK_ARGS}",
-                    args.len()
-                ));
-            }
-            if let Some((first, _)) = &raw.check {
-                // One check: a second line would silently replace the first, and a
-                // failing check hidden that way is a leader that never hands over.
-                return Err(format!(
-                    "'check' is given twice (first on line {first}); run both checks from one script"
-                ));
-            }
-            raw.check = Some((lineno, args.iter().map(|s| s.to_string()).collect()));
-        }
-        "check-interval" => {
-            let d = parse_duration(one(args, "duration")?)?;
-            let (lo, hi) = CHECK_INTERVAL_RANGE;
-            if d < lo || d > hi {
-                return Err(format!(
-                    "check-interval must be between 10ms and 1h, not {d:?}"
-                ));
-            }
-            raw.check_interval = Some((lineno, d));
-        }
-        "check-timeout" => {
-            let d = parse_duration(one(args, "duration")?)?;
-            if d < Duration::from_millis(1) {
-                return Err("check-timeout must be at least 1ms".into());
-            }
-            raw.check_timeout = Some((lineno, d));
-        }
-        "check-fall" | "check-rise" => {
-            let v = one(args, "count")?;
-            let n = v
-                .parse()
-                .ok()
-                .filter(|n| (1..=MAX_FALL_RISE).contains(n))
-                .ok_or_else(|| format!("{directive} '{v}' is not in 1..={MAX_FALL_RISE}"))?;
-            if directive == "check-fall" {
-                raw.check_fall = Some(n);
-            } else {
-                raw.check_rise = Some(n);
-            }
         }
         "preempt-delay" => {
             let v = one(args, "duration or 'off'")?;
@@ -547,6 +513,14 @@ fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result<(), String
         }
         "metrics-listen" => {
             raw.metrics_listen = crate::http::parse_listen(one(args, "address:port or 'off'")?)?
+        }
+        "balance" => {
+            let on = match one(args, "'on' or 'off'")? {
+                "on" => true,
+                "off" => false,
+                v => return Err(format!("expected: balance on|off, not '{v}'")),
+            };
+            raw.balance = Some((lineno, on));
         }
         "key-file" => raw.key_file = Some(one(args, "path")?.to_string()),
         "key-file-next" => raw.key_file_next = Some(one(args, "path")?.to_string()),
@@ -590,7 +564,7 @@ impl Config {
             }
             parse_line(&mut raw, i + 1, &words).map_err(|m| at(Some(i + 1), m))?;
         }
-        let check = check(&raw, &at)?;
+        let check = raw.top.check(&at)?;
         let raw_preempt = raw.preempt_delay;
         let cluster = raw
             .cluster
@@ -665,32 +639,30 @@ impl Config {
                 raw.state.as_deref().unwrap_or("/var/lib/electd/{id}.state"),
                 id,
             ),
-            on_leader: raw.on_leader,
-            on_follower: raw.on_follower,
+            on_leader: raw.top.on_leader.clone(),
+            on_follower: raw.top.on_follower.clone(),
             hook_timeout: raw.hook_timeout.unwrap_or(Duration::from_secs(10)),
             log_level: raw.log_level,
             key_file: raw.key_file.as_deref().map(|p| expand(p, id)),
             key_file_next: raw.key_file_next.as_deref().map(|p| expand(p, id)),
             check,
             preempt_delay: None,
-            unused_check_settings: if raw.check.is_none() {
-                raw.check_interval.or(raw.check_timeout).map(|(l, _)| l)
-            } else {
-                None
-            },
+            // The top level's settings are the defaults of a group's own check too.
+            unused_check_settings: raw.top.unused_check_settings(
+                raw.top.check.is_some() || raw.groups.iter().any(|g| g.check.is_some()),
+            ),
             metrics_listen: raw.metrics_listen,
             groups: Vec::new(),
-            balance: false,
+            balance: raw.balance.is_some_and(|(_, on)| on),
+            balance_line: raw.balance.map(|(l, _)| l),
+            group_unused_check_settings: Vec::new(),
         };
-        cfg.groups = vec![Group {
-            name: DEFAULT_GROUP.to_string(),
-            line: 0,
-            prefer: None,
-            order: Vec::new(),
-            on_leader: cfg.on_leader.clone(),
-            on_follower: cfg.on_follower.clone(),
-            check: cfg.check.clone(),
-        }];
+        cfg.groups = groups::groups(&raw.top, &raw.groups, &cfg.servers, cfg.balance, &at)?;
+        for (i, (g, s)) in cfg.groups.iter().zip(&raw.groups).enumerate() {
+            if let Some(l) = s.unused_check_settings(g.check.is_some()) {
+                cfg.group_unused_check_settings.push((i, l));
+            }
+        }
         if cfg.key_file.is_none() && cfg.key_file_next.is_some() {
             return Err(at(None, "key-file-next needs key-file".into()));
         }
@@ -705,19 +677,11 @@ impl Config {
     }
 
     /// Things that do not stop the daemon but that an operator should know
-    /// (`--check-config` prints them): a check command that cannot be run, a
-    /// `preempt-delay` that can never act.
+    /// (`--check-config` prints them): a check command that cannot be run, check
+    /// settings no check uses, a `balance` or `preempt-delay` that can never act.
     pub fn warnings(&self) -> Vec<String> {
         let file = self.path.display();
-        let mut out = Vec::new();
-        if let Some(c) = &self.check {
-            if let Err(why) = executable(&c.argv[0]) {
-                out.push(format!(
-                    "{file}:{}: check command '{}' {why}: checks will fail and this server will stay unhealthy (it never leads) until it can run",
-                    c.line, c.argv[0]
-                ));
-            }
-        }
+        let mut out = self.check_warnings();
         if let Some(l) = self.unused_check_settings {
             // Most likely the check line was removed by mistake, and the operator
             // believes this server is checked.
@@ -725,15 +689,82 @@ impl Config {
                 "{file}:{l}: check settings without a 'check' line: this server is not health-checked"
             ));
         }
+        for &(g, l) in &self.group_unused_check_settings {
+            out.push(format!(
+                "{file}:{l}: check settings without a 'check' line in group '{}': this server is not health-checked in it",
+                self.groups[g].name
+            ));
+        }
+        if let (true, Some(l)) = (self.balance, self.balance_line) {
+            if !self.has_groups() {
+                out.push(format!(
+                    "{file}:{l}: balance on has no effect without 'group' lines"
+                ));
+            } else if self.groups.iter().all(|g| g.prefer.is_some()) {
+                out.push(format!(
+                    "{file}:{l}: balance on has no effect: every group has a 'prefer' line"
+                ));
+            }
+        }
+        if self.preempt_delay.is_some() && self.groups.iter().all(|g| self.flat(g)) {
+            out.push(if self.has_groups() {
+                format!("{file}: preempt-delay has no effect: in every group, every server that may lead has the same priority")
+            } else {
+                format!("{file}: preempt-delay has no effect: every server that may lead has the same priority")
+            });
+        }
+        out
+    }
+
+    /// True when every server that may lead has the same priority in group `g`:
+    /// `preempt-delay` never acts there (SPEC section 14).
+    fn flat(&self, g: &Group) -> bool {
         let mut prios = self
             .servers
             .iter()
             .filter(|s| !s.witness)
-            .map(|s| s.priority);
+            .map(|s| g.priority_of(s.id, s.priority));
         let first = prios.next();
-        if self.preempt_delay.is_some() && prios.all(|p| Some(p) == first) {
+        prios.all(|p| Some(p) == first)
+    }
+
+    /// A check command that cannot be run, once per `check` line, naming the groups
+    /// that run it when the file has groups; a top-level check every group overrides.
+    fn check_warnings(&self) -> Vec<String> {
+        let file = self.path.display();
+        let mut out = Vec::new();
+        let runs = |line: usize| {
+            self.groups
+                .iter()
+                .filter(move |g| g.check.as_ref().is_some_and(|c| c.line == line))
+        };
+        let mut seen: Vec<usize> = Vec::new();
+        for c in self.groups.iter().filter_map(|g| g.check.as_ref()) {
+            if seen.contains(&c.line) {
+                continue;
+            }
+            seen.push(c.line);
+            let Err(why) = executable(&c.argv[0]) else {
+                continue;
+            };
+            let whom = if !self.has_groups() {
+                "(it never leads)".to_string()
+            } else {
+                let names: Vec<String> = runs(c.line).map(|g| format!("'{}'", g.name)).collect();
+                match names.len() {
+                    1 => format!("in group {} (it never leads it)", names[0]),
+                    _ => format!("in groups {} (it never leads them)", names.join(", ")),
+                }
+            };
             out.push(format!(
-                "{file}: preempt-delay has no effect: every server that may lead has the same priority"
+                "{file}:{}: check command '{}' {why}: checks will fail and this server will stay unhealthy {whom} until it can run",
+                c.line, c.argv[0]
+            ));
+        }
+        if let Some(c) = self.check.as_ref().filter(|c| !seen.contains(&c.line)) {
+            out.push(format!(
+                "{file}:{}: every group sets its own 'check': this one is never run",
+                c.line
             ));
         }
         out
@@ -858,6 +889,40 @@ impl Config {
         self.groups.first().is_some_and(|g| g.line != 0)
     }
 
+    /// One line about group `g` for `--check-config`: its name and line, its
+    /// preference order and where it comes from, its check and its hooks.
+    pub fn group_summary(&self, g: usize) -> Option<String> {
+        let group = self.groups.get(g)?;
+        let ids = |v: &[u16]| v.iter().map(u16::to_string).collect::<Vec<_>>().join(" ");
+        let order = match (&group.prefer, group.order.is_empty()) {
+            (Some(p), _) => format!("order {} (prefer)", ids(p)),
+            (None, false) => format!("order {} (balance)", ids(&group.order)),
+            (None, true) => "order by server priority".to_string(),
+        };
+        let check = match &group.check {
+            Some(c) if c.line < group.line => format!("check (line {}, inherited)", c.line),
+            Some(c) => format!("check (line {})", c.line),
+            None => "no check".to_string(),
+        };
+        let hooks: Vec<&str> = [
+            ("on-leader", group.on_leader.is_some()),
+            ("on-follower", group.on_follower.is_some()),
+        ]
+        .iter()
+        .filter(|(_, set)| *set)
+        .map(|(h, _)| *h)
+        .collect();
+        let hooks = if hooks.is_empty() {
+            "no hooks".to_string()
+        } else {
+            hooks.join(", ")
+        };
+        Some(format!(
+            "group {} (line {}): {order}; {check}; {hooks}",
+            group.name, group.line
+        ))
+    }
+
     /// The core's view of group `g` (an index into `groups`): the cluster with this
     /// group's priorities.
     pub fn group_node_config(&self, g: usize, seed: u64) -> NodeConfig {
@@ -903,44 +968,6 @@ impl Config {
             .and_then(|s| s.name.clone())
             .unwrap_or_else(|| id.to_string())
     }
-}
-
-/// The check settings: the command, and the interval, timeout, fall and rise with
-/// their defaults. The timeout defaults to 500ms or the interval, whichever is shorter,
-/// and may not exceed the interval: checks run one at a time, so a longer one would
-/// delay the next and stretch every verdict by as much.
-fn check(
-    raw: &Raw,
-    at: &impl Fn(Option<usize>, String) -> ConfigError,
-) -> Result<Option<Check>, ConfigError> {
-    let Some((line, argv)) = raw.check.clone() else {
-        return Ok(None);
-    };
-    let interval = raw
-        .check_interval
-        .map_or(DEFAULT_CHECK_INTERVAL, |(_, d)| d);
-    let timeout = match raw.check_timeout {
-        Some((l, t)) if t > interval => {
-            return Err(at(
-                Some(l),
-                format!(
-                    "check-timeout {} ms must not exceed check-interval {} ms (checks run one at a time)",
-                    t.as_millis(),
-                    interval.as_millis()
-                ),
-            ));
-        }
-        Some((_, t)) => t,
-        None => DEFAULT_CHECK_TIMEOUT.min(interval),
-    };
-    Ok(Some(Check {
-        argv,
-        line,
-        interval,
-        timeout,
-        fall: raw.check_fall.unwrap_or(DEFAULT_CHECK_FALL),
-        rise: raw.check_rise.unwrap_or(DEFAULT_CHECK_RISE),
-    }))
 }
 
 /// `preempt-delay`, at least heartbeat x missed-heartbeats: fitness is learnt from
@@ -1497,6 +1524,472 @@ hook-timeout 10s
                 "{e}"
             ),
         }
+    }
+
+    /// Three servers that may all lead, for election groups (SPEC section 15).
+    const THREE: &str = "\
+cluster g
+server 1 127.0.0.1:7411
+server 2 127.0.0.1:7412 priority 5
+server 3 127.0.0.1:7413
+id 1
+unicast
+";
+
+    /// `THREE` with `n` groups g0, g1, ... after `top`, each holding `body`.
+    fn with_groups(top: &str, n: usize, body: &str) -> String {
+        let groups: String = (0..n).map(|i| format!("group g{i}\n{body}")).collect();
+        format!("{THREE}{top}{groups}")
+    }
+
+    fn orders(c: &Config) -> Vec<Vec<u16>> {
+        c.groups.iter().map(|g| g.order.clone()).collect()
+    }
+
+    /// SPEC section 15: without `group` lines, one `default` group and nothing changes.
+    #[test]
+    fn no_group_lines_make_one_default_group() {
+        let c = parse(GOOD).unwrap();
+        assert_eq!(
+            c.groups,
+            [Group {
+                name: "default".into(),
+                line: 0,
+                prefer: None,
+                order: vec![],
+                on_leader: None,
+                on_follower: None,
+                check: None,
+            }]
+        );
+        assert!(!c.has_groups() && !c.balance);
+        assert_eq!(
+            c.fingerprint(),
+            0xdb28_d655,
+            "the fingerprint of before groups"
+        );
+        assert_eq!(c.group_index("default"), Some(0));
+        let prios = |nc: NodeConfig| -> Vec<u8> { nc.servers.iter().map(|s| s.priority).collect() };
+        assert_eq!(prios(c.group_node_config(0, 7)), [0, 10, 0]);
+        // The default group runs the file's hooks and check.
+        let c = parse(&format!(
+            "{GOOD}on-leader /bin/start a\non-follower /bin/stop\ncheck /bin/true\ncheck-fall 5\n"
+        ))
+        .unwrap();
+        let g = &c.groups[0];
+        assert_eq!(
+            (&g.on_leader, &g.on_follower, &g.check),
+            (&c.on_leader, &c.on_follower, &c.check)
+        );
+        assert_eq!(g.check.as_ref().unwrap().fall, 5);
+        assert_eq!(c.fingerprint(), 0xdb28_d655);
+        // `balance on` alone leaves the servers' priorities in charge, and says so.
+        let c = parse(&format!("{GOOD}balance on\n")).unwrap();
+        assert!(c.groups[0].order.is_empty());
+        assert_eq!(c.fingerprint(), 0xdb28_d655);
+        assert_eq!(
+            c.warnings(),
+            ["electd.conf:15: balance on has no effect without 'group' lines"]
+        );
+    }
+
+    /// SPEC section 15: the k-th group without `prefer` gets the list rotated by k.
+    #[test]
+    fn balance_rotates_the_server_list_over_the_groups() {
+        let c = parse(&with_groups("balance on\n", 6, "")).unwrap();
+        assert!(c.has_groups() && c.balance);
+        assert_eq!(
+            orders(&c),
+            [
+                [1, 2, 3],
+                [2, 3, 1],
+                [3, 1, 2],
+                [1, 2, 3],
+                [2, 3, 1],
+                [3, 1, 2]
+            ]
+        );
+        for id in 1..=3 {
+            let first = c.groups.iter().filter(|g| g.order[0] == id).count();
+            assert_eq!(first, 2, "server {id} leads 6/3 groups");
+        }
+        // Groups with `prefer` keep it and do not count; witnesses are never in an order.
+        let text = THREE
+            .replace("7412 priority 5", "7412 witness")
+            .replace("unicast\n", "server 4 127.0.0.1:7414\nunicast\n")
+            + "balance on\ngroup a\ngroup b\nprefer 4\ngroup c\ngroup d\n";
+        let c = parse(&text).unwrap();
+        assert_eq!(
+            orders(&c),
+            [vec![1, 3, 4], vec![4], vec![3, 4, 1], vec![4, 1, 3]]
+        );
+        assert_eq!(c.groups[1].prefer, Some(vec![4]));
+        // Without balance, groups without `prefer` leave it to the servers' priorities.
+        let c = parse(&with_groups("balance off\n", 2, "")).unwrap();
+        assert!(!c.balance);
+        assert_eq!(orders(&c), [Vec::<u16>::new(), vec![]]);
+        let c = parse(&with_groups("", 1, "prefer 3 1\n")).unwrap();
+        assert_eq!(orders(&c), [[3, 1]]);
+        assert_eq!(
+            parse(&format!("{THREE}balance maybe\n"))
+                .unwrap_err()
+                .to_string(),
+            "electd.conf:7: expected: balance on|off, not 'maybe'"
+        );
+    }
+
+    /// The first server of a group's order has the highest priority in that group.
+    #[test]
+    fn group_node_config_follows_the_order() {
+        let c = parse(&format!("{THREE}group a\nprefer 3 1\ngroup b\n")).unwrap();
+        let prio = |g: usize| -> Vec<(u16, u8)> {
+            let nc = c.group_node_config(g, 0);
+            nc.servers.iter().map(|s| (s.id, s.priority)).collect()
+        };
+        assert_eq!(prio(0), [(1, 1), (2, 0), (3, 2)]);
+        assert_eq!(
+            prio(1),
+            [(1, 0), (2, 5), (3, 0)],
+            "the servers' own priorities"
+        );
+        let c = parse(&with_groups("balance on\n", 2, "")).unwrap();
+        let nc = c.group_node_config(1, 0);
+        let best = nc.servers.iter().max_by_key(|s| s.priority).unwrap();
+        assert_eq!(best.id, c.groups[1].order[0]);
+        assert_eq!(best.id, 2);
+    }
+
+    #[test]
+    fn prefer_names_servers_that_may_lead() {
+        let cases = [
+            (
+                "prefer 1 9",
+                "electd.conf:16: prefer: server 9 is not in the server list",
+            ),
+            (
+                "prefer 3",
+                "electd.conf:16: prefer: server 3 is a witness: a witness never leads",
+            ),
+            (
+                "prefer 1 2 1",
+                "electd.conf:16: prefer: server 1 is listed twice",
+            ),
+            (
+                "prefer",
+                "electd.conf:16: 'prefer' needs at least one server id",
+            ),
+            (
+                "prefer 1 b1",
+                "electd.conf:16: prefer: 'b1' is not a server id (1..=255)",
+            ),
+            (
+                "prefer 0",
+                "electd.conf:16: prefer: '0' is not a server id (1..=255)",
+            ),
+            (
+                "prefer 1\nprefer 2",
+                "electd.conf:17: 'prefer' is given twice in group 'orders' (first on line 16)",
+            ),
+        ];
+        // GOOD's servers: 1, 2 and the witness 3; `group orders` is line 15.
+        for (line, want) in cases {
+            let text = format!("{GOOD}group orders\n{line}\n");
+            let got = parse(&text).unwrap_err();
+            assert_eq!(got.to_string(), want, "{line}");
+        }
+        assert_eq!(
+            parse(&format!("{GOOD}prefer 1 2\n"))
+                .unwrap_err()
+                .to_string(),
+            "electd.conf:15: 'prefer' belongs to a group: put it after a 'group' line"
+        );
+        let c = parse(&format!("{GOOD}group orders\nprefer 2 1\n")).unwrap();
+        assert_eq!(c.groups[0].prefer, Some(vec![2, 1]));
+    }
+
+    #[test]
+    fn cluster_wide_directives_stand_before_the_first_group() {
+        for d in [
+            "heartbeat 2s",
+            "balance on",
+            "preempt-delay 30s",
+            "server 4 127.0.0.1:7414",
+            "id 2",
+            "unicast",
+            "metrics-listen off",
+            "hook-timeout 5s",
+        ] {
+            let word = d.split(' ').next().unwrap();
+            assert_eq!(
+                parse(&format!("{THREE}group a\ncheck /bin/true\n{d}\ngroup b\n"))
+                    .unwrap_err()
+                    .to_string(),
+                format!(
+                    "electd.conf:9: '{word}' is cluster-wide: put it before the first 'group' line"
+                ),
+            );
+        }
+        // A misspelling is still one, inside a group too.
+        assert_eq!(
+            parse(&format!("{THREE}group a\nprefr 1\n"))
+                .unwrap_err()
+                .to_string(),
+            "electd.conf:8: unknown directive 'prefr' (did you mean 'prefer'?)"
+        );
+        assert_eq!(
+            parse(&format!("{THREE}grop a\n")).unwrap_err().to_string(),
+            "electd.conf:7: unknown directive 'grop' (did you mean 'group'?)"
+        );
+        assert!(parse(&format!("{THREE}balance on\npreempt-delay 30s\ngroup a\n")).is_ok());
+    }
+
+    #[test]
+    fn group_names_and_the_number_of_groups() {
+        let name_err = |n: &str| {
+            parse(&format!("{THREE}group {n}\n"))
+                .unwrap_err()
+                .to_string()
+        };
+        for bad in ["1abc", "Orders", "oRders", "a.b", "_a", "-a", "a/b", "ä"] {
+            assert_eq!(
+                name_err(bad),
+                format!(
+                    "electd.conf:7: group name '{bad}' must be a lowercase letter followed by at most 31 of a-z, 0-9, '_' and '-'"
+                ),
+            );
+        }
+        let long = format!("a{}", "b".repeat(32));
+        assert!(
+            name_err(&long).contains("must be a lowercase letter"),
+            "33 characters"
+        );
+        assert_eq!(name_err(""), "electd.conf:7: missing group name");
+        assert_eq!(
+            name_err("a b"),
+            "electd.conf:7: expected one group name, got 2"
+        );
+        let ok = format!("a{}", "-_9z".repeat(7) + "xyz");
+        assert_eq!(ok.len(), 32);
+        for good in ["default", "a", "orders-eu_2", ok.as_str()] {
+            let c = parse(&format!("{THREE}group {good}\n")).unwrap();
+            assert_eq!((c.groups[0].name.as_str(), c.groups[0].line), (good, 7));
+        }
+        assert_eq!(
+            parse(&format!("{THREE}group a\ngroup b\ngroup a\n"))
+                .unwrap_err()
+                .to_string(),
+            "electd.conf:9: group 'a' is given twice (first on line 7)"
+        );
+        let c = parse(&with_groups("", MAX_GROUPS, "")).unwrap();
+        assert_eq!(c.groups.len(), 64);
+        assert_eq!(c.group_index("g63"), Some(63));
+        assert_eq!(
+            parse(&with_groups("", MAX_GROUPS + 1, ""))
+                .unwrap_err()
+                .to_string(),
+            "electd.conf:71: more than 64 groups"
+        );
+    }
+
+    /// Top-level hooks and check are defaults each group may override, one by one.
+    #[test]
+    fn groups_inherit_hooks_and_check_from_the_top_level() {
+        let top = "on-leader /bin/start\non-follower /bin/stop\ncheck /bin/true top\ncheck-interval 2s\ncheck-fall 4\n";
+        let text = format!(
+            "{THREE}{top}group plain\ngroup own\non-leader /bin/own-start\ncheck /bin/true own\ncheck-rise 7\ngroup tuned\ncheck-interval 300ms\n"
+        );
+        let c = parse(&text).unwrap();
+        assert_eq!(
+            c.on_leader,
+            Some(vec!["/bin/start".to_string()]),
+            "the top level's"
+        );
+        let top_check = c.check.clone().unwrap();
+        assert_eq!(
+            (top_check.line, top_check.interval, top_check.fall),
+            (9, Duration::from_secs(2), 4)
+        );
+        let [plain, own, tuned] = &c.groups[..] else {
+            panic!("{:?}", c.groups)
+        };
+        assert_eq!(
+            (&plain.on_leader, &plain.on_follower, &plain.check),
+            (&c.on_leader, &c.on_follower, &c.check)
+        );
+        assert_eq!(own.on_leader, Some(vec!["/bin/own-start".to_string()]));
+        assert_eq!(own.on_follower, c.on_follower, "inherited");
+        let k = own.check.clone().unwrap();
+        assert_eq!(k.argv, ["/bin/true", "own"]);
+        // Settings the group does not set come from the top level.
+        assert_eq!(
+            (k.line, k.interval, k.timeout, k.fall, k.rise),
+            (15, Duration::from_secs(2), Duration::from_millis(500), 4, 7)
+        );
+        let k = tuned.check.clone().unwrap();
+        assert_eq!(k.argv, ["/bin/true", "top"], "the inherited command");
+        assert_eq!(
+            (k.line, k.interval, k.timeout),
+            (9, Duration::from_millis(300), Duration::from_millis(300))
+        );
+        assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+        // A group's check rules are the top level's.
+        for (tail, want) in [
+            (
+                "group a\ncheck x\ncheck y\n",
+                "electd.conf:10: 'check' is given twice (first on line 9); run both checks from one script",
+            ),
+            ("group a\ncheck\n", "electd.conf:9: 'check' needs a command"),
+            (
+                "group a\ncheck-rise 0\n",
+                "electd.conf:9: check-rise '0' is not in 1..=100",
+            ),
+            (
+                "group a\ncheck x\ncheck-timeout 3s\n",
+                "electd.conf:10: check-timeout 3000 ms must not exceed check-interval 1000 ms in group 'a' (checks run one at a time)",
+            ),
+        ] {
+            let text = format!("{THREE}check-fall 2\n{tail}");
+            assert_eq!(parse(&text).unwrap_err().to_string(), want, "{tail}");
+        }
+        let long = format!(
+            "{THREE}group a\ncheck {}\n",
+            "a ".repeat(MAX_CHECK_ARGS + 1)
+        );
+        assert!(parse(&long).unwrap_err().msg.contains("at most 64"));
+        // An inherited timeout that the group's own interval makes too long: the
+        // group's line is the one to fix.
+        assert_eq!(
+            parse(&format!(
+                "{THREE}check-timeout 800ms\ngroup a\ncheck x\ncheck-interval 500ms\n"
+            ))
+            .unwrap_err()
+            .to_string(),
+            "electd.conf:10: check-timeout 800 ms must not exceed check-interval 500 ms in group 'a' (checks run one at a time)"
+        );
+        // A group may hold a check the top level does not have; the top level's
+        // settings are its defaults, so they are not unused.
+        let c = parse(&format!(
+            "{THREE}check-interval 3s\ngroup a\ngroup b\ncheck /bin/true\n"
+        ))
+        .unwrap();
+        assert_eq!((c.check.clone(), c.groups[0].check.clone()), (None, None));
+        assert_eq!(
+            c.groups[1].check.as_ref().unwrap().interval,
+            Duration::from_secs(3)
+        );
+        assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+    }
+
+    #[test]
+    fn group_warnings_name_the_group_and_line() {
+        let c = parse(&format!(
+            "{THREE}check /nonexistent/top\ngroup a\ngroup b\ncheck /nonexistent/b\ngroup c\ncheck /bin/true\ncheck-interval 2s\ngroup d\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            c.warnings(),
+            [
+                "electd.conf:7: check command '/nonexistent/top' does not exist: checks will fail and this server will stay unhealthy in groups 'a', 'd' (it never leads them) until it can run",
+                "electd.conf:10: check command '/nonexistent/b' does not exist: checks will fail and this server will stay unhealthy in group 'b' (it never leads it) until it can run",
+            ]
+        );
+        let c = parse(&format!("{THREE}check /bin/true\ngroup a\ncheck /bin/sh\n")).unwrap();
+        assert_eq!(
+            c.warnings(),
+            ["electd.conf:7: every group sets its own 'check': this one is never run"]
+        );
+        let c = parse(&format!(
+            "{THREE}check-interval 2s\ngroup a\ncheck-timeout 100ms\ngroup b\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            c.warnings(),
+            [
+                "electd.conf:7: check settings without a 'check' line: this server is not health-checked",
+                "electd.conf:9: check settings without a 'check' line in group 'a': this server is not health-checked in it",
+            ]
+        );
+        let c = parse(&format!("{THREE}balance on\ngroup a\nprefer 1\n")).unwrap();
+        assert_eq!(
+            c.warnings(),
+            ["electd.conf:7: balance on has no effect: every group has a 'prefer' line"]
+        );
+    }
+
+    /// SPEC section 14: preempt-delay acts when some group prefers one server to another.
+    #[test]
+    fn preempt_delay_warning_looks_at_every_group() {
+        let flat = THREE.replace(" priority 5", "");
+        let warns = |tail: &str| {
+            parse(&format!("{flat}preempt-delay 1m\n{tail}"))
+                .unwrap()
+                .warnings()
+        };
+        assert_eq!(
+            warns(""),
+            [
+                "electd.conf: preempt-delay has no effect: every server that may lead has the same priority"
+            ]
+        );
+        assert_eq!(
+            warns("group a\ngroup b\n"),
+            [
+                "electd.conf: preempt-delay has no effect: in every group, every server that may lead has the same priority"
+            ]
+        );
+        assert!(warns("group a\ngroup b\nprefer 2\n").is_empty());
+        assert!(warns("group a\nprefer 1 2 3\n").is_empty());
+        let balanced = parse(&format!("{flat}balance on\npreempt-delay 1m\ngroup a\n")).unwrap();
+        assert!(balanced.warnings().is_empty(), "{:?}", balanced.warnings());
+        // Servers' own priorities differ: a group without an order keeps them.
+        assert!(
+            parse(&format!("{THREE}preempt-delay 1m\ngroup a\n"))
+                .unwrap()
+                .warnings()
+                .is_empty()
+        );
+    }
+
+    /// The wire names groups by index: the list of names, in order, is in the
+    /// fingerprint; preferences may differ per server like priorities.
+    #[test]
+    fn group_names_and_their_order_are_in_the_fingerprint() {
+        let fp = |tail: &str| parse(&format!("{THREE}{tail}")).unwrap().fingerprint();
+        let base = fp("group a\ngroup b\n");
+        assert_ne!(base, fp(""));
+        assert_ne!(
+            base,
+            fp("group default\n"),
+            "an explicit default is a group line"
+        );
+        assert_ne!(base, fp("group b\ngroup a\n"));
+        assert_ne!(base, fp("group a\ngroup c\n"));
+        assert_ne!(base, fp("group a\n"));
+        assert_eq!(base, fp("group a\nprefer 3 2\ngroup b\ncheck /bin/true\n"));
+        assert_eq!(base, fp("balance on\ngroup a\ngroup b\n"));
+    }
+
+    #[test]
+    fn group_summary_for_check_config() {
+        let c = parse(&format!(
+            "{THREE}balance on\non-follower /bin/stop\ncheck /bin/true\ngroup a\nprefer 3\ngroup b\non-leader /bin/go\ncheck /bin/sh\ngroup c\n"
+        ))
+        .unwrap();
+        let lines: Vec<String> = (0..3).filter_map(|g| c.group_summary(g)).collect();
+        assert_eq!(
+            lines,
+            [
+                "group a (line 10): order 3 (prefer); check (line 9, inherited); on-follower",
+                "group b (line 12): order 1 2 3 (balance); check (line 14); on-leader, on-follower",
+                "group c (line 15): order 2 3 1 (balance); check (line 9, inherited); on-follower",
+            ]
+        );
+        assert_eq!(c.group_summary(3), None);
+        let c = parse(GOOD).unwrap();
+        assert_eq!(
+            c.group_summary(0).unwrap(),
+            "group default (line 0): order by server priority; no check; no hooks"
+        );
     }
 
     #[test]

@@ -909,6 +909,39 @@ fn check_config(conf: &Path, args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
+/// SPEC 15: `--check-config` prints one line per group after validating (the example
+/// conf/groups-3.conf among them), nothing more for a file without `group` lines, and
+/// refuses a cluster-wide directive inside a group with its line.
+#[test]
+fn check_config_lists_the_groups() {
+    let (code, out) = check_config(Path::new("conf/groups-3.conf"), &["--id", "2"]);
+    assert_eq!(code, Some(0), "{out}");
+    for want in [
+        "group orders (line 31): order 3 1 2 (prefer); no check; on-leader, on-follower",
+        "group payments (line 38): order 1 2 3 (balance); no check; on-leader, on-follower",
+        "group audit (line 43): order 2 3 1 (balance); no check; on-leader, on-follower",
+    ] {
+        assert!(out.lines().any(|l| l == want), "wanted '{want}' in {out}");
+    }
+    let (code, out) = check_config(Path::new("conf/local-3.conf"), &["--id", "2"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("group "), "{out}");
+    let dir = hook_dir();
+    let conf = dir.join("g.conf");
+    let text = std::fs::read_to_string("conf/groups-3.conf").unwrap();
+    std::fs::write(&conf, format!("{text}heartbeat 1s\n")).unwrap();
+    let (code, out) = check_config(&conf, &["--id", "2"]);
+    assert_eq!(code, Some(1), "{out}");
+    let line = text.lines().count() + 1;
+    assert!(
+        out.contains(&format!(
+            "g.conf:{line}: 'heartbeat' is cluster-wide: put it before the first 'group' line"
+        )),
+        "{out}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// Issue 13 item 4 (SPEC 9, 10): `--check-config` checks that the key files are readable
 /// by the user electd runs as: run as that user, by opening them; run as root, for
 /// `--as-user NAME` (default `electd` if it exists), by a child acting as that user.

@@ -355,6 +355,13 @@ fn run() -> i32 {
             cfg.name_of(cfg.id),
             cfg.fingerprint()
         );
+        // One line per group, so an operator sees who prefers whom (SPEC section 15);
+        // a file without group lines prints as it always did.
+        if cfg.has_groups() {
+            for line in (0..cfg.groups.len()).filter_map(|g| cfg.group_summary(g)) {
+                println!("{line}");
+            }
+        }
         if cfg.key_file.is_some() {
             println!(
                 "key files readable by user {} (uid {}){}",
