@@ -142,7 +142,7 @@ pub struct Group {
     /// Its `prefer` list as written, if any.
     pub prefer: Option<Vec<u16>>,
     /// The preference order in force: `prefer`, or with `balance on` the server list
-    /// rotated by this group's rank among the groups without `prefer`; empty when the
+    /// rotated by this group's rank among the groups without `prefer` (`balanced_order`); empty when the
     /// servers' own `priority` values decide.
     pub order: Vec<u16>,
     /// Hook run on becoming leader of this group (argv); the cluster-wide one if the
@@ -1593,7 +1593,9 @@ unicast
         );
     }
 
-    /// SPEC section 15: the k-th group without `prefer` gets the list rotated by k.
+    /// SPEC section 15: the k-th group without `prefer` gets the list rotated by k; past
+    /// the first S groups the rest of the order turns too, so a server's groups fall
+    /// back to different servers.
     #[test]
     fn balance_rotates_the_server_list_over_the_groups() {
         let c = parse(&with_groups("balance on\n", 6, "")).unwrap();
@@ -1604,14 +1606,41 @@ unicast
                 [1, 2, 3],
                 [2, 3, 1],
                 [3, 1, 2],
-                [1, 2, 3],
-                [2, 3, 1],
-                [3, 1, 2]
+                [1, 3, 2],
+                [2, 1, 3],
+                [3, 2, 1]
             ]
         );
         for id in 1..=3 {
-            let first = c.groups.iter().filter(|g| g.order[0] == id).count();
-            assert_eq!(first, 2, "server {id} leads 6/3 groups");
+            let mine: Vec<&Group> = c.groups.iter().filter(|g| g.order[0] == id).collect();
+            assert_eq!(mine.len(), 2, "server {id} leads 6/3 groups");
+            assert_ne!(
+                mine[0].order[1], mine[1].order[1],
+                "server {id}'s groups fall back to different servers"
+            );
+        }
+        // 5 servers, 20 groups: first choices 4 each; each server's second choices
+        // cover all four others.
+        for (s, g) in [(5u16, 20usize), (4, 12), (2, 4)] {
+            let leaders: Vec<u16> = (1..=s).collect();
+            let orders: Vec<Vec<u16>> = (0..g)
+                .map(|k| groups::balanced_order(&leaders, k))
+                .collect();
+            for id in 1..=s {
+                let mine: Vec<&Vec<u16>> = orders.iter().filter(|o| o[0] == id).collect();
+                assert_eq!(mine.len(), g / usize::from(s));
+                let seconds: std::collections::BTreeSet<u16> = mine.iter().map(|o| o[1]).collect();
+                assert_eq!(
+                    seconds.len(),
+                    mine.len().min(usize::from(s) - 1),
+                    "{s} servers, {g} groups, server {id}: {orders:?}"
+                );
+                for o in &mine {
+                    let mut sorted = o.to_vec();
+                    sorted.sort();
+                    assert_eq!(sorted, leaders, "an order lists every server once");
+                }
+            }
         }
         // Groups with `prefer` keep it and do not count; witnesses are never in an order.
         let text = THREE

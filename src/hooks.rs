@@ -65,6 +65,8 @@ pub struct Hooks {
     id: u16,
     /// The election group whose transitions these hooks follow (ELECTD_GROUP).
     group: String,
+    /// Put before every log line ("group orders: "; empty for a single group).
+    log_tag: String,
     on_leader: Option<Vec<String>>,
     on_follower: Option<Vec<String>>,
     timeout: Duration,
@@ -87,6 +89,7 @@ impl Hooks {
         Hooks {
             id,
             group: "default".into(),
+            log_tag: String::new(),
             on_leader,
             on_follower,
             timeout,
@@ -100,6 +103,11 @@ impl Hooks {
     /// Names the election group these hooks serve (ELECTD_GROUP; `default` until set).
     pub fn set_group(&mut self, group: &str) {
         self.group = group.to_string();
+    }
+
+    /// Sets what every log line of these hooks starts with ("group orders: ").
+    pub fn set_log_tag(&mut self, tag: &str) {
+        self.log_tag = tag.to_string();
     }
 
     /// Replaces the commands and timeout (SIGHUP); a running hook finishes undisturbed.
@@ -125,8 +133,8 @@ impl Hooks {
         if self.queue.len() >= MAX_QUEUED {
             if let Some(old) = self.queue.pop_front() {
                 warn!(
-                    "hook queue full: dropped the {} hook of term {}",
-                    old.name, old.term
+                    "{}hook queue full: dropped the {} hook of term {}",
+                    self.log_tag, old.name, old.term
                 );
             }
         }
@@ -164,7 +172,8 @@ impl Hooks {
             match cmd.spawn() {
                 Ok(child) => {
                     info!(
-                        "hook {} started (pid {}, term {})",
+                        "{}hook {} started (pid {}, term {})",
+                        self.log_tag,
                         job.name,
                         child.id(),
                         job.term
@@ -178,7 +187,10 @@ impl Hooks {
                 }
                 Err(e) => {
                     self.failures += 1;
-                    error!("hook {} ({}) could not start: {e}", job.name, job.argv[0]);
+                    error!(
+                        "{}hook {} ({}) could not start: {e}",
+                        self.log_tag, job.name, job.argv[0]
+                    );
                 }
             }
         }
@@ -200,26 +212,31 @@ impl Hooks {
                     if r.killed {
                         self.failures += 1;
                         error!(
-                            "hook {} killed after {took:?}: it outlived hook-timeout {:?}",
-                            r.job.name, self.timeout
+                            "{}hook {} killed after {took:?}: it outlived hook-timeout {:?}",
+                            self.log_tag, r.job.name, self.timeout
                         );
                     } else if status.success() {
-                        info!("hook {} finished in {took:?}", r.job.name);
+                        info!("{}hook {} finished in {took:?}", self.log_tag, r.job.name);
                     } else {
                         self.failures += 1;
                         match (status.code(), status.signal()) {
                             (Some(c), _) => {
-                                error!("hook {} failed with exit status {c}", r.job.name)
+                                error!(
+                                    "{}hook {} failed with exit status {c}",
+                                    self.log_tag, r.job.name
+                                )
                             }
-                            (None, Some(s)) => error!("hook {} died of signal {s}", r.job.name),
-                            _ => error!("hook {} failed: {status}", r.job.name),
+                            (None, Some(s)) => {
+                                error!("{}hook {} died of signal {s}", self.log_tag, r.job.name)
+                            }
+                            _ => error!("{}hook {} failed: {status}", self.log_tag, r.job.name),
                         }
                     }
                     self.running = None;
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    error!("hook {}: wait failed: {e}", r.job.name);
+                    error!("{}hook {}: wait failed: {e}", self.log_tag, r.job.name);
                     self.running = None;
                 }
             }

@@ -307,7 +307,8 @@ fn electctl_and_socket_limits() {
     );
     let metrics = String::from_utf8_lossy(&ctl(l, &["metrics"]).stdout).to_string();
     assert!(
-        metrics.contains("electd_is_leader{group=\"default\"} 1") && metrics.trim_end().ends_with("# EOF"),
+        metrics.contains("electd_is_leader{group=\"default\"} 1")
+            && metrics.trim_end().ends_with("# EOF"),
         "{metrics}"
     );
     assert_eq!(ctl(l, &["frobnicate"]).status.code(), Some(2));

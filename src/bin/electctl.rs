@@ -224,7 +224,10 @@ fn group_views(v: &Value) -> Vec<Value> {
                     fields.insert(key.to_string(), x.clone());
                 }
             }
-            let fit = g.get("peers_healthy").and_then(Value::as_array).unwrap_or(&[]);
+            let fit = g
+                .get("peers_healthy")
+                .and_then(Value::as_array)
+                .unwrap_or(&[]);
             let peers = heard
                 .iter()
                 .map(|p| {

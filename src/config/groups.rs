@@ -313,15 +313,32 @@ pub(super) fn groups(
             check_prefer(ids, servers).map_err(|m| at(Some(*line), m))?;
             g.order = ids.clone();
         } else if balance && !leaders.is_empty() {
-            // The k-th group without `prefer` gets the list rotated by k, so each
-            // server comes first in floor(G/S) or ceil(G/S) of them.
-            g.order = leaders.clone();
-            g.order.rotate_left(rank % leaders.len());
+            g.order = balanced_order(&leaders, rank);
             rank += 1;
         }
         out.push(g);
     }
     Ok(out)
+}
+
+/// `balance on`: the preference order of the k-th group without `prefer`. The list
+/// rotated by k (SPEC section 15), so each server comes first in floor(G/S) or
+/// ceil(G/S) of the groups; beyond the first S groups the rest of the order is rotated
+/// too, by k/S, so the groups a server leads have different second choices and its
+/// failure spreads them over the others instead of piling them on one (with plain
+/// rotation, groups k and k+S have the same order). The first S groups keep the plain
+/// rotation.
+pub(super) fn balanced_order(leaders: &[u16], k: usize) -> Vec<u16> {
+    let s = leaders.len();
+    let mut order = leaders.to_vec();
+    if s == 0 {
+        return order;
+    }
+    order.rotate_left(k % s);
+    if s > 2 {
+        order[1..].rotate_left((k / s) % (s - 1));
+    }
+    order
 }
 
 /// A group from its (inherited) section; its order is set by the caller.

@@ -171,8 +171,16 @@ impl Node {
     }
 
     pub(super) fn begin_resign(&mut self, now: Time, to: Option<usize>, reason: Handover) -> bool {
-        if self.resign != Resign::Idle {
+        if self.leadership.is_none() || matches!(self.resign, Resign::Waiting { .. }) {
             return false;
+        }
+        if let Resign::Again { term, seq, to, .. } = self.resign {
+            // Re-elected within HBT/10 of an earlier resignation, whose second RESIGN is
+            // still due: send that copy now (a duplicate, early) so this leadership can
+            // be handed over too, rather than refusing a yield of a server that reports
+            // leader (found by tests/groups.rs, yielding one group repeatedly).
+            self.resign = Resign::Idle;
+            self.send_lead_msg(term, seq, true, to);
         }
         let Some(l) = self.leadership.take() else {
             return false;
@@ -190,7 +198,8 @@ impl Node {
             reason,
         });
         info!(
-            "resigning leadership of term {} ({}{}): the RESIGN waits for local supervisors, {} ms at most",
+            "{}resigning leadership of term {} ({}{}): the RESIGN waits for local supervisors, {} ms at most",
+            self.log_tag,
             l.term,
             reason.name(),
             to.map_or(String::new(), |i| format!(", to server {}", self.ids[i])),
@@ -302,8 +311,8 @@ impl Node {
         if let Some(l) = &self.leadership {
             if term == l.term {
                 error!(
-                    "leader {} also claims term {term}: stepping down",
-                    self.ids[s]
+                    "{}leader {} also claims term {term}: stepping down",
+                    self.log_tag, self.ids[s]
                 );
                 self.counters.dual_leader += 1;
                 self.push_event(Event::DualLeader {
@@ -312,8 +321,8 @@ impl Node {
                 });
             } else {
                 info!(
-                    "leader {} of term {term} supersedes term {}",
-                    self.ids[s], l.term
+                    "{}leader {} of term {term} supersedes term {}",
+                    self.log_tag, self.ids[s], l.term
                 );
             }
             self.step_down(now);
@@ -356,8 +365,8 @@ impl Node {
         };
         if !follows || self.leadership.is_some() {
             debug!(
-                "ignored a RESIGN of term {term} seq {seq} from {} (not the followed leadership)",
-                self.ids[s]
+                "{}ignored a RESIGN of term {term} seq {seq} from {} (not the followed leadership)",
+                self.log_tag, self.ids[s]
             );
             return;
         }
@@ -367,10 +376,13 @@ impl Node {
         }
         match self.successor {
             Some(p) => info!(
-                "leader {} resigned term {term}, handing over to server {}",
-                self.ids[s], self.ids[p]
+                "{}leader {} resigned term {term}, handing over to server {}",
+                self.log_tag, self.ids[s], self.ids[p]
             ),
-            None => info!("leader {} resigned term {term}", self.ids[s]),
+            None => info!(
+                "{}leader {} resigned term {term}",
+                self.log_tag, self.ids[s]
+            ),
         }
         self.term = self.term.max(term);
         self.last_seen = self.last_seen.max((term, seq));
@@ -408,7 +420,7 @@ impl Node {
                 self.leadership = Some(Leadership::new(term, self.ids.len(), now));
                 self.counters.elected += 1;
                 self.push_event(Event::Elected { term });
-                info!("elected leader of term {term}");
+                info!("{}elected leader of term {term}", self.log_tag);
                 self.send_lead(now);
             }
             // Re-elected: acknowledgements of the old term still count, because those
@@ -436,7 +448,7 @@ impl Node {
         l.term = term;
         l.seq = 0;
         self.push_event(Event::Elected { term });
-        debug!("re-elected in term {term}");
+        debug!("{}re-elected in term {term}", self.log_tag);
         self.send_lead(now);
     }
 
@@ -520,7 +532,10 @@ impl Node {
         // restart that live-leader VOTEs re-elected at once, followed by a handover (a
         // check that has not risen yet), let the next lease overlap the old one.
         if now < self.quiet_until && !self.cfg.sabotage.resign_early {
-            info!("the RESIGN of term {term} waits for the quiet period after the restart");
+            info!(
+                "{}the RESIGN of term {term} waits for the quiet period after the restart",
+                self.log_tag
+            );
             self.resign = Resign::Waiting {
                 term,
                 seq,
@@ -539,7 +554,7 @@ impl Node {
         // Its own vote in the round that follows goes to the successor too.
         self.successor = to;
         self.push_event(Event::Resigned { term });
-        info!("RESIGN of term {term} sent");
+        info!("{}RESIGN of term {term} sent", self.log_tag);
         self.resigned_last = true;
         // VOTEs of a round already in flight (cast for this server as the live leader)
         // must not make it lead again at once: a yield hands over. Volatile on purpose:

@@ -11,7 +11,10 @@ impl Node {
         if self.cfg.strict {
             panic!("server {}: invariant broken: {what}", self.cfg.id);
         }
-        error!("invariant broken (a bug; please report it): {what}");
+        error!(
+            "{}invariant broken (a bug; please report it): {what}",
+            self.log_tag
+        );
     }
 
     /// The core's invariants, checked after every input (issue 10).

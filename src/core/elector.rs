@@ -273,8 +273,8 @@ impl Node {
             return;
         }
         debug!(
-            "round opened: proposing term {} (heard {})",
-            claim.term, claim.heard
+            "{}round opened: proposing term {} (heard {})",
+            self.log_tag, claim.term, claim.heard
         );
         let msg = self.message(
             claim.term,
@@ -344,7 +344,7 @@ impl Node {
             Decision::Abstain(why) => {
                 self.counters.abstentions += 1;
                 if why != Abstain::NoMajority {
-                    debug!("round closed without a vote: {why:?}");
+                    debug!("{}round closed without a vote: {why:?}", self.log_tag);
                 }
             }
         }
@@ -356,7 +356,10 @@ impl Node {
         self.voted_for = Some(candidate);
         self.term = self.term.max(term);
         self.persist();
-        debug!("voting for {} in term {term}", self.ids[candidate]);
+        debug!(
+            "{}voting for {} in term {term}",
+            self.log_tag, self.ids[candidate]
+        );
         if candidate == self.me {
             // A round after its resignation chose this server: its votes count again.
             self.refuse_votes_upto = self.refuse_votes_upto.min(term.saturating_sub(1));
@@ -495,7 +498,10 @@ impl Node {
         if self.leader != Some(s) {
             self.counters.leader_changes += 1;
             if s != self.me {
-                info!("following leader {} in term {term}", self.ids[s]);
+                info!(
+                    "{}following leader {} in term {term}",
+                    self.log_tag, self.ids[s]
+                );
             }
         }
         self.leader = Some(s);
@@ -530,7 +536,10 @@ impl Node {
     pub(super) fn update_promise(&mut self, now: Time, hold: Duration) {
         if hold >= self.promise || self.faith_until <= now + hold {
             if hold < self.promise {
-                debug!("hold promise shrinks from {:?} to {hold:?}", self.promise);
+                debug!(
+                    "{}hold promise shrinks from {:?} to {hold:?}",
+                    self.log_tag, self.promise
+                );
             }
             self.promise = hold;
         }

@@ -175,7 +175,8 @@ impl Node {
         };
         if let Some(to) = to {
             info!(
-                "handing over to server {} ({})",
+                "{}handing over to server {} ({})",
+                self.log_tag,
                 self.ids[to],
                 match reason {
                     Handover::Health => "this server is unhealthy",

@@ -75,6 +75,8 @@ pub struct Node {
     hold: Duration,
     lease_len: Duration,
     rng: SplitMix64,
+    /// Put before every log line ("group orders: "; empty for a single group).
+    log_tag: String,
 
     term: u64,
     voted_term: u64,
@@ -196,6 +198,7 @@ impl Node {
             hold,
             lease_len,
             rng: SplitMix64::new(cfg.seed ^ u64::from(cfg.id).rotate_left(32)),
+            log_tag: String::new(),
             term,
             voted_term: durable.voted_term,
             voted_for,
@@ -328,6 +331,12 @@ impl Node {
         self.consider_handover(now);
         self.check_invariants(now);
         Ok(())
+    }
+
+    /// Sets what every log line of this node starts with (the daemon names the
+    /// election group when it runs several).
+    pub fn set_log_tag(&mut self, tag: &str) {
+        self.log_tag = tag.to_string();
     }
 
     /// Notes that server `id` was heard at `now` through a datagram that carried nothing
@@ -521,7 +530,8 @@ impl Node {
                 let Some(l) = &self.leadership else { return };
                 let had = l.lease_until().is_some();
                 warn!(
-                    "lost quorum: stepping down from term {} ({})",
+                    "{}lost quorum: stepping down from term {} ({})",
+                    self.log_tag,
                     l.term,
                     if had {
                         "lease expired"
@@ -533,7 +543,10 @@ impl Node {
             }
             Timer::Resign => match self.resign {
                 Resign::Waiting { .. } => {
-                    info!("lease ended before every local supervisor confirmed: resigning now");
+                    info!(
+                        "{}lease ended before every local supervisor confirmed: resigning now",
+                        self.log_tag
+                    );
                     self.send_resign(now);
                 }
                 Resign::Again { term, seq, to, .. } => {

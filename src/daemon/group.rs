@@ -53,6 +53,9 @@ impl Group {
         let mut node_cfg = cfg.group_node_config(g, random_seed());
         node_cfg.sabotage = sabotage.clone();
         let mut node = Node::new(node_cfg, durable, now).map_err(|e| Fatal(e.to_string()))?;
+        if cfg.has_groups() {
+            node.set_log_tag(&format!("group {}: ", spec.name));
+        }
         if spec.check.is_some() {
             // SPEC section 13: a server with a check starts unhealthy.
             node.set_health(now, false);
@@ -68,6 +71,9 @@ impl Group {
             cfg.hook_timeout,
         );
         hooks.set_group(&spec.name);
+        if cfg.has_groups() {
+            hooks.set_log_tag(&format!("group {}: ", spec.name));
+        }
         let view = View {
             role: Role::Follower,
             leader: None,

@@ -335,22 +335,7 @@ impl Cluster {
     }
 
     pub fn request(&self, id: u16, cmd: &str) -> Option<String> {
-        let mut s = UnixStream::connect(self.sock(id)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        s.write_all(format!("{cmd}\n").as_bytes()).ok()?;
-        let mut r = BufReader::new(s);
-        let mut out = String::new();
-        loop {
-            let mut l = String::new();
-            if r.read_line(&mut l).ok()? == 0 {
-                break;
-            }
-            out += &l;
-            if cmd != "metrics" || l.trim_end() == "# EOF" {
-                break;
-            }
-        }
-        Some(out)
+        request_at(&self.sock(id), cmd)
     }
 
     pub fn status(&self, id: u16) -> Option<Value> {
@@ -981,4 +966,25 @@ pub fn metric_value<T: std::str::FromStr>(text: &str, name: &str) -> Option<T> {
         text.lines()
             .find_map(|l| l.strip_prefix(n)?.strip_prefix(' ')?.parse().ok())
     })
+}
+
+/// One request on the control socket at `sock`: its answer line (every line up to
+/// `# EOF` for `metrics`), or None when the daemon does not answer within 2 s.
+pub fn request_at(sock: &std::path::Path, cmd: &str) -> Option<String> {
+    let mut s = UnixStream::connect(sock).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(format!("{cmd}\n").as_bytes()).ok()?;
+    let mut r = BufReader::new(s);
+    let mut out = String::new();
+    loop {
+        let mut l = String::new();
+        if r.read_line(&mut l).ok()? == 0 {
+            break;
+        }
+        out += &l;
+        if cmd != "metrics" || l.trim_end() == "# EOF" {
+            break;
+        }
+    }
+    Some(out)
 }

@@ -1,0 +1,555 @@
+//! Election groups on real daemons (SPEC section 15, issue 12): several leaders over one
+//! cluster, spread by `balance on` and moved back by `preempt-delay`; groups that do
+//! not disturb each other; one datagram per destination per heartbeat whatever the
+//! number of groups; `electctl run --group`; the one state file holding every group.
+//!
+//! Every test also checks S2 per group from what the daemons report: the leases of two
+//! servers in one group never overlap on the host's CLOCK_BOOTTIME (all daemons run on
+//! this host, so their `now_ns` and `lease_until_ns` share one clock).
+
+mod common;
+
+use common::{
+    Cluster, Mode, Opts, SERIAL, Supervisors, overlaps, slacked, spans, supervise_with, wait_for,
+};
+use electd::json::{self, Value};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Not a test: the wrapped command, when this binary is re-executed by `electctl run`.
+#[test]
+fn cmd_helper() {
+    common::cmd_helper();
+}
+
+/// One group's view on one server.
+#[derive(Clone, Debug, PartialEq)]
+struct GroupView {
+    role: String,
+    leader: Option<u64>,
+    term: u64,
+    lease_until_ns: Option<u64>,
+}
+
+/// Server `id`'s view of every group, with its `now_ns`.
+fn views(c: &Cluster, id: u16) -> Option<(u64, BTreeMap<String, GroupView>)> {
+    let v = json::parse(c.request(id, "status")?.trim()).ok()?;
+    let now = v.get("now_ns")?.as_u64()?;
+    let mut out = BTreeMap::new();
+    for g in v.get("groups")?.as_array()? {
+        out.insert(
+            g.get("group")?.as_str()?.to_string(),
+            GroupView {
+                role: g.get("role")?.as_str()?.to_string(),
+                leader: g.get("leader").and_then(Value::as_u64),
+                term: g.get("term")?.as_u64()?,
+                lease_until_ns: g.get("lease_until_ns").and_then(Value::as_u64),
+            },
+        );
+    }
+    Some((now, out))
+}
+
+/// Per group, the (leader, term) every running server agrees on, when they all do and
+/// exactly one server reports the lease.
+fn agreed(c: &Cluster) -> Option<BTreeMap<String, (u16, u64)>> {
+    let all: Vec<(u16, BTreeMap<String, GroupView>)> = c
+        .up()
+        .into_iter()
+        .map(|id| Some((id, views(c, id)?.1)))
+        .collect::<Option<_>>()?;
+    let names: Vec<String> = all.first()?.1.keys().cloned().collect();
+    let mut out = BTreeMap::new();
+    for name in names {
+        let leaders: Vec<u16> = all
+            .iter()
+            .filter(|(_, v)| v[&name].role == "leader")
+            .map(|(id, _)| *id)
+            .collect();
+        let [l] = leaders[..] else { return None };
+        let term = all.iter().find(|(id, _)| *id == l)?.1[&name].term;
+        if all
+            .iter()
+            .any(|(_, v)| v[&name].leader != Some(u64::from(l)) || v[&name].term != term)
+        {
+            return None;
+        }
+        out.insert(name, (l, term));
+    }
+    Some(out)
+}
+
+/// How many groups each running server leads.
+fn counts(a: &BTreeMap<String, (u16, u64)>) -> BTreeMap<u16, usize> {
+    let mut n = BTreeMap::new();
+    for (l, _) in a.values() {
+        *n.entry(*l).or_insert(0) += 1;
+    }
+    n
+}
+
+/// Samples every running server's leases in the background and checks S2 per group:
+/// two servers' lease intervals [seen at, lease end] in one group never intersect.
+struct LeaseWatch {
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<Vec<(String, u16, u64, Option<u64>)>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LeaseWatch {
+    fn start(c: &Cluster) -> LeaseWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let socks: Vec<(u16, std::path::PathBuf)> = (1..=c.n).map(|id| (id, c.sock(id))).collect();
+        let (s2, seen2) = (stop.clone(), seen.clone());
+        let thread = std::thread::spawn(move || {
+            // Bounded: at most 10 minutes of sampling.
+            let deadline = Instant::now() + Duration::from_secs(600);
+            while !s2.load(Ordering::SeqCst) && Instant::now() < deadline {
+                for (id, sock) in &socks {
+                    let Some(line) = common::request_at(sock, "status") else {
+                        continue;
+                    };
+                    let Ok(v) = json::parse(line.trim()) else {
+                        continue;
+                    };
+                    let Some(now) = v.get("now_ns").and_then(Value::as_u64) else {
+                        continue;
+                    };
+                    for g in v.get("groups").and_then(Value::as_array).unwrap_or(&[]) {
+                        if let Some(name) = g.get("group").and_then(Value::as_str) {
+                            // The term, while this server reports the lease.
+                            let until = g
+                                .get("lease_until_ns")
+                                .and_then(Value::as_u64)
+                                .and(g.get("term").and_then(Value::as_u64));
+                            seen2
+                                .lock()
+                                .unwrap()
+                                .push((name.to_string(), *id, now, until));
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        });
+        LeaseWatch {
+            stop,
+            seen,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops sampling; panics on two servers' leases of one group that overlap.
+    /// Returns how many lease observations were checked.
+    fn check(mut self) -> usize {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        let seen = self.seen.lock().unwrap();
+        // Per (group, server), in the order observed: a run of consecutive reports of
+        // a lease in one term means the server held it throughout [first, last] (a
+        // lease that lapses ends the term's leadership). Only that much is certain: a
+        // planned handoff gives the lease up before its reported end, at an instant
+        // between two samples, so the reported end would accuse falsely.
+        let mut timeline: BTreeMap<(String, u16), Vec<(u64, Option<u64>)>> = BTreeMap::new();
+        for (g, id, at, term) in seen.iter() {
+            timeline.entry((g.clone(), *id)).or_default().push((*at, *term));
+        }
+        let mut by: BTreeMap<(String, u16), Vec<(u64, u64)>> = BTreeMap::new();
+        let mut leases = 0;
+        for (key, obs) in &timeline {
+            let mut run: Option<(u64, u64, u64)> = None;
+            for &(at, term) in obs.iter().chain([(u64::MAX, None)].iter()) {
+                match (run, term) {
+                    (Some((first, last, t)), Some(now_t)) if t == now_t => {
+                        run = Some((first, last.max(at), t));
+                        leases += 1;
+                        continue;
+                    }
+                    (Some((first, last, _)), _) => {
+                        by.entry(key.clone()).or_default().push((first, last));
+                    }
+                    (None, _) => {}
+                }
+                run = term.map(|t| (at, at, t));
+                leases += usize::from(term.is_some());
+            }
+        }
+        for ((g, a), ia) in &by {
+            for ((h, b), ib) in &by {
+                if g != h || a >= b {
+                    continue;
+                }
+                for x in ia {
+                    for y in ib {
+                        assert!(
+                            x.1 < y.0 || y.1 < x.0,
+                            "S2 broken in group {g}: server {a} held [{}, {}] and server {b} [{}, {}] (boot clock ns)",
+                            x.0,
+                            x.1,
+                            y.0,
+                            y.1
+                        );
+                    }
+                }
+            }
+        }
+        leases
+    }
+}
+
+/// `group NAME` sections: each name with its optional `prefer` line.
+fn groups_text(groups: &[(&str, Option<&str>)]) -> String {
+    let mut s = String::new();
+    for (name, prefer) in groups {
+        s += &format!("group {name}\n");
+        if let Some(p) = prefer {
+            s += &format!("  prefer {p}\n");
+        }
+    }
+    s
+}
+
+/// SPEC section 15's balance: 6 groups over 3 servers, two each; a dead server's
+/// groups move to the others within the failover bound while the others keep theirs;
+/// back to two each after preempt-delay once it returns. S2 per group throughout.
+#[test]
+fn balance_spreads_six_groups_moves_a_dead_servers_and_moves_them_back() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let preempt = Duration::from_millis(1500);
+    let names = ["g0", "g1", "g2", "g3", "g4", "g5"];
+    let mut o = Opts::new(Mode::Unicast, 3);
+    o.extra = format!(
+        "balance on\npreempt-delay {}ms\n{}",
+        preempt.as_millis(),
+        groups_text(&names.map(|n| (n, None)))
+    );
+    let failover = o.failover_bound();
+    let mut c = Cluster::build(&o);
+    let watch = LeaseWatch::start(&c);
+    // At start every server may lead anything; preempt-delay moves each group to the
+    // first of its rotated order: g0, g3 on 1; g1, g4 on 2; g2, g5 on 3.
+    let want = |id: u16| -> Vec<&str> {
+        names
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| k % 3 == usize::from(id) - 1)
+            .map(|(_, n)| *n)
+            .collect()
+    };
+    let spread =
+        |a: &BTreeMap<String, (u16, u64)>| (1..=3).all(|id| want(id).iter().all(|g| a[*g].0 == id));
+    let settle = preempt + failover * 2 + Duration::from_secs(2);
+    let a = wait_for("two groups each", slacked(settle), || {
+        agreed(&c).filter(|a| spread(a))
+    });
+    eprintln!("balanced: {a:?}");
+    assert_eq!(counts(&a), BTreeMap::from([(1, 2), (2, 2), (3, 2)]));
+
+    // Server 2 dies: g1 and g4 move to 1 and 3; the others' groups keep leader and term.
+    c.kill(2);
+    let t0 = Instant::now();
+    let moved = wait_for("server 2's groups moved", slacked(failover), || {
+        agreed(&c).filter(|m| ["g1", "g4"].iter().all(|g| m[*g].0 != 2))
+    });
+    let took = t0.elapsed();
+    eprintln!("after server 2 died ({took:?}): {moved:?}");
+    for g in ["g0", "g2", "g3", "g5"] {
+        assert_eq!(
+            moved[g], a[g],
+            "group {g} was disturbed by another group's failover"
+        );
+    }
+    for g in ["g1", "g4"] {
+        assert!(moved[g].1 > a[g].1, "{g}: a new term");
+    }
+    let n = counts(&moved);
+    assert_eq!(n.values().sum::<usize>(), 6);
+    assert!(
+        n.values().all(|&k| k == 3),
+        "the others take one each: {n:?}"
+    );
+
+    // It returns: after preempt-delay its groups are handed back, the others stay.
+    c.spawn(2);
+    let back = wait_for(
+        "server 2 leads its two groups again",
+        slacked(preempt + failover * 2 + Duration::from_secs(1)),
+        || agreed(&c).filter(|a| spread(a)),
+    );
+    eprintln!("back: {back:?}");
+    for g in ["g0", "g2", "g3", "g5"] {
+        assert_eq!(back[g], a[g], "group {g} was disturbed by the handback");
+    }
+    assert!(
+        c.log(2).contains("group g1: ") && c.log(1).contains("group g1: "),
+        "log lines name their group"
+    );
+    let checked = watch.check();
+    assert!(checked > 100, "the lease watch saw only {checked} leases");
+    eprintln!("S2 per group: {checked} lease observations, no overlap");
+}
+
+/// Repeated handovers in one group never touch another group's leader, term or lease.
+#[test]
+fn a_handover_in_one_group_leaves_the_others_alone() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = Opts::new(Mode::Multicast, 3);
+    o.extra = groups_text(&[("churn", None), ("steady", Some("2 3 1"))]);
+    let c = Cluster::build(&o);
+    let watch = LeaseWatch::start(&c);
+    let a = wait_for("leaders", slacked(Duration::from_secs(5)), || agreed(&c));
+    let steady = a["steady"];
+    let mut last = a["churn"];
+    for round in 0..5 {
+        let yielded = c.request(last.0, "yield churn").unwrap();
+        assert!(yielded.contains("\"ok\":true"), "{yielded}");
+        let next = wait_for(
+            "a new churn leader",
+            slacked(Duration::from_secs(3)),
+            || agreed(&c).filter(|m| m["churn"].1 > last.1),
+        );
+        assert_eq!(
+            next["steady"], steady,
+            "round {round}: steady was disturbed"
+        );
+        // The steady leader's lease never lapsed: it reports one now.
+        let v = views(&c, steady.0).unwrap().1;
+        assert_eq!(v["steady"].role, "leader");
+        last = next["churn"];
+    }
+    assert!(
+        c.metric(steady.0, "electd_elections_total{group=\"steady\"}") <= 1,
+        "no round in the steady group on its leader"
+    );
+    watch.check();
+}
+
+/// One datagram per destination per heartbeat: a leader of 8 groups sends N-1
+/// datagrams a heartbeat (unicast), each follower one (its ACKs of all 8 groups).
+#[test]
+fn idle_traffic_does_not_grow_with_groups() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let names: Vec<String> = (0..8).map(|k| format!("p{k}")).collect();
+    let mut o = Opts::new(Mode::Unicast, 3);
+    // preempt-delay: a first round after start may go to any server (stale heard
+    // counts); the groups then move to their first choice.
+    o.extra = "preempt-delay 300ms\n".to_string()
+        + &groups_text(
+            &names
+                .iter()
+                .map(|n| (n.as_str(), Some("1 2 3")))
+                .collect::<Vec<_>>(),
+        );
+    let c = Cluster::build(&o);
+    let a = wait_for(
+        "server 1 leads all",
+        slacked(Duration::from_secs(5)),
+        || agreed(&c).filter(|a| a.values().all(|(l, _)| *l == 1)),
+    );
+    // Alignment takes one heartbeat; then count over 30 heartbeats.
+    std::thread::sleep(Duration::from_millis(300));
+    let dgrams = |id| c.metric(id, "electd_datagrams_sent_total");
+    let leads = || c.metric(1, "electd_messages_sent_total{kind=\"lead\"}");
+    let (l0, f0, m0, t0) = (dgrams(1), dgrams(2), leads(), Instant::now());
+    std::thread::sleep(Duration::from_millis(3000));
+    let (l1, f1, m1) = (dgrams(1), dgrams(2), leads());
+    let beats = t0.elapsed().as_secs_f64() / 0.1;
+    let (leader, follower, msgs) = (
+        (l1 - l0) as f64 / beats,
+        (f1 - f0) as f64 / beats,
+        (m1 - m0) as f64 / beats,
+    );
+    eprintln!(
+        "8 groups, 3 servers: leader {leader:.2} datagrams/heartbeat ({msgs:.1} LEAD messages), follower {follower:.2}"
+    );
+    assert_eq!(agreed(&c).unwrap(), a, "nobody moved while measuring");
+    assert!(
+        msgs > 8.0 * 2.0 * 0.8,
+        "the leader sends every group's LEAD"
+    );
+    assert!(
+        leader < 2.0 * 1.25,
+        "leader: {leader:.2} datagrams a heartbeat for 8 groups (at most ~2: one per follower)"
+    );
+    assert!(
+        follower < 1.25,
+        "follower: {follower:.2} datagrams a heartbeat (one ACK bundle)"
+    );
+}
+
+/// `electctl run --group`: each group's command runs where that group leads, and a
+/// yield of one group moves only its command (planned handoff, S5 per group).
+#[test]
+fn run_follows_its_group_only() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = Opts::new(Mode::Unicast, 3);
+    o.extra = groups_text(&[("red", Some("1 2 3")), ("blue", Some("3 2 1"))]);
+    o.extra = format!("preempt-delay 500ms\n{}", o.extra);
+    let c = Cluster::build(&o);
+    wait_for(
+        "red on 1, blue on 3",
+        slacked(Duration::from_secs(6)),
+        || agreed(&c).filter(|a| a["red"].0 == 1 && a["blue"].0 == 3),
+    );
+    let log = |g: &str| c.dir.join(format!("cmd-{g}.log")).display().to_string();
+    let mut sups = Supervisors(Vec::new());
+    for id in 1..=3 {
+        for g in ["red", "blue"] {
+            sups.0.push(supervise_with(
+                &c,
+                id,
+                &log(g),
+                &["--group", g, "--grace", "100ms"],
+                &[],
+            ));
+        }
+    }
+    let running = |g: &str| -> Vec<(u16, u32)> {
+        spans(&log(g))
+            .iter()
+            .filter(|s| !s.stopped && s.sigterm.is_none())
+            .map(|s| (s.host, s.pid))
+            .collect()
+    };
+    wait_for("both commands run", slacked(Duration::from_secs(3)), || {
+        (running("red").len() == 1 && running("blue").len() == 1).then_some(())
+    });
+    let blue = running("blue");
+    assert_eq!(running("red")[0].0, 1);
+    assert_eq!(blue[0].0, 3);
+    let y = c.request(1, "yield red 2").unwrap();
+    assert!(y.contains("\"ok\":true"), "{y}");
+    wait_for(
+        "red's command moved to 2",
+        slacked(Duration::from_secs(3)),
+        || (running("red").first().map(|r| r.0) == Some(2)).then_some(()),
+    );
+    assert_eq!(running("blue"), blue, "blue's command was not touched");
+    sups.stop();
+    for g in ["red", "blue"] {
+        let s = spans(&log(g));
+        let bad = overlaps(&s, 5_000_000);
+        assert!(bad.is_empty(), "group {g}: commands overlapped: {bad:?}");
+        assert!(
+            s.iter().all(|x| x.stopped),
+            "group {g}: every command got SIGTERM and exited: {s:?}"
+        );
+    }
+    let red = spans(&log("red"));
+    assert!(red.len() >= 2 && red[0].sigterm.is_some(), "{red:?}");
+}
+
+/// The socket and electctl per group (SPEC section 15), and metrics labelled by group.
+#[test]
+fn socket_and_electctl_speak_groups() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = Opts::new(Mode::Unicast, 3);
+    o.extra = groups_text(&[("alpha", Some("1 2 3")), ("beta", Some("2 1 3"))]);
+    let c = Cluster::build(&o);
+    let a = wait_for("leaders", slacked(Duration::from_secs(5)), || agreed(&c));
+    let la = a["alpha"].0;
+    let one = c.request(la, "status alpha").unwrap();
+    assert!(
+        one.contains("\"group\":\"alpha\"") && one.contains("\"role\":\"leader\""),
+        "{one}"
+    );
+    assert!(
+        c.request(la, "status nope")
+            .unwrap()
+            .contains("no group 'nope' (this server's groups: alpha, beta)")
+    );
+    let ctl = |id: u16, args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_electctl"))
+            .arg("--socket")
+            .arg(c.sock(id))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(ctl(la, &["is-leader", "alpha"]).status.code(), Some(0));
+    let other = if la == 1 { 3 } else { 1 };
+    assert_eq!(ctl(other, &["is-leader", "alpha"]).status.code(), Some(1));
+    let both = ctl(la, &["is-leader"]);
+    assert_eq!(both.status.code(), Some(2), "several groups, none named");
+    assert!(String::from_utf8_lossy(&both.stderr).contains("name one"));
+    let st = String::from_utf8(ctl(la, &["status"]).stdout).unwrap();
+    assert!(
+        st.contains("group     alpha") && st.contains("group     beta"),
+        "{st}"
+    );
+    let m = c.request(la, "metrics").unwrap();
+    for want in [
+        "electd_is_leader{group=\"alpha\"} 1",
+        "electd_term{group=\"beta\"} ",
+        "electd_handovers_total{group=\"alpha\",reason=\"yield\"} 0",
+    ] {
+        assert!(m.contains(want), "{want} in\n{m}");
+    }
+    // Drain without a group drains every group of this server, persisted.
+    let d = c.request(3, "drain").unwrap();
+    assert!(
+        d.contains("\"group\":\"alpha\"") && d.contains("\"group\":\"beta\""),
+        "{d}"
+    );
+    let state = std::fs::read_to_string(c.dir.join("3.state")).unwrap();
+    assert_eq!(state.matches("drained 1").count(), 2, "{state}");
+    // A change of the group list is refused by reload: the wire names groups by index.
+    let conf = std::fs::read_to_string(&c.conf).unwrap();
+    std::fs::write(&c.conf, format!("{conf}group gamma\n")).unwrap();
+    let r = c.request(1, "reload").unwrap();
+    assert!(r.contains("refused") && r.contains("group list"), "{r}");
+    std::fs::write(&c.conf, conf).unwrap();
+}
+
+/// One state file holds every group; a group removed from the configuration keeps its
+/// state there, so when it comes back it never reuses a term it voted in.
+#[test]
+fn the_state_file_keeps_every_group_even_removed_ones() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = Opts::new(Mode::Unicast, 1);
+    let with = groups_text(&[("keep", None), ("gone", None)]);
+    o.extra = with.clone();
+    let mut c = Cluster::build(&o);
+    let a = wait_for("leader of both", slacked(Duration::from_secs(5)), || {
+        agreed(&c)
+    });
+    for _ in 0..3 {
+        c.request(1, "yield gone");
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    let gone_term = wait_for("gone re-elected", slacked(Duration::from_secs(5)), || {
+        agreed(&c).map(|m| m["gone"].1).filter(|&t| t > a["gone"].1)
+    });
+    c.kill(1);
+    let conf = std::fs::read_to_string(&c.conf).unwrap();
+    std::fs::write(
+        &c.conf,
+        conf.replace(&with, &groups_text(&[("keep", None)])),
+    )
+    .unwrap();
+    c.spawn(1);
+    wait_for("keep leads", slacked(Duration::from_secs(5)), || {
+        agreed(&c).filter(|m| m.len() == 1)
+    });
+    let state = std::fs::read_to_string(c.dir.join("1.state")).unwrap();
+    assert!(
+        state.contains("group gone\n"),
+        "removed group kept:\n{state}"
+    );
+    assert!(c.log(1).contains("no longer configured: gone"));
+    c.kill(1);
+    std::fs::write(&c.conf, conf).unwrap();
+    c.spawn(1);
+    let b = wait_for("both again", slacked(Duration::from_secs(5)), || {
+        agreed(&c).filter(|m| m.len() == 2)
+    });
+    assert!(
+        b["gone"].1 > gone_term,
+        "the re-added group continues above term {gone_term}: {b:?}"
+    );
+}
