@@ -90,11 +90,17 @@ fn counts(a: &BTreeMap<String, (u16, u64)>) -> BTreeMap<u16, usize> {
     n
 }
 
+/// (group, server, its now_ns, the term while it reports the lease).
+type Sample = (String, u16, u64, Option<u64>);
+
+/// Per (group, server), its samples in order: (now_ns, term while holding the lease).
+type Timeline = BTreeMap<(String, u16), Vec<(u64, Option<u64>)>>;
+
 /// Samples every running server's leases in the background and checks S2 per group:
 /// two servers' lease intervals [seen at, lease end] in one group never intersect.
 struct LeaseWatch {
     stop: Arc<AtomicBool>,
-    seen: Arc<Mutex<Vec<(String, u16, u64, Option<u64>)>>>,
+    seen: Arc<Mutex<Vec<Sample>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -155,9 +161,12 @@ impl LeaseWatch {
         // lease that lapses ends the term's leadership). Only that much is certain: a
         // planned handoff gives the lease up before its reported end, at an instant
         // between two samples, so the reported end would accuse falsely.
-        let mut timeline: BTreeMap<(String, u16), Vec<(u64, Option<u64>)>> = BTreeMap::new();
+        let mut timeline: Timeline = BTreeMap::new();
         for (g, id, at, term) in seen.iter() {
-            timeline.entry((g.clone(), *id)).or_default().push((*at, *term));
+            timeline
+                .entry((g.clone(), *id))
+                .or_default()
+                .push((*at, *term));
         }
         let mut by: BTreeMap<(String, u16), Vec<(u64, u64)>> = BTreeMap::new();
         let mut leases = 0;
