@@ -7,6 +7,10 @@
 //! overlap), S3; L1 after each heal; L2 when a follower is cut off. `electctl run`
 //! wraps a command on every host; no two may run at once.
 //!
+//! Issue 12: the cluster runs two election groups (`a` prefers 1 2 3 4 5, `b` the
+//! reverse), each with its own `electctl run --group` on every host; every check above
+//! holds per group, and each round's fault aims at one group's leader.
+//!
 //! Needs root, iproute2 and nftables (CI has them); CHAOS_SEED=n replays a run,
 //! CHAOS_ROUNDS sets the faults per mode (default 10). Everything it creates carries a
 //! per-run prefix and is deleted on drop; namespaces of runs that were killed are
@@ -14,7 +18,7 @@
 
 mod common;
 
-use common::{Cluster, SERIAL, Span, sh, spans, supervise};
+use common::{Cluster, SERIAL, Span, sh, spans, supervise_with};
 use electd::json::{self, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -24,6 +28,8 @@ use std::time::Duration;
 const N: u16 = 5;
 const HBT_MS: u64 = 100;
 const RTT_MS: u64 = 20;
+/// The election groups every host runs.
+const GROUPS: [&str; 2] = ["a", "b"];
 
 fn sh_ok(args: &[&str]) {
     assert!(sh(args), "failed: {}", args.join(" "));
@@ -141,9 +147,11 @@ impl Drop for Net {
     }
 }
 
-/// One watch line: server, its clock at the report, role, term, lease end.
+/// One watch line: group (index in GROUPS), server, its clock at the report, role,
+/// term, lease end.
 #[derive(Clone, Copy, Debug)]
 struct Line {
+    group: usize,
     id: u16,
     now: u64,
     leader: bool,
@@ -151,14 +159,15 @@ struct Line {
     until: u64,
 }
 
-/// Follows every server's watch stream, reconnecting across restarts.
+/// Follows every server's watch stream of every group, reconnecting across restarts.
 fn follow(
     c: &Cluster,
     lines: &Arc<Mutex<Vec<Line>>>,
     stop: &Arc<std::sync::atomic::AtomicBool>,
 ) -> Vec<std::thread::JoinHandle<()>> {
     (1..=N)
-        .map(|id| {
+        .flat_map(|id| (0..GROUPS.len()).map(move |g| (id, g)))
+        .map(|(id, group)| {
             let path = c.sock(id);
             let (lines, stop) = (lines.clone(), stop.clone());
             std::thread::spawn(move || {
@@ -168,7 +177,9 @@ fn follow(
                         continue;
                     };
                     let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-                    if s.write_all(b"watch\n").is_err() {
+                    if s.write_all(format!("watch {}\n", GROUPS[group]).as_bytes())
+                        .is_err()
+                    {
                         continue;
                     }
                     let mut r = BufReader::new(s);
@@ -186,6 +197,7 @@ fn follow(
                                 };
                                 let num = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
                                 lines.lock().unwrap().push(Line {
+                                    group,
                                     id,
                                     now: num("now_ns"),
                                     leader: v.get("role").and_then(Value::as_str) == Some("leader"),
@@ -271,6 +283,45 @@ fn check(ls: &[Lease]) -> Vec<String> {
     v
 }
 
+/// Group `g`'s leases and wrapped commands, checked: S1, S2, S3, L1 after each heal,
+/// no two commands at once. Returns the leases, the runs, the violations.
+fn check_group(
+    g: usize,
+    lines: &[Line],
+    heals: &[(u64, &str)],
+    bound: Duration,
+    log: &str,
+) -> (Vec<Lease>, Vec<Span>, Vec<String>) {
+    let mine: Vec<Line> = lines.iter().filter(|l| l.group == g).copied().collect();
+    let ls = leases(&mine);
+    let tag = |v: String| format!("group {}: {v}", GROUPS[g]);
+    let mut violations: Vec<String> = check(&ls).into_iter().map(tag).collect();
+    // L1: after each heal, some lease within the bound.
+    for &(t, name) in heals {
+        let first = ls
+            .iter()
+            .filter(|l| l.end > t)
+            .map(|l| l.start.max(t))
+            .min();
+        match first {
+            Some(at) if at - t <= bound.as_nanos() as u64 => {}
+            other => violations.push(tag(format!(
+                "L1: no lease within {bound:?} after healing '{name}' (first after {:?} ms)",
+                other.map(|a| (a - t) / 1_000_000)
+            ))),
+        }
+    }
+    let runs: Vec<Span> = spans(log);
+    for (i, a) in runs.iter().enumerate() {
+        for b in &runs[i + 1..] {
+            if a.start < b.end && b.start < a.end {
+                violations.push(tag(format!("run: two commands at once: {a:?} and {b:?}")));
+            }
+        }
+    }
+    (ls, runs, violations)
+}
+
 fn config(multicast: bool, dir: &std::path::Path) -> String {
     let mut t = format!("cluster chaos-{}\n", std::process::id());
     for i in 1..=N {
@@ -288,6 +339,7 @@ fn config(multicast: bool, dir: &std::path::Path) -> String {
         "heartbeat {HBT_MS}ms\nrtt {RTT_MS}ms\nmissed-heartbeats 3\nsocket {0}/{{id}}.sock\nstate {0}/{{id}}.state\n",
         dir.display()
     );
+    t += "group a\n  prefer 1 2 3 4 5\ngroup b\n  prefer 5 4 3 2 1\n";
     t
 }
 
@@ -329,9 +381,20 @@ fn chaos(multicast: bool) {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let followers = follow(&c, &lines, &stop);
-    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let dir = c.dir.clone();
+    let log = move |g: &str| {
+        dir.join(format!("cmd-{g}.log"))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
     // Stopped when dropped, on a failed assertion too.
-    let mut sups = common::Supervisors((1..=N).map(|id| supervise(&c, id, &log)).collect());
+    let mut sups = common::Supervisors(
+        (1..=N)
+            .flat_map(|id| GROUPS.map(|g| (id, g)))
+            .map(|(id, g)| supervise_with(&c, id, &log(g), &["--group", g, "--grace", "50ms"], &[]))
+            .collect(),
+    );
     let mut heals: Vec<(u64, &str)> = Vec::new();
     let mut applied = Vec::new();
     let mut l2_checks = 0;
@@ -340,7 +403,16 @@ fn chaos(multicast: bool) {
         3 * HBT_MS + 5 * HBT_MS + 8 * RTT_MS + 400,
     ));
     for _ in 0..rounds {
-        let (leader, _) = c.agreement(Duration::from_secs(10));
+        // Each round aims at one group's leader; the other group's may be the same
+        // server or not.
+        let target = GROUPS[rng.below(GROUPS.len() as u64) as usize];
+        let other = GROUPS
+            .iter()
+            .find(|&&g| g != target)
+            .copied()
+            .unwrap_or("b");
+        let (leader, _) = c.agreement_in(Some(target), Duration::from_secs(10));
+        let (leader_b, _) = c.agreement_in(Some(other), Duration::from_secs(10));
         let others: Vec<u16> = (1..=N).filter(|&i| i != leader).collect();
         let pick =
             |rng: &mut electd::rng::SplitMix64| others[rng.below(others.len() as u64) as usize];
@@ -348,17 +420,25 @@ fn chaos(multicast: bool) {
         let hold = Duration::from_millis(700 + rng.below(800));
         let mut killed = None;
         if fault == FAULTS.len() {
-            // L2: a follower cut off and back; the leader must keep its seat.
-            let f = pick(&mut rng);
+            // L2: a follower of both groups cut off and back; each leader must keep
+            // its seat.
+            let f = loop {
+                let f = pick(&mut rng);
+                if f != leader_b {
+                    break f;
+                }
+            };
             net.partition(&[f]);
             std::thread::sleep(hold);
             net.heal();
             std::thread::sleep(Duration::from_millis(600));
-            let (l2, _) = c.agreement(Duration::from_secs(5));
-            assert_eq!(
-                l2, leader,
-                "L2 (seed {seed}): cutting off follower {f} moved the seat"
-            );
+            for (g, seat) in [(target, leader), (other, leader_b)] {
+                let (l2, _) = c.agreement_in(Some(g), Duration::from_secs(5));
+                assert_eq!(
+                    l2, seat,
+                    "L2 (seed {seed}): cutting off follower {f} moved group {g}'s seat"
+                );
+            }
             applied.push("follower cut off (L2)");
             l2_checks += 1;
             continue;
@@ -407,32 +487,14 @@ fn chaos(multicast: bool) {
         let _ = f.join();
     }
     let lines = lines.lock().unwrap().clone();
-    let ls = leases(&lines);
-    let mut violations = check(&ls);
-    // L1: after each heal, some lease within the bound.
-    for &(t, name) in &heals {
-        let first = ls
-            .iter()
-            .filter(|l| l.end > t)
-            .map(|l| l.start.max(t))
-            .min();
-        match first {
-            Some(at) if at - t <= bound.as_nanos() as u64 => {}
-            other => violations.push(format!(
-                "L1: no lease within {bound:?} after healing '{name}' (first after {:?} ms)",
-                other.map(|a| (a - t) / 1_000_000)
-            )),
-        }
+    let mut violations = Vec::new();
+    let mut per_group = Vec::new();
+    for (g, name) in GROUPS.iter().enumerate() {
+        let (ls, runs, v) = check_group(g, &lines, &heals, bound, &log(name));
+        violations.extend(v);
+        per_group.push((ls, runs));
     }
-    // The wrapped commands.
-    let runs: Vec<Span> = spans(&log);
-    for (i, a) in runs.iter().enumerate() {
-        for b in &runs[i + 1..] {
-            if a.start < b.end && b.start < a.end {
-                violations.push(format!("run: two commands at once: {a:?} and {b:?}"));
-            }
-        }
-    }
+    let (ls, runs) = per_group[0].clone();
     // The longest time without a lease, and the fault around it.
     let mut longest = (0u64, "start");
     for w in ls.windows(2) {
@@ -447,8 +509,9 @@ fn chaos(multicast: bool) {
             longest = (gap, cause);
         }
     }
+    let (ls_b, runs_b) = &per_group[1];
     eprintln!(
-        "chaos report ({}), seed {seed}: faults {} [{}]; L2 checks {l2_checks}; leases {}; leader changes {}; command runs {}; longest without a leader {} ms (around '{}'); violations {}",
+        "chaos report ({}), seed {seed}: faults {} [{}]; L2 checks {l2_checks}; group a: leases {}, leader changes {}, command runs {}, longest without a leader {} ms (around '{}'); group b: leases {}, leader changes {}, command runs {}; violations {}",
         if multicast { "multicast" } else { "unicast" },
         applied.len(),
         applied.join(", "),
@@ -457,13 +520,57 @@ fn chaos(multicast: bool) {
         runs.len(),
         longest.0 / 1_000_000,
         longest.1,
+        ls_b.len(),
+        ls_b.windows(2).filter(|w| w[0].id != w[1].id).count(),
+        runs_b.len(),
         violations.len()
     );
     assert!(
         ls.len() >= 2 && runs.len() >= 2,
         "the run exercised failovers"
     );
+    assert!(
+        !ls_b.is_empty() && !runs_b.is_empty(),
+        "group b led and ran its command"
+    );
     assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
+}
+
+/// The per-group checker: leases of two groups may overlap (they are independent), two
+/// leases of one group may not.
+#[test]
+fn groups_are_checked_apart() {
+    let line = |group, id, now, leader, term, until| Line {
+        group,
+        id,
+        now,
+        leader,
+        term,
+        until,
+    };
+    let lines = [
+        line(0, 1, 10, true, 2, 100),
+        line(1, 2, 20, true, 5, 100),
+        line(0, 1, 100, false, 2, 0),
+        line(1, 2, 100, false, 5, 0),
+    ];
+    let none = tempfile_log();
+    let (a, _, v) = check_group(0, &lines, &[], Duration::from_secs(1), &none);
+    assert_eq!(a.len(), 1);
+    assert!(v.is_empty(), "different groups overlap freely: {v:?}");
+    let mut same = lines;
+    same[1].group = 0;
+    same[3].group = 0;
+    let (_, _, v) = check_group(0, &same, &[], Duration::from_secs(1), &none);
+    assert!(v[0].starts_with("group a: S2"), "{v:?}");
+}
+
+/// A command log that does not exist: no runs.
+fn tempfile_log() -> String {
+    std::env::temp_dir()
+        .join(format!("electd-chaos-none-{}", std::process::id()))
+        .display()
+        .to_string()
 }
 
 /// Not a test: the command wrapped by `electctl run` when re-executed.
@@ -497,6 +604,7 @@ fn checker_detects_overlaps_and_term_order() {
     assert!(check(&[l(1, 0, 100, 5), l(2, 100, 200, 4)])[0].starts_with("S1/S3"));
     let lines = [
         Line {
+            group: 0,
             id: 1,
             now: 10,
             leader: true,
@@ -504,6 +612,7 @@ fn checker_detects_overlaps_and_term_order() {
             until: 50,
         },
         Line {
+            group: 0,
             id: 1,
             now: 40,
             leader: true,
@@ -511,6 +620,7 @@ fn checker_detects_overlaps_and_term_order() {
             until: 90,
         },
         Line {
+            group: 0,
             id: 1,
             now: 60,
             leader: false,
@@ -518,6 +628,7 @@ fn checker_detects_overlaps_and_term_order() {
             until: 0,
         },
         Line {
+            group: 0,
             id: 2,
             now: 70,
             leader: true,

@@ -352,12 +352,23 @@ impl Cluster {
     /// The (leader, term) every running server agrees on, once they do: a bounded wait
     /// of `within` times the slack factor.
     pub fn agreement(&self, within: Duration) -> (u16, u64) {
+        self.agreement_in(None, within)
+    }
+
+    /// As `agreement`, in election group `group` (`status GROUP`).
+    pub fn agreement_in(&self, group: Option<&str>, within: Duration) -> (u16, u64) {
+        let cmd = group.map_or("status".to_string(), |g| format!("status {g}"));
         let deadline = Instant::now() + slacked(within);
         loop {
             let views: Vec<(u16, Option<Value>)> = self
                 .up()
                 .into_iter()
-                .map(|id| (id, self.status(id)))
+                .map(|id| {
+                    let v = self
+                        .request(id, &cmd)
+                        .and_then(|l| json::parse(l.trim()).ok());
+                    (id, v)
+                })
                 .collect();
             let leaders: Vec<u16> = views
                 .iter()
