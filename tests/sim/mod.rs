@@ -520,8 +520,12 @@ impl Host {
 /// term) per server when the watch began.
 struct Watch {
     active: usize,
-    views: Vec<Vec<Option<(Option<u16>, u64)>>>,
+    /// [group][id - 1]: (leader, term) as that server saw it, if it ran.
+    views: Vec<Vec<Option<View>>>,
 }
+
+/// A server's view of one group: (leader, term).
+type View = (Option<u16>, u64);
 
 /// The simulated cluster.
 pub struct Sim {
@@ -1197,14 +1201,11 @@ impl Sim {
         loop {
             let mut lead = false;
             for g in 0..groups {
-                loop {
-                    let Some(out) = self.hosts[host]
-                        .nodes
-                        .get_mut(g)
-                        .and_then(|n| n.poll_output())
-                    else {
-                        break;
-                    };
+                while let Some(out) = self.hosts[host]
+                    .nodes
+                    .get_mut(g)
+                    .and_then(|n| n.poll_output())
+                {
                     match out {
                         Output::Send { dest, msg } => {
                             lead |= matches!(msg.body, wire::Body::Lead { .. });
@@ -2173,7 +2174,8 @@ impl Sim {
             let now = self.now;
             let active = w.active;
             self.checker(g).violate(format!(
-                "I: server {id} sees leader {:?} term {} (was {:?} term {}) while only                  group {active} had rounds (t={now})",
+                "I: server {id} sees leader {:?} term {} (was {:?} term {}) while only \
+                 group {active} had rounds (t={now})",
                 st.leader, st.term, was.0, was.1
             ));
         }
