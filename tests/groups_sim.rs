@@ -301,8 +301,8 @@ fn independence_catches_yield_to_the_wrong_group() {
     eprintln!("negative control 'yield in the wrong group': {}", v[0]);
 }
 
-/// Negative control: a driver that hands group 1's entries to group 0's node (from a
-/// settled cluster on) must be caught by the per-group safety checks alone.
+/// Negative control: server 1's driver swaps groups 0 and 1 on receipt (from a settled
+/// cluster on): the per-group safety checks alone must see it.
 #[test]
 fn checkers_catch_entries_delivered_to_the_wrong_group() {
     let mut caught = None;
@@ -317,7 +317,7 @@ fn checkers_catch_entries_delivered_to_the_wrong_group() {
         }
     }
     let (seed, v) = caught.expect("misrouted entries must be caught");
-    eprintln!("negative control 'group 1 entries to group 0': seed {seed}: {v}");
+    eprintln!("negative control 'groups 0 and 1 swapped on server 1': seed {seed}: {v}");
 }
 
 /// Idle datagrams per heartbeat with `groups` groups all preferring server 1 of 5.

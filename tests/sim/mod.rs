@@ -132,7 +132,9 @@ pub struct Options {
     /// The daemon sends a leader's due heartbeats of every group with the LEAD of one
     /// (`Node::handle_heartbeat_due`); off: a negative control for the traffic figure.
     pub align_heartbeats: bool,
-    /// Negative control: the driver hands group 1's entries to group 0's node.
+    /// Negative control: server 1's driver swaps groups 0 and 1 on receipt (hands each
+    /// one's entries to the other's node), as a daemon whose group table is out of
+    /// order would.
     pub misroute_group: bool,
     /// Negative control: `yield` in any group resigns group 0 (a driver that ignores
     /// the group argument).
@@ -226,7 +228,7 @@ impl Options {
     /// Server `id`'s priority in group `g`: from its preference order (the first gets
     /// the highest), or from `priorities` for a group without one.
     pub fn priority(&self, g: usize, id: u16) -> u8 {
-        match self.prefer.get(g) {
+        match self.prefer.get(g).filter(|o| !o.is_empty()) {
             Some(order) => order
                 .iter()
                 .position(|&x| x == id)
@@ -1166,8 +1168,8 @@ impl Sim {
                         ));
                     }
                     let mut g = usize::from(e.group);
-                    if misroute && g == 1 {
-                        g = 0;
+                    if misroute && to == 0 && g < 2 && groups > 1 {
+                        g = 1 - g;
                     }
                     if let Some(node) = self.hosts[to].nodes.get_mut(g) {
                         let _ = node.handle_datagram(local, &e.msg);
@@ -1301,12 +1303,27 @@ impl Sim {
     fn flush_bundles(&mut self, host: usize, queued: &[Vec<wire::Entry>]) {
         let id = self.hosts[host].id;
         let fp = self.cfgs[host][0].fingerprint;
+        // A broadcast-only flush gives every destination the same entries: encode once.
+        let mut last: Option<(usize, Vec<Rc<Vec<u8>>>)> = None;
         for (to, entries) in queued.iter().enumerate() {
-            for r in wire::pack(entries, false) {
-                let mut b = Vec::new();
-                wire::encode_bundle(id, fp, &entries[r], None, &mut b);
-                self.transmit(host, to, &Rc::new(b));
+            if entries.is_empty() {
+                continue;
             }
+            let datagrams = match last.take() {
+                Some((prev, d)) if queued[prev] == *entries => d,
+                _ => wire::pack(entries, false)
+                    .into_iter()
+                    .map(|r| {
+                        let mut b = Vec::new();
+                        wire::encode_bundle(id, fp, &entries[r], None, &mut b);
+                        Rc::new(b)
+                    })
+                    .collect(),
+            };
+            for b in &datagrams {
+                self.transmit(host, to, b);
+            }
+            last = Some((to, datagrams));
         }
     }
 
