@@ -47,6 +47,15 @@
 //! server follows it. An invariant of the core that breaks (strict mode panics) counts
 //! as a violation.
 //!
+//! Issue 12, in a quarter of the seeds (again from a generator of their own): 2-4
+//! election groups, group 0 with the seed's priorities and the others with random
+//! preference orders, sharing datagrams (one bundle per destination per flush), the
+//! state file and every host fault; `elect` and `yield` act on a random group. S1-S5 are
+//! checked per group; after the faults, in the seeds without health faults, L1 and the
+//! end state per group, then an independence episode: yields and rounds in one group
+//! while no other group may change its leader or term or lose its lease ("I"). (A third
+//! of the seeds was tried: the run took more than twice as long.)
+//!
 //! A run that handles 20 million events (an ELECT storm) stops with a livelock
 //! violation.
 //!
@@ -559,13 +568,13 @@ fn group_liveness(s: &Sim, g: usize, stable: Real, bound: Real) -> Option<String
 
 // ----- issue 12: election groups ----------------------------------------------------
 
-/// A third of the seeds run 2..=4 election groups, drawn from a generator of their own
+/// A quarter of the seeds run 2..=4 election groups, drawn from a generator of their own
 /// (the other seeds keep their schedules): group 0 keeps the seed's priorities, every
 /// other group gets a random preference order (first = highest priority). Returns the
 /// number of groups.
 fn group_plan(seed: u64, o: &mut Options) -> usize {
     let mut r = electd::rng::SplitMix64::new(seed.wrapping_mul(0xA24B_AED4_963E_E407) ^ 0x12);
-    if r.below(3) != 0 {
+    if r.below(4) != 0 {
         return 1;
     }
     let groups = 2 + r.below(3) as usize;

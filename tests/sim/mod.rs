@@ -852,9 +852,13 @@ impl Sim {
                 }
                 h.timer_at = None;
                 let local = h.clock.local(self.now);
-                // One timer per process: every group's handler runs (early is a no-op).
+                // One timer per process, at its groups' earliest deadline: the groups
+                // whose deadline has come run their handler (early would be a no-op).
+                let all = h.nodes.len() == 1;
                 for node in h.nodes.iter_mut() {
-                    node.handle_timeout(local);
+                    if all || node.next_deadline() <= local {
+                        node.handle_timeout(local);
+                    }
                 }
                 self.drive(host);
             }
