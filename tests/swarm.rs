@@ -47,6 +47,15 @@
 //! server follows it. An invariant of the core that breaks (strict mode panics) counts
 //! as a violation.
 //!
+//! Issue 12, in a quarter of the seeds (again from a generator of their own): 2-4
+//! election groups, group 0 with the seed's priorities and the others with random
+//! preference orders, sharing datagrams (one bundle per destination per flush), the
+//! state file and every host fault; `elect` and `yield` act on a random group. S1-S5 are
+//! checked per group; after the faults, in the seeds without health faults, L1 and the
+//! end state per group, then an independence episode: yields and rounds in one group
+//! while no other group may change its leader or term or lose its lease ("I"). (A third
+//! of the seeds was tried: the run took more than twice as long.)
+//!
 //! A run that handles 20 million events (an ELECT storm) stops with a livelock
 //! violation.
 //!
@@ -77,6 +86,10 @@ struct Breakage {
     naive_health_yield: bool,
     /// `yield ID` sends a plain yield.
     drop_yield_target: bool,
+    /// Server 1 swaps groups 0 and 1 on receipt (issue 12).
+    misroute_group: bool,
+    /// `yield GROUP` resigns group 0 (issue 12).
+    yield_wrong_group: bool,
 }
 
 /// What one seed found.
@@ -89,6 +102,10 @@ struct Outcome {
     stats: sim::Stats,
     /// The seed had issue 11's health faults and checks.
     health: bool,
+    /// Election groups the seed ran (issue 12).
+    groups: usize,
+    /// Elections in the independence episode's active group (issue 12).
+    independent_rounds: usize,
 }
 
 /// Which of issue 10's adversaries a seed turns on, besides the Options knobs.
@@ -233,6 +250,9 @@ fn run_seed(seed: u64, broken: &Breakage) -> Outcome {
 fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
     let (mut o, plan) = options_for(seed);
     let hp = health_plan(seed, &mut o);
+    let groups = group_plan(seed, &mut o);
+    o.misroute_group = broken.misroute_group;
+    o.yield_wrong_group = broken.yield_wrong_group;
     o.sabotage = broken.sabotage.clone();
     o.monotonic_suspend = broken.monotonic;
     o.ignore_health = broken.ignore_health;
@@ -249,6 +269,7 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
     let mut worst_delay = s.opts.delay_max;
     let mut out = Outcome {
         health: hp.on,
+        groups,
         ..Outcome::default()
     };
     let mut t = 0;
@@ -297,10 +318,16 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
                 };
                 worst_delay = worst_delay.max(s.opts.delay_max);
             }
-            8 => s.elect(id),
+            // With groups, a round or a yield in one of them (drawn only then, so
+            // one-group seeds keep their schedules).
+            8 => {
+                let g = pick_group(&mut s, groups);
+                s.elect_in(g, id);
+            }
             9 => {
-                if let Some(l) = s.leader() {
-                    s.resign(l);
+                let g = pick_group(&mut s, groups);
+                if let Some(l) = s.leader_in(g) {
+                    s.resign_in(g, l);
                 }
             }
             // Crash and restart at once: the restarted node must keep its promises.
@@ -472,35 +499,16 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
     s.run_until(RUN.max(stable + bound + ms(5000)));
     out.events = s.events;
     out.violations = s.check.violations.clone();
-    if out.violations.is_empty() {
-        match s.check.first_lease_from(stable) {
-            Some(at) if at - stable <= bound => {}
-            other => {
-                out.liveness = Some(format!(
-                    "L1: no lease within {} ms of stabilising at {} ms (first: {:?})",
-                    bound / ms(1),
-                    stable / ms(1),
-                    other.map(|a| (a - stable) / ms(1))
-                ))
-            }
+    // L1 and the end state per group (issue 12): every group has its leader.
+    for g in 0..groups {
+        if !out.violations.is_empty() || out.liveness.is_some() {
+            break;
         }
-        let leaders = s.leaders();
-        let agree = (1..=n).all(|id| {
-            s.status(id)
-                .is_some_and(|st| Some(st.leader) == leaders.first().map(|&l| Some(l)))
-        });
-        if out.liveness.is_none() && (leaders.len() != 1 || !agree) {
-            let views: Vec<String> = (1..=n)
-                .map(|id| match s.status(id) {
-                    Some(st) => format!("{id}:{}/t{}/l{:?}", st.role.name(), st.term, st.leader),
-                    None => format!("{id}:down"),
-                })
-                .collect();
-            out.liveness = Some(format!(
-                "end: leaders {leaders:?}, views {}",
-                views.join(" ")
-            ));
-        }
+        out.liveness = group_liveness(&s, g, stable, bound);
+    }
+    if out.violations.is_empty() && out.liveness.is_none() && groups > 1 {
+        out.liveness = independence_episode(&mut s, groups, &mut out.independent_rounds);
+        out.violations = s.check.violations.clone();
     }
     out.stats = s.stats.clone();
     if (!out.violations.is_empty() || out.liveness.is_some()) && s.opts.trace {
@@ -511,12 +519,134 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
                     "host {} local {:?}: {:#?}",
                     h.id,
                     h.clock.local(s.now),
-                    h.node
+                    h.nodes
                 );
             }
         }
     }
     out
+}
+
+/// L1 from `stable` and one leader that every server follows at the end, in group `g`.
+fn group_liveness(s: &Sim, g: usize, stable: Real, bound: Real) -> Option<String> {
+    let n = s.opts.n as u16;
+    let name = if g == 0 {
+        String::new()
+    } else {
+        format!(" (group {g})")
+    };
+    match s.checks(g).first_lease_from(stable) {
+        Some(at) if at - stable <= bound => {}
+        other => {
+            return Some(format!(
+                "L1{name}: no lease within {} ms of stabilising at {} ms (first: {:?})",
+                bound / ms(1),
+                stable / ms(1),
+                other.map(|a| (a - stable) / ms(1))
+            ));
+        }
+    }
+    let leaders = s.leaders_in(g);
+    let agree = (1..=n).all(|id| {
+        s.status_in(g, id)
+            .is_some_and(|st| Some(st.leader) == leaders.first().map(|&l| Some(l)))
+    });
+    if leaders.len() != 1 || !agree {
+        let views: Vec<String> = (1..=n)
+            .map(|id| match s.status_in(g, id) {
+                Some(st) => format!("{id}:{}/t{}/l{:?}", st.role.name(), st.term, st.leader),
+                None => format!("{id}:down"),
+            })
+            .collect();
+        return Some(format!(
+            "end{name}: leaders {leaders:?}, views {}",
+            views.join(" ")
+        ));
+    }
+    None
+}
+
+// ----- issue 12: election groups ----------------------------------------------------
+
+/// A quarter of the seeds run 2..=4 election groups, drawn from a generator of their own
+/// (the other seeds keep their schedules): group 0 keeps the seed's priorities, every
+/// other group gets a random preference order (first = highest priority). Returns the
+/// number of groups.
+fn group_plan(seed: u64, o: &mut Options) -> usize {
+    let mut r = electd::rng::SplitMix64::new(seed.wrapping_mul(0xA24B_AED4_963E_E407) ^ 0x12);
+    if r.below(4) != 0 {
+        return 1;
+    }
+    let groups = 2 + r.below(3) as usize;
+    o.groups = groups;
+    o.prefer = (0..groups)
+        .map(|g| {
+            let mut order: Vec<u16> = (1..=o.n as u16).collect();
+            if g > 0 {
+                for i in (1..order.len()).rev() {
+                    order.swap(i, r.below(i as u64 + 1) as usize);
+                }
+            } else {
+                order.clear();
+            }
+            order
+        })
+        .collect();
+    groups
+}
+
+/// The group a verb acts on: 0 with one group (no draw), else a random one.
+fn pick_group(s: &mut Sim, groups: usize) -> usize {
+    if groups > 1 {
+        s.rand(groups as u64) as usize
+    } else {
+        0
+    }
+}
+
+/// On the quiet network, one group has yields and rounds while the independence watch
+/// runs: no other group's leader or term may change ("I"), and no other group's lease
+/// may lapse.
+fn independence_episode(s: &mut Sim, groups: usize, rounds: &mut usize) -> Option<String> {
+    let n = s.opts.n as u16;
+    let active = s.rand(groups as u64) as usize;
+    let before = s.group_leaders();
+    let won = s.checks(active).won.len();
+    let t0 = s.now;
+    s.watch(active);
+    let hold = max_hold(s);
+    for _ in 0..2 + s.rand(3) {
+        if !s.check.violations.is_empty() {
+            break;
+        }
+        if let Some(l) = s.leader_in(active) {
+            if s.rand(2) == 0 {
+                s.resign_in(active, l);
+            } else {
+                let f = 1 + s.rand(u64::from(n)) as u16;
+                s.elect_in(active, f);
+            }
+        }
+        let d = hold + s.rand(2 * hold);
+        s.run_for(d);
+    }
+    s.unwatch();
+    *rounds += s.checks(active).won.len() - won;
+    if !s.check.violations.is_empty() {
+        return None;
+    }
+    for g in (0..groups).filter(|&g| g != active) {
+        let Some(l) = before[g] else { continue };
+        if !s.checks(g).lease_covers(l, t0, s.now) {
+            return Some(format!(
+                "I: group {g}: leader {l} lost its lease between {} and {} ms while only \
+                 group {active} had rounds",
+                t0 / ms(1),
+                s.now / ms(1)
+            ));
+        }
+    }
+    None
 }
 
 // ----- issue 11: health, drain, yield to, preempt-delay -----------------------------
@@ -1381,6 +1511,13 @@ fn swarm() {
         st.add(&o.stats);
     }
     let health_seeds = results.iter().filter(|r| r.1.health).count();
+    let group_seeds = results.iter().filter(|r| r.1.groups > 1).count();
+    let groups_run: usize = results.iter().map(|r| r.1.groups).sum();
+    let rounds: usize = results.iter().map(|r| r.1.independent_rounds).sum();
+    eprintln!(
+        "swarm groups (issue 12): {group_seeds} seeds with 2-4 groups ({groups_run} groups in \
+         all seeds), {rounds} elections in independence episodes"
+    );
     eprintln!(
         "swarm adversaries: late copies {}, flushed {}, aimed {}, crashes in a write {}, \
          reloads {}, suspends {}, planned stops {} ({} hung); health (issue 11, {health_seeds} \
@@ -1598,6 +1735,36 @@ fn negative_control_naive_health_yield() {
             ..Breakage::default()
         },
         &["H-stay"],
+    );
+}
+
+/// Issue 12: server 1's driver swaps groups 0 and 1 on receipt (its group table out of
+/// order); the per-group checks must catch it.
+#[test]
+fn negative_control_misrouted_group() {
+    catch_broken(
+        "negative_control_misrouted_group",
+        "groups 0 and 1 swapped on server 1",
+        &Breakage {
+            misroute_group: true,
+            ..Breakage::default()
+        },
+        &["S1", "S2", "S3", "S4", "S5", "I"],
+    );
+}
+
+/// Issue 12: a driver that resigns group 0 whatever group `yield` names is caught by
+/// the independence check.
+#[test]
+fn negative_control_yield_wrong_group() {
+    catch_broken(
+        "negative_control_yield_wrong_group",
+        "yield in the wrong group",
+        &Breakage {
+            yield_wrong_group: true,
+            ..Breakage::default()
+        },
+        &["I"],
     );
 }
 

@@ -11,6 +11,11 @@
 //!   until the last lease end the host reported (the supervisor enforces it itself, so
 //!   a crashed or frozen daemon does not end the command early, nor late).
 //!
+//! With election groups (SPEC section 15, issue 12) there is one checker per group:
+//! every check above holds per group, and a violation names its group (other than 0).
+//! The simulator's independence watch (`Sim::watch`) reports through the checker of the
+//! group that changed ("I").
+//!
 //! A crash does not end a lease either: the lease a server reported is what the
 //! processor it guards relies on, whether or not the daemon is still there to renew it.
 
@@ -51,6 +56,8 @@ pub struct Handoff {
 /// The state of the checks and what they found.
 pub struct Checker {
     pub violations: Vec<String>,
+    /// The election group checked (named in violations when not 0).
+    pub group: usize,
     elected: BTreeMap<u64, u16>,
     votes: BTreeMap<(u16, u64), u16>,
     pub intervals: Vec<Lease>,
@@ -72,8 +79,14 @@ pub struct Checker {
 
 impl Checker {
     pub fn new(n: usize) -> Checker {
+        Checker::for_group(n, 0)
+    }
+
+    /// The checker of election group `group` on `n` servers.
+    pub fn for_group(n: usize, group: usize) -> Checker {
         Checker {
             violations: Vec::new(),
+            group,
             elected: BTreeMap::new(),
             votes: BTreeMap::new(),
             intervals: Vec::new(),
@@ -90,8 +103,14 @@ impl Checker {
         }
     }
 
-    fn violate(&mut self, what: String) {
+    /// Records a violation "X: what"; with a group other than 0, "X: group g: what", so
+    /// that the prefixes the tests match keep naming the property.
+    pub fn violate(&mut self, what: String) {
         if self.violations.len() < 20 {
+            let what = match (self.group, what.split_once(": ")) {
+                (0, _) | (_, None) => what,
+                (g, Some((x, rest))) => format!("{x}: group {g}: {rest}"),
+            };
             self.violations.push(what);
         }
     }
