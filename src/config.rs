@@ -6,6 +6,8 @@
 
 mod groups;
 
+pub use groups::balanced_order;
+
 use crate::addr::{self, Address, Claim, Family};
 use crate::node::{NodeConfig, Sabotage, ServerInfo};
 use std::fmt;

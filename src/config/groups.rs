@@ -328,7 +328,7 @@ pub(super) fn groups(
 /// failure spreads them over the others instead of piling them on one (with plain
 /// rotation, groups k and k+S have the same order). The first S groups keep the plain
 /// rotation.
-pub(super) fn balanced_order(leaders: &[u16], k: usize) -> Vec<u16> {
+pub fn balanced_order(leaders: &[u16], k: usize) -> Vec<u16> {
     let s = leaders.len();
     let mut order = leaders.to_vec();
     if s == 0 {

@@ -213,11 +213,15 @@ impl Options {
         }
     }
 
-    /// `balance on` (SPEC section 15): `groups` groups, group k preferring the server
-    /// list rotated left by k.
+    /// `balance on` (SPEC section 15): `groups` groups, group k preferring what the
+    /// daemon's configuration gives it (`electd::config::balanced_order`: the server
+    /// list rotated by k, and past the first n groups the second choices rotated too).
     pub fn balance(&mut self, groups: usize) {
         self.groups = groups;
-        self.prefer = (0..groups).map(|k| rotated(self.n, k)).collect();
+        let ids: Vec<u16> = (1..=self.n as u16).collect();
+        self.prefer = (0..groups)
+            .map(|k| electd::config::balanced_order(&ids, k))
+            .collect();
     }
 
     /// True when messages leave in bundles per destination per flush.
@@ -1177,6 +1181,19 @@ impl Sim {
                     }
                     if let Some(node) = self.hosts[to].nodes.get_mut(g) {
                         let _ = node.handle_datagram(local, &e.msg);
+                    }
+                }
+                // As the daemon does: any valid datagram is news of its sender for the
+                // groups it carried nothing for (SPEC section 4, `Node::handle_heard`).
+                if groups > 1 {
+                    let mut has = vec![false; groups];
+                    for e in &b.entries {
+                        has[usize::from(e.group)] = true;
+                    }
+                    for (g, node) in self.hosts[to].nodes.iter_mut().enumerate() {
+                        if !has[g] {
+                            node.handle_heard(local, b.sender);
+                        }
                     }
                 }
             }
