@@ -562,3 +562,48 @@ fn the_state_file_keeps_every_group_even_removed_ones() {
         "the re-added group continues above term {gone_term}: {b:?}"
     );
 }
+
+/// A file with one `group` line: `watch` without a group follows it (every change,
+/// not only the first line), and commands without a group mean that one group; with
+/// several groups, a command that needs one group says to name it.
+#[test]
+fn one_group_line_needs_no_group_argument() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = Opts::new(Mode::Unicast, 3);
+    o.extra = groups_text(&[("orders", None)]);
+    let c = Cluster::build(&o);
+    let a = wait_for("a leader", slacked(Duration::from_secs(5)), || agreed(&c));
+    let l = a["orders"].0;
+    // watch: the all-groups line now, then one per change (each renewal of the lease).
+    let mut s = std::os::unix::net::UnixStream::connect(c.sock(l)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    std::io::Write::write_all(&mut s, b"watch\n").unwrap();
+    let mut r = std::io::BufReader::new(s);
+    for i in 0..5 {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut r, &mut line).unwrap();
+        assert!(
+            line.contains("\"groups\":[{\"group\":\"orders\""),
+            "line {i}: {line}"
+        );
+    }
+    // electctl run without --group: the only group.
+    let log = c.dir.join("cmd.log").display().to_string();
+    let mut sups = Supervisors(vec![supervise_with(&c, l, &log, &["--grace", "50ms"], &[])]);
+    wait_for("the command runs", slacked(Duration::from_secs(3)), || {
+        (!spans(&log).is_empty()).then_some(())
+    });
+    sups.stop();
+    let y = c.request(l, "yield").unwrap();
+    assert!(y.contains("\"ok\":true"), "{y}");
+    // Two groups: a supervisor must name its group.
+    drop(c);
+    let mut o = Opts::new(Mode::Unicast, 1);
+    o.extra = groups_text(&[("x", None), ("y", None)]);
+    let c = Cluster::build(&o);
+    let e = c.request(1, "supervise").unwrap();
+    assert!(
+        e.contains("several election groups; name one (x, y)"),
+        "{e}"
+    );
+}

@@ -236,6 +236,20 @@ impl Daemon {
             mio::Waker::new(poll.registry(), HEALTH)
                 .map_err(|e| Fatal(format!("poll waker: {e}")))?,
         );
+        let new = cfg
+            .groups
+            .iter()
+            .filter(|g| !kept.contains_key(&g.name))
+            .count();
+        if kept.len() + new > crate::store::MAX_STATE_GROUPS {
+            // The file could not be read back: refuse now, not at the next start.
+            return Err(Fatal(format!(
+                "state file {}: it holds {} groups and the configuration adds {new}, more than the {} a state file may hold (groups no longer configured are kept so they never vote twice in a term); reuse group names, or move the groups that are gone for good out of the file",
+                cfg.state.display(),
+                kept.len(),
+                crate::store::MAX_STATE_GROUPS
+            )));
+        }
         let mut groups = Vec::with_capacity(cfg.groups.len());
         for g in 0..cfg.groups.len() {
             let durable = kept.remove(&cfg.groups[g].name).unwrap_or_default();
@@ -638,17 +652,27 @@ impl Daemon {
         Ok(())
     }
 
-    /// The group a request names: `None` is the only group of a file without `group`
-    /// lines (or the group literally called `default`).
+    /// The group a request names; without a name, the only group there is (`default`
+    /// without group lines). With several groups a name is needed.
     pub(super) fn group_index(&self, name: Option<&str>) -> Result<usize, String> {
-        let name = name.unwrap_or(crate::config::DEFAULT_GROUP);
-        self.cfg.group_index(name).ok_or_else(|| {
-            let names: Vec<&str> = self.groups.iter().map(|g| g.name.as_str()).collect();
-            format!(
-                "no group '{name}' (this server's groups: {})",
-                names.join(", ")
-            )
-        })
+        let names = || {
+            self.groups
+                .iter()
+                .map(|g| g.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match name {
+            None if self.groups.len() == 1 => Ok(0),
+            None => Err(format!(
+                "this server runs several election groups; name one ({})",
+                names()
+            )),
+            Some(name) => self
+                .cfg
+                .group_index(name)
+                .ok_or_else(|| format!("no group '{name}' (this server's groups: {})", names())),
+        }
     }
 
     /// The groups a request applies to: the one it names; without a name, the only

@@ -77,8 +77,18 @@ impl Daemon {
     pub(super) fn try_reload(&mut self) -> Result<(), String> {
         let new = Config::load(&self.cfg.path, self.id_override).map_err(|e| e.to_string())?;
         if new.fingerprint() != self.cfg.fingerprint() {
+            let names =
+                |c: &Config| -> Vec<String> { c.groups.iter().map(|g| g.name.clone()).collect() };
+            if names(&new) != names(&self.cfg) {
+                // The wire names a group by its index in the list.
+                return Err(format!(
+                    "the group list changed ({} -> {}); restart every server with the new list",
+                    names(&self.cfg).join(" "),
+                    names(&new).join(" ")
+                ));
+            }
             return Err(
-                "the cluster name, server list or group list changed; restart every server with the new list"
+                "the cluster name or server list changed; restart every server with the new list"
                     .into(),
             );
         }
@@ -136,6 +146,15 @@ impl Daemon {
                 .reconfigure(new.groups[g].check.as_ref())
             {
                 restore(&mut self.groups);
+                // All or nothing: the groups before this one get their checks back.
+                for (k, group) in self.groups[..g].iter_mut().enumerate() {
+                    if let Err(back) = group.checks.reconfigure(self.cfg.groups[k].check.as_ref()) {
+                        error!(
+                            "reload: cannot restore the check of group {}: {back}",
+                            group.name
+                        );
+                    }
+                }
                 return Err(format!(
                     "the check runner of group {} could not start: {e}",
                     new.groups[g].name

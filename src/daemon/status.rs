@@ -28,7 +28,9 @@ impl Daemon {
             any |= changed;
             notify |= major;
         }
-        if any && self.groups.len() > 1 {
+        // Every change reaches the all-groups watchers of a file with group lines, one
+        // group or many (`watch` without a group watches all of them there).
+        if any && self.cfg.has_groups() {
             let line = self.all_status_line();
             self.control.broadcast(Scope::All, &line);
         }
