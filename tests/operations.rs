@@ -917,9 +917,9 @@ fn check_config_lists_the_groups() {
     let (code, out) = check_config(Path::new("conf/groups-3.conf"), &["--id", "2"]);
     assert_eq!(code, Some(0), "{out}");
     for want in [
-        "group orders (line 31): order 3 1 2 (prefer); no check; on-leader, on-follower",
-        "group payments (line 38): order 1 2 3 (balance); no check; on-leader, on-follower",
-        "group audit (line 43): order 2 3 1 (balance); no check; on-leader, on-follower",
+        "group orders (line 34): order 3 1 2 (prefer); no check; on-leader, on-follower",
+        "group payments (line 41): order 1 2 3 (balance); no check; on-leader, on-follower",
+        "group audit (line 46): order 2 3 1 (balance); no check; on-leader, on-follower",
     ] {
         assert!(out.lines().any(|l| l == want), "wanted '{want}' in {out}");
     }
