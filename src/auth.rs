@@ -158,7 +158,10 @@ mod tests {
         assert!(w.accept(3, 5 << 32 | 1));
         assert!(!w.accept(3, 5 << 32 | 1), "the same counter twice");
         assert!(w.accept(3, 5 << 32 | 9));
-        assert!(w.accept(3, 5 << 32 | 2), "reordered within the window: once");
+        assert!(
+            w.accept(3, 5 << 32 | 2),
+            "reordered within the window: once"
+        );
         assert!(!w.accept(3, 5 << 32 | 2), "and only once");
         assert!(!w.accept(3, 5 << 32 | 1), "accepted before");
         assert!(!w.accept(3, 5 << 32 | 9), "the highest, again");

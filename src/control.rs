@@ -48,6 +48,11 @@ pub const MAX_REQUEST: usize = 1024;
 pub const MAX_CLIENTS: usize = 64;
 /// The most answer bytes queued for one client before it is dropped.
 pub const MAX_OUTBUF: usize = 64 * 1024;
+/// The longest single answer: one may exceed `MAX_OUTBUF` when nothing else is queued
+/// for the client (`metrics` of 64 election groups is about 100 KiB; the status line of
+/// every group about 20 KiB). Bounded by the configuration, so this never drops a
+/// client that reads.
+pub const MAX_ANSWER: usize = 256 * 1024;
 /// A client that is not watching and sends nothing for this long is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Requests of one client handed to the daemon per wakeup.
@@ -666,7 +671,8 @@ impl Control {
     }
 
     /// Queues `line` for client `slot`. A client being dropped gets nothing more; one
-    /// whose buffer would exceed `MAX_OUTBUF` is dropped.
+    /// whose buffer would exceed `MAX_OUTBUF` is dropped (a single answer up to
+    /// `MAX_ANSWER` is queued when nothing else is).
     pub fn reply(&mut self, slot: usize, line: &str) {
         let Some(c) = self.clients.get_mut(slot).and_then(Option::as_mut) else {
             return;
@@ -674,7 +680,12 @@ impl Control {
         if c.dropping.is_some() {
             return;
         }
-        if c.outbuf.len() + line.len() > MAX_OUTBUF {
+        let fits = if c.outbuf.is_empty() {
+            line.len() <= MAX_ANSWER
+        } else {
+            c.outbuf.len() + line.len() <= MAX_OUTBUF
+        };
+        if !fits {
             log::warn!("control client {slot} is not reading its answers: dropped");
             self.counters.dropped += 1;
             c.drop_now(Instant::now());
@@ -1114,6 +1125,50 @@ mod tests {
         let me = unsafe { libc::geteuid() };
         assert_eq!(f.control.peer_uid(0), Some(me));
         assert_eq!(f.control.peer_uid(1), None, "no client in slot 1");
+    }
+
+    /// One answer larger than `MAX_OUTBUF` (`metrics` of 64 groups) reaches a client
+    /// that reads; a second one queued behind it past the cap drops the client, and
+    /// nothing beyond `MAX_ANSWER` is ever queued.
+    #[test]
+    fn one_large_answer_is_queued_but_not_two() {
+        let mut f = Fixture::new("large");
+        let sock = f.connect();
+        let big = format!("{}\n", "m".repeat(MAX_OUTBUF * 2));
+        f.control.reply(0, &big);
+        assert_eq!(f.control.counters.dropped, 0, "one large answer is queued");
+        f.control.reply(0, "{\"ok\":true}\n");
+        assert_eq!(f.control.counters.dropped, 1, "a second behind it is not");
+        let mut f = Fixture::new("large2");
+        let mut reader = f.connect();
+        f.control.reply(0, &big);
+        let reading = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 65536];
+            while !got.ends_with(b"\n") {
+                let n = std::io::Read::read(&mut reader, &mut buf).unwrap();
+                assert!(n > 0, "closed after {} bytes", got.len());
+                got.extend_from_slice(&buf[..n]);
+            }
+            got.len()
+        });
+        for _ in 0..1000 {
+            f.flush();
+            if reading.is_finished() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(
+            reading.join().unwrap(),
+            big.len(),
+            "the whole answer arrived"
+        );
+        let mut f = Fixture::new("huge");
+        let _c = f.connect();
+        f.control.reply(0, &"h".repeat(MAX_ANSWER + 1));
+        assert_eq!(f.control.counters.dropped, 1, "beyond MAX_ANSWER: dropped");
+        drop(sock);
     }
 
     #[test]
