@@ -382,6 +382,10 @@ fn idle_traffic_does_not_grow_with_groups() {
         "the leader sends every group's LEAD"
     );
     assert!(
+        leader > 1.5 && follower > 0.8,
+        "metrics read: {leader} {follower}"
+    );
+    assert!(
         leader < 2.0 * 1.25,
         "leader: {leader:.2} datagrams a heartbeat for 8 groups (at most ~2: one per follower)"
     );
@@ -646,6 +650,11 @@ fn sixty_four_keyed_groups_elect_and_share_datagrams() {
         "64 keyed groups, 3 servers: leader {leader:.2} datagrams/heartbeat, follower {follower:.2}"
     );
     assert_eq!(agreed(&c).unwrap(), a, "nobody moved");
+    // Read at all: 64 groups' metrics are larger than the control socket's queue cap.
+    assert!(
+        leader > 2.0 && follower > 0.9,
+        "metrics unread? {leader} {follower}"
+    );
     assert!(
         leader < 2.0 * 2.0 * 1.25,
         "leader: {leader:.2} (two datagrams per follower)"
