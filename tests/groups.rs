@@ -578,19 +578,28 @@ fn one_group_line_needs_no_group_argument() {
     let c = Cluster::build(&o);
     let a = wait_for("a leader", slacked(Duration::from_secs(5)), || agreed(&c));
     let l = a["orders"].0;
-    // watch: the all-groups line now, then one per change (each renewal of the lease).
+    // watch: the all-groups line now, then one per change of role, leader or term.
     let mut s = std::os::unix::net::UnixStream::connect(c.sock(l)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     std::io::Write::write_all(&mut s, b"watch\n").unwrap();
     let mut r = std::io::BufReader::new(s);
-    for i in 0..5 {
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut r, &mut line).unwrap();
-        assert!(
-            line.contains("\"groups\":[{\"group\":\"orders\""),
-            "line {i}: {line}"
-        );
-    }
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut r, &mut line).unwrap();
+    assert!(
+        line.contains("\"groups\":[{\"group\":\"orders\",\"role\":\"leader\""),
+        "{line}"
+    );
+    assert!(c.request(l, "yield").unwrap().contains("\"ok\":true"));
+    line.clear();
+    std::io::BufRead::read_line(&mut r, &mut line).unwrap();
+    assert!(
+        line.contains("\"groups\":[{\"group\":\"orders\",\"role\":\"follower\""),
+        "the yield is reported: {line}"
+    );
+    let a = wait_for("another leader", slacked(Duration::from_secs(3)), || {
+        agreed(&c).filter(|m| m["orders"].0 != l)
+    });
+    let l = a["orders"].0;
     // electctl run without --group: the only group.
     let log = c.dir.join("cmd.log").display().to_string();
     let mut sups = Supervisors(vec![supervise_with(&c, l, &log, &["--grace", "50ms"], &[])]);

@@ -21,16 +21,15 @@ pub(super) struct View {
 impl Daemon {
     /// Reports every group's changes: hooks, logs, watchers, supervisors, STATUS=.
     pub(super) fn report_changes(&mut self) {
-        let mut any = false;
         let mut notify = false;
         for g in 0..self.groups.len() {
-            let (changed, major) = self.report_group(g);
-            any |= changed;
-            notify |= major;
+            notify |= self.report_group(g);
         }
-        // Every change reaches the all-groups watchers of a file with group lines, one
-        // group or many (`watch` without a group watches all of them there).
-        if any && self.cfg.has_groups() {
+        // The all-groups watchers of a file with group lines (`watch` without a group)
+        // hear every change of role, leader, term, health or drain of any group, but
+        // not each lease renewal: that line holds every group (about 20 KiB with 64),
+        // and renewals come several times a heartbeat. `watch GROUP` reports renewals.
+        if notify && self.cfg.has_groups() {
             let line = self.all_status_line();
             self.control.broadcast(Scope::All, &line);
         }
@@ -53,14 +52,14 @@ impl Daemon {
         }
     }
 
-    /// Reports group `g`'s change, if any: (changed at all, changed more than the lease).
-    fn report_group(&mut self, g: usize) -> (bool, bool) {
+    /// Reports group `g`'s change, if any; true when more than the lease changed.
+    fn report_group(&mut self, g: usize) -> bool {
         let view = self.view_of(g);
         let several = self.cfg.has_groups();
         let group = &mut self.groups[g];
         let old = group.view;
         if view == old {
-            return (false, false);
+            return false;
         }
         let major = (view.role, view.leader, view.term, view.health, view.drained)
             != (old.role, old.leader, old.term, old.health, old.drained);
@@ -86,7 +85,7 @@ impl Daemon {
         self.control.broadcast(Scope::Group(g), &line);
         let (fields, until) = self.supervisor_fields(g);
         self.control.push_supervisors(g, &fields, until);
-        (true, major)
+        major
     }
 
     /// The members of a supervisor line of group `g` (without `n`, added per
