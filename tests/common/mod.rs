@@ -281,7 +281,13 @@ impl Cluster {
     /// It takes effect at the server's next `spawn`; the fingerprint does not change.
     pub fn set_server_conf(&self, id: u16, extra: &str) {
         let base = std::fs::read_to_string(&self.conf).unwrap();
-        std::fs::write(self.dir.join(format!("electd-{id}.conf")), base + extra).unwrap();
+        self.set_server_text(id, &(base + extra));
+    }
+
+    /// Gives server `id` a config file of its own holding `text` (for a per-server line
+    /// that must stand before the `group` sections). Takes effect at its next `spawn`.
+    pub fn set_server_text(&self, id: u16, text: &str) {
+        std::fs::write(self.dir.join(format!("electd-{id}.conf")), text).unwrap();
     }
 
     pub fn spawn(&mut self, id: u16) {
