@@ -1,10 +1,13 @@
 //! electd's benchmark (issue 5): real daemons on this machine, and the simulator for
 //! scale. `cargo bench --bench electd` prints a markdown report and writes it to
 //! BENCHMARKS.md (BENCH_OUT=path writes elsewhere). BENCH_TRIALS=n sets the trials per
-//! row (default 30); BENCH_IDLE_S the idle measurement (default 60 s).
+//! row (default 30); BENCH_IDLE_S the idle measurement (default 60 s). BENCH_ONLY_HEALTH,
+//! BENCH_ONLY_TRAFFIC, BENCH_ONLY_HANDOFF and BENCH_ONLY_GROUPS (groups.rs, then the
+//! traffic table) each run one part and print it without writing the file.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod groups;
 #[path = "../tests/sim/mod.rs"]
 mod sim;
 mod traffic;
@@ -671,8 +674,13 @@ fn proc_stat(pid: u32) -> (f64, u64) {
     (cpu, hwm)
 }
 
+/// Datagrams and bytes server `id` has sent, from its `metrics` on the control socket.
 fn sent(c: &Cluster, id: u16) -> (u64, u64) {
-    let text = c.request(id, "metrics").unwrap_or_default();
+    sent_in(&c.request(id, "metrics").unwrap_or_default())
+}
+
+/// Datagrams and bytes sent, from a metrics text.
+fn sent_in(text: &str) -> (u64, u64) {
     let mut dgrams = 0;
     let mut bytes = 0;
     for l in text.lines() {
@@ -890,6 +898,13 @@ fn main() {
         println!("{report}");
         return;
     }
+    if std::env::var_os("BENCH_ONLY_GROUPS").is_some() {
+        let mut report = String::new();
+        groups::report(&mut report);
+        traffic::report(&mut report);
+        println!("{report}");
+        return;
+    }
     if std::env::var_os("BENCH_ONLY_HANDOFF").is_some() {
         let mut report = String::new();
         handoff_report(&mut report, trials());
@@ -946,6 +961,7 @@ fn main() {
     control(&mut report);
     idle(&mut report);
     traffic::report(&mut report);
+    groups::report(&mut report);
     scale(&mut report);
     println!("{report}");
     let out = std::env::var("BENCH_OUT").unwrap_or_else(|_| "BENCHMARKS.md".into());

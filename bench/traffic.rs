@@ -15,30 +15,47 @@ fn idle_secs() -> u64 {
         .unwrap_or(20)
 }
 
-/// Cluster-wide datagrams/s and bytes/s, and per daemon CPU % (mean, max), idle.
-fn idle_cost(c: &Cluster, n: u16, secs: u64) -> (f64, f64, f64, f64) {
+/// One daemon's idle cost: CPU % of a core, datagrams sent/s, bytes sent/s.
+pub(crate) type DaemonCost = (f64, f64, f64);
+
+/// Per daemon (servers 1..=n), its idle cost over `secs` seconds, after one second for
+/// the cluster to settle; `sent` reads a server's (datagrams, bytes) sent so far.
+pub(crate) fn idle_per_daemon(
+    c: &Cluster,
+    n: u16,
+    secs: u64,
+    sent: &dyn Fn(u16) -> (u64, u64),
+) -> Vec<DaemonCost> {
     std::thread::sleep(Duration::from_secs(1));
     let before: Vec<_> = (1..=n)
-        .map(|id| (proc_stat(c.child(id).id()).0, sent(c, id)))
+        .map(|id| (proc_stat(c.child(id).id()).0, sent(id)))
         .collect();
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs(secs));
     let dt = t0.elapsed().as_secs_f64();
-    let (mut d, mut b, mut cpu_sum, mut cpu_max) = (0u64, 0u64, 0.0f64, 0.0f64);
-    for id in 1..=n {
-        let (cpu0, (d0, b0)) = before[usize::from(id) - 1];
-        let cpu1 = proc_stat(c.child(id).id()).0;
-        let (d1, b1) = sent(c, id);
-        d += d1 - d0;
-        b += b1 - b0;
-        let pct = (cpu1 - cpu0) / dt * 100.0;
-        cpu_sum += pct;
-        cpu_max = cpu_max.max(pct);
-    }
+    (1..=n)
+        .map(|id| {
+            let (cpu0, (d0, b0)) = before[usize::from(id) - 1];
+            let cpu1 = proc_stat(c.child(id).id()).0;
+            let (d1, b1) = sent(id);
+            (
+                (cpu1 - cpu0) / dt * 100.0,
+                (d1 - d0) as f64 / dt,
+                (b1 - b0) as f64 / dt,
+            )
+        })
+        .collect()
+}
+
+/// Cluster-wide datagrams/s and bytes/s, and per daemon CPU % (mean, max), idle.
+pub(crate) fn idle_cost(c: &Cluster, n: u16, secs: u64) -> (f64, f64, f64, f64) {
+    let per = idle_per_daemon(c, n, secs, &|id| sent(c, id));
+    let sum = |f: fn(&DaemonCost) -> f64| per.iter().map(f).sum::<f64>();
+    let cpu_max = per.iter().map(|p| p.0).fold(0.0, f64::max);
     (
-        d as f64 / dt,
-        b as f64 / dt,
-        cpu_sum / f64::from(n),
+        sum(|p| p.1),
+        sum(|p| p.2),
+        sum(|p| p.0) / f64::from(n),
         cpu_max,
     )
 }

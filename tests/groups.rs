@@ -10,7 +10,8 @@
 mod common;
 
 use common::{
-    Cluster, Mode, Opts, SERIAL, Supervisors, overlaps, slacked, spans, supervise_with, wait_for,
+    Cluster, Mode, Opts, SERIAL, Supervisors, agreed, counts, groups_text, overlaps, slacked,
+    spans, supervise_with, views, wait_for,
 };
 use electd::json::{self, Value};
 use std::collections::BTreeMap;
@@ -22,72 +23,6 @@ use std::time::{Duration, Instant};
 #[test]
 fn cmd_helper() {
     common::cmd_helper();
-}
-
-/// One group's view on one server.
-#[derive(Clone, Debug, PartialEq)]
-struct GroupView {
-    role: String,
-    leader: Option<u64>,
-    term: u64,
-    lease_until_ns: Option<u64>,
-}
-
-/// Server `id`'s view of every group, with its `now_ns`.
-fn views(c: &Cluster, id: u16) -> Option<(u64, BTreeMap<String, GroupView>)> {
-    let v = json::parse(c.request(id, "status")?.trim()).ok()?;
-    let now = v.get("now_ns")?.as_u64()?;
-    let mut out = BTreeMap::new();
-    for g in v.get("groups")?.as_array()? {
-        out.insert(
-            g.get("group")?.as_str()?.to_string(),
-            GroupView {
-                role: g.get("role")?.as_str()?.to_string(),
-                leader: g.get("leader").and_then(Value::as_u64),
-                term: g.get("term")?.as_u64()?,
-                lease_until_ns: g.get("lease_until_ns").and_then(Value::as_u64),
-            },
-        );
-    }
-    Some((now, out))
-}
-
-/// Per group, the (leader, term) every running server agrees on, when they all do and
-/// exactly one server reports the lease.
-fn agreed(c: &Cluster) -> Option<BTreeMap<String, (u16, u64)>> {
-    let all: Vec<(u16, BTreeMap<String, GroupView>)> = c
-        .up()
-        .into_iter()
-        .map(|id| Some((id, views(c, id)?.1)))
-        .collect::<Option<_>>()?;
-    let names: Vec<String> = all.first()?.1.keys().cloned().collect();
-    let mut out = BTreeMap::new();
-    for name in names {
-        let leaders: Vec<u16> = all
-            .iter()
-            .filter(|(_, v)| v[&name].role == "leader")
-            .map(|(id, _)| *id)
-            .collect();
-        let [l] = leaders[..] else { return None };
-        let term = all.iter().find(|(id, _)| *id == l)?.1[&name].term;
-        if all
-            .iter()
-            .any(|(_, v)| v[&name].leader != Some(u64::from(l)) || v[&name].term != term)
-        {
-            return None;
-        }
-        out.insert(name, (l, term));
-    }
-    Some(out)
-}
-
-/// How many groups each running server leads.
-fn counts(a: &BTreeMap<String, (u16, u64)>) -> BTreeMap<u16, usize> {
-    let mut n = BTreeMap::new();
-    for (l, _) in a.values() {
-        *n.entry(*l).or_insert(0) += 1;
-    }
-    n
 }
 
 /// (group, server, its now_ns, the term while it reports the lease).
@@ -209,18 +144,6 @@ impl LeaseWatch {
         }
         leases
     }
-}
-
-/// `group NAME` sections: each name with its optional `prefer` line.
-fn groups_text(groups: &[(&str, Option<&str>)]) -> String {
-    let mut s = String::new();
-    for (name, prefer) in groups {
-        s += &format!("group {name}\n");
-        if let Some(p) = prefer {
-            s += &format!("  prefer {p}\n");
-        }
-    }
-    s
 }
 
 /// SPEC section 15's balance: 6 groups over 3 servers, two each; a dead server's

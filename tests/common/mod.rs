@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use electd::json::{self, Value};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::UdpSocket;
 use std::os::unix::net::UnixStream;
@@ -280,7 +281,13 @@ impl Cluster {
     /// It takes effect at the server's next `spawn`; the fingerprint does not change.
     pub fn set_server_conf(&self, id: u16, extra: &str) {
         let base = std::fs::read_to_string(&self.conf).unwrap();
-        std::fs::write(self.dir.join(format!("electd-{id}.conf")), base + extra).unwrap();
+        self.set_server_text(id, &(base + extra));
+    }
+
+    /// Gives server `id` a config file of its own holding `text` (for a per-server line
+    /// that must stand before the `group` sections). Takes effect at its next `spawn`.
+    pub fn set_server_text(&self, id: u16, text: &str) {
+        std::fs::write(self.dir.join(format!("electd-{id}.conf")), text).unwrap();
     }
 
     pub fn spawn(&mut self, id: u16) {
@@ -998,4 +1005,84 @@ pub fn request_at(sock: &std::path::Path, cmd: &str) -> Option<String> {
         }
     }
     Some(out)
+}
+
+// ----- election groups (SPEC section 15): shared by tests/groups.rs and the bench -----
+
+/// One group's view on one server.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupView {
+    pub role: String,
+    pub leader: Option<u64>,
+    pub term: u64,
+    pub lease_until_ns: Option<u64>,
+}
+
+/// Server `id`'s view of every group, with its `now_ns`.
+pub fn views(c: &Cluster, id: u16) -> Option<(u64, BTreeMap<String, GroupView>)> {
+    let v = json::parse(c.request(id, "status")?.trim()).ok()?;
+    let now = v.get("now_ns")?.as_u64()?;
+    let mut out = BTreeMap::new();
+    for g in v.get("groups")?.as_array()? {
+        out.insert(
+            g.get("group")?.as_str()?.to_string(),
+            GroupView {
+                role: g.get("role")?.as_str()?.to_string(),
+                leader: g.get("leader").and_then(Value::as_u64),
+                term: g.get("term")?.as_u64()?,
+                lease_until_ns: g.get("lease_until_ns").and_then(Value::as_u64),
+            },
+        );
+    }
+    Some((now, out))
+}
+
+/// Per group, the (leader, term) every running server agrees on, when they all do and
+/// exactly one server reports the lease.
+pub fn agreed(c: &Cluster) -> Option<BTreeMap<String, (u16, u64)>> {
+    let all: Vec<(u16, BTreeMap<String, GroupView>)> = c
+        .up()
+        .into_iter()
+        .map(|id| Some((id, views(c, id)?.1)))
+        .collect::<Option<_>>()?;
+    let names: Vec<String> = all.first()?.1.keys().cloned().collect();
+    let mut out = BTreeMap::new();
+    for name in names {
+        let leaders: Vec<u16> = all
+            .iter()
+            .filter(|(_, v)| v[&name].role == "leader")
+            .map(|(id, _)| *id)
+            .collect();
+        let [l] = leaders[..] else { return None };
+        let term = all.iter().find(|(id, _)| *id == l)?.1[&name].term;
+        if all
+            .iter()
+            .any(|(_, v)| v[&name].leader != Some(u64::from(l)) || v[&name].term != term)
+        {
+            return None;
+        }
+        out.insert(name, (l, term));
+    }
+    Some(out)
+}
+
+/// How many groups each running server leads.
+pub fn counts(a: &BTreeMap<String, (u16, u64)>) -> BTreeMap<u16, usize> {
+    let mut n = BTreeMap::new();
+    for (l, _) in a.values() {
+        *n.entry(*l).or_insert(0) += 1;
+    }
+    n
+}
+
+/// `group NAME` sections: each name with its optional `prefer` line.
+pub fn groups_text(groups: &[(&str, Option<&str>)]) -> String {
+    let mut s = String::new();
+    for (name, prefer) in groups {
+        s += &format!("group {name}\n");
+        if let Some(p) = prefer {
+            s += &format!("  prefer {p}\n");
+        }
+    }
+    s
 }
