@@ -343,7 +343,18 @@ impl Cluster {
             );
             m.mounted = true;
             let log = fs::File::create(dir.join("boot.log")).unwrap();
-            let child = Command::new("systemd-nspawn")
+            // Each container in a cgroup of its own (see `own_cgroup`), entered by the
+            // shell that then becomes systemd-nspawn.
+            let mut cmd = match own_cgroup(&name) {
+                Some(join) => {
+                    let mut c = Command::new("sh");
+                    c.args(["-c", &format!("{join} && exec \"$0\" \"$@\"")])
+                        .arg("systemd-nspawn");
+                    c
+                }
+                None => Command::new("systemd-nspawn"),
+            };
+            let child = cmd
                 .arg("-D")
                 .arg(dir.join("root"))
                 .args(["-b", "--register=no", "--keep-unit", "--console=read-only"])
@@ -514,6 +525,55 @@ fn pid_file(p: &Path) -> Option<i32> {
     fs::read_to_string(p).ok()?.trim().parse().ok()
 }
 
+/// The hierarchies where systemd tracks processes on a host whose PID 1 is not
+/// systemd: the compat `name=systemd` one (cgroup v1) and, on a hybrid host, the
+/// cgroup2 mount it uses first.
+const SYSTEMD_CGROUPS: [&str; 2] = ["/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified"];
+
+/// A cgroup of its own for container `name`, made in every hierarchy of
+/// `SYSTEMD_CGROUPS` that exists; returns the shell line that moves the calling shell
+/// into all of them. With `--keep-unit`, systemd-nspawn puts the container in
+/// `payload` and itself in `supervisor` under its caller's cgroup and removes them
+/// when it exits: three containers started from one test process (the root cgroup)
+/// shared those two cgroups, raced over them and failed to start ("Failed to attach
+/// ... to compat systemd cgroup //payload").
+fn own_cgroup(name: &str) -> Option<String> {
+    let mut join = Vec::new();
+    for root in SYSTEMD_CGROUPS {
+        if !Path::new(root).join("cgroup.procs").exists() {
+            continue;
+        }
+        let cg = Path::new(root).join(format!("{RUN_PREFIX}{name}"));
+        fs::create_dir_all(&cg).ok()?;
+        join.push(format!("echo $$ > '{}/cgroup.procs'", cg.display()));
+    }
+    (!join.is_empty()).then(|| join.join(" && "))
+}
+
+/// Removes the cgroups `own_cgroup` made whose run is over (`tag`: one run's, or None
+/// for every run's), leaves first; a cgroup that still holds a process stays.
+fn remove_cgroups(tag: Option<&str>) {
+    fn rm_tree(p: &Path) {
+        for e in fs::read_dir(p).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                rm_tree(&e.path());
+            }
+        }
+        let _ = fs::remove_dir(p);
+    }
+    for root in SYSTEMD_CGROUPS {
+        for e in fs::read_dir(root).into_iter().flatten().flatten() {
+            let n = e.file_name().to_string_lossy().to_string();
+            let Some(rest) = n.strip_prefix(RUN_PREFIX) else {
+                continue;
+            };
+            if tag.is_none_or(|t| rest.starts_with(t)) {
+                rm_tree(&e.path());
+            }
+        }
+    }
+}
+
 /// What an earlier run left when its test process was killed before Drop could run
 /// (a CI timeout, a ^C): its containers, overlay mounts, bridge and directory. Only
 /// runs whose owner process is gone are touched, and only processes that still are
@@ -560,6 +620,7 @@ fn reap_stale_runs(clock: &Clock) {
             .args(["link", "del", &format!("vz-{tag}")])
             .output();
         let _ = fs::remove_dir_all(&dir);
+        remove_cgroups(Some(&tag));
     }
 }
 
@@ -636,6 +697,7 @@ impl Drop for Cluster {
         if std::env::var_os("ELECTD_KEEP_SYSTEMD_TEST").is_none() {
             let _ = fs::remove_dir_all(&self.dir);
         }
+        remove_cgroups(Some(&self.zone));
         self.clock.say("containers torn down");
     }
 }

@@ -308,25 +308,38 @@ impl Node {
             self.counters.stale_leads += 1;
             return;
         }
-        if let Some(l) = &self.leadership {
-            if term == l.term {
-                error!(
-                    "{}leader {} also claims term {term}: stepping down",
-                    self.log_tag, self.ids[s]
-                );
-                self.counters.dual_leader += 1;
-                self.push_event(Event::DualLeader {
-                    term,
-                    other: self.ids[s],
-                });
-            } else {
-                info!(
-                    "{}leader {} of term {term} supersedes term {}",
-                    self.log_tag, self.ids[s], l.term
-                );
-            }
-            self.step_down(now);
+        if self.leadership.is_some() {
+            self.on_lead_while_leader(now, s, term);
         }
+        self.on_lead_while_follower(now, s, term, seq, hold_ms);
+    }
+
+    /// LEADER, a LEAD of another server at or above our term: step down (an error if
+    /// it is our own term: SPEC section 8 says that cannot happen), then follow it.
+    fn on_lead_while_leader(&mut self, now: Time, s: usize, term: u64) {
+        let Some(l) = &self.leadership else { return };
+        if term == l.term {
+            error!(
+                "{}leader {} also claims term {term}: stepping down",
+                self.log_tag, self.ids[s]
+            );
+            self.counters.dual_leader += 1;
+            self.push_event(Event::DualLeader {
+                term,
+                other: self.ids[s],
+            });
+        } else {
+            info!(
+                "{}leader {} of term {term} supersedes term {}",
+                self.log_tag, self.ids[s], l.term
+            );
+        }
+        self.step_down(now);
+    }
+
+    /// FOLLOWER, LEAD accepted: adopt its term and hold (on disk before the ACK),
+    /// follow it, clear the tally board, and ACK to the leader.
+    fn on_lead_while_follower(&mut self, now: Time, s: usize, term: u64, seq: u64, hold_ms: u32) {
         self.term = term;
         let hold = self.faith_hold(hold_ms);
         self.update_promise(now, hold);
@@ -408,34 +421,44 @@ impl Node {
         if count < self.quorum {
             return;
         }
-        match &mut self.leadership {
-            // Never lead a term already led (persisted, so across restarts too): late or
-            // duplicated VOTEs must not revive a leadership that was given up, whose
-            // RESIGN may already have released the followers.
-            None if term <= self.led_term => {}
-            None => {
-                self.led_term = term;
-                self.term = term;
-                self.persist();
-                self.leadership = Some(Leadership::new(term, self.ids.len(), now));
-                self.counters.elected += 1;
-                self.push_event(Event::Elected { term });
-                info!("{}elected leader of term {term}", self.log_tag);
-                self.send_lead(now);
-            }
-            // Re-elected: acknowledgements of the old term still count, because those
-            // voters will not vote for anyone else while they hear us. The lease goes on
-            // in the old term until led_term = term is on disk: reported at once, the new
-            // term could be led a second time by a restart that the write did not
-            // survive (late VOTEs of that term elect it again; swarm seed 31270).
-            Some(l) if term > l.term && term > self.led_term => {
-                self.led_term = term;
-                self.term = term;
-                self.persist();
-                self.held.push_back(Held::Reelect(term));
-                self.release(now);
-            }
-            Some(_) => {}
+        match self.leadership {
+            None => self.on_quorum_while_follower(now, term),
+            Some(_) => self.on_quorum_while_leader(now, term),
+        }
+    }
+
+    /// FOLLOWER, VOTEs of a majority for `term`: become LEADER of it.
+    fn on_quorum_while_follower(&mut self, now: Time, term: u64) {
+        // Never lead a term already led (persisted, so across restarts too): late or
+        // duplicated VOTEs must not revive a leadership that was given up, whose RESIGN
+        // may already have released the followers.
+        if term <= self.led_term {
+            return;
+        }
+        self.led_term = term;
+        self.term = term;
+        self.persist();
+        self.leadership = Some(Leadership::new(term, self.ids.len(), now));
+        self.counters.elected += 1;
+        self.push_event(Event::Elected { term });
+        info!("{}elected leader of term {term}", self.log_tag);
+        self.send_lead(now);
+    }
+
+    /// LEADER, VOTEs of a majority for a higher `term`: re-elected, same leader. The
+    /// acknowledgements of the old term still count, because those voters will not vote
+    /// for anyone else while they hear us. The lease goes on in the old term until
+    /// led_term = term is on disk: reported at once, the new term could be led a second
+    /// time by a restart that the write did not survive (late VOTEs of that term elect
+    /// it again; swarm seed 31270).
+    fn on_quorum_while_leader(&mut self, now: Time, term: u64) {
+        let led = self.leadership.as_ref().map_or(u64::MAX, |l| l.term);
+        if term > led && term > self.led_term {
+            self.led_term = term;
+            self.term = term;
+            self.persist();
+            self.held.push_back(Held::Reelect(term));
+            self.release(now);
         }
     }
 

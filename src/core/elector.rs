@@ -377,22 +377,47 @@ impl Node {
         }
     }
 
+    /// ELECT from `s` (SPEC section 5): a claim of a server that cannot be hearing our
+    /// live leader is ignored in either state; otherwise one handler per state.
     pub(super) fn on_elect(&mut self, now: Time, s: usize, claim: Claim) {
         if self.leader_live(now) && self.is_straggler(&claim) {
             return;
         }
+        match self.elector {
+            ElectorState::Watching => self.on_elect_while_watching(now, s, claim),
+            ElectorState::Voting => self.on_elect_while_voting(now, s, claim),
+        }
+    }
+
+    /// WATCHING, ELECT: record the claim and enter VOTING.
+    fn on_elect_while_watching(&mut self, now: Time, s: usize, claim: Claim) {
         // A claim for a term we have reached opens no round: it comes from a round that
         // just closed, or from a server behind us, which our next LEAD or our own retry
         // timer (always armed without a leader) will bring along. Without this, the
         // tail of one round's claims opened the next round at every server.
-        if self.elector == ElectorState::Watching && claim.term <= self.term {
+        if claim.term <= self.term {
             return;
         }
         self.slate.record(s, claim);
-        if self.elector == ElectorState::Watching {
-            self.enter_voting(now);
-        }
+        self.enter_voting(now);
         self.decide_if_complete(now);
+    }
+
+    /// VOTING, ELECT: record the claim (the latest per sender); decide early once the
+    /// slate is complete.
+    fn on_elect_while_voting(&mut self, now: Time, s: usize, claim: Claim) {
+        self.slate.record(s, claim);
+        self.decide_if_complete(now);
+    }
+
+    /// The ELECTOR's timer (SPEC section 5): one handler per state.
+    pub(super) fn on_elector_timer(&mut self, now: Time) {
+        match self.elector {
+            // The hold, or the retry wait, ran out.
+            ElectorState::Watching => self.enter_voting(now),
+            // The VOTING window ended.
+            ElectorState::Voting => self.finish_round(now),
+        }
     }
 
     /// True once every server we can expect a claim from has made one: each server heard
@@ -513,19 +538,29 @@ impl Node {
         };
         self.last_seen = self.last_seen.max((term, seq));
         self.retry_doublings = 0;
-        let round_over = match self.elector {
-            ElectorState::Watching => true,
-            ElectorState::Voting => self.slate.round_term().is_none_or(|e| term >= e),
-        };
-        if round_over {
-            self.elector = ElectorState::Watching;
-            self.slate.clear();
-            self.elector_deadline = self.faith_until;
-            // The round after a resignation is over (a leader followed): a server that
-            // resigned is INELIGIBLE for that round only. Cleared in finish_round alone,
-            // the flag outlived a round that a LEAD ended, and the next round, seconds
-            // later, found this server INELIGIBLE for nothing.
-            self.resigned_last = false;
+        match self.elector {
+            ElectorState::Watching => self.on_lead_while_watching(),
+            ElectorState::Voting => self.on_lead_while_voting(term),
+        }
+    }
+
+    /// WATCHING, LEAD accepted: the timer is the faith.
+    fn on_lead_while_watching(&mut self) {
+        self.elector = ElectorState::Watching;
+        self.slate.clear();
+        self.elector_deadline = self.faith_until;
+        // The round after a resignation is over (a leader followed): a server that
+        // resigned is INELIGIBLE for that round only. Cleared in finish_round alone,
+        // the flag outlived a round that a LEAD ended, and the next round, seconds
+        // later, found this server INELIGIBLE for nothing.
+        self.resigned_last = false;
+    }
+
+    /// VOTING, LEAD accepted: a LEAD of the round's term or later ends the round (back
+    /// to WATCHING, as above); one of a lower term only says the old leader lives.
+    fn on_lead_while_voting(&mut self, term: u64) {
+        if self.slate.round_term().is_none_or(|e| term >= e) {
+            self.on_lead_while_watching();
         }
     }
 

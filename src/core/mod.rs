@@ -556,10 +556,7 @@ impl Node {
                 Resign::Idle => {}
             },
             Timer::Heartbeat => self.send_lead(now),
-            Timer::Elector => match self.elector {
-                ElectorState::Watching => self.enter_voting(now),
-                ElectorState::Voting => self.finish_round(now),
-            },
+            Timer::Elector => self.on_elector_timer(now),
             // Nothing to do: the role is reported from the lease, and the handover
             // waits in `consider_handover`; they are deadlines so the driver wakes.
             Timer::LeaseEnd | Timer::UnfitWait => {}
