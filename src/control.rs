@@ -913,6 +913,15 @@ impl Control {
     }
 
     /// The number of watchers.
+    /// True when a client watches `scope` (and is not being dropped).
+    pub fn watches(&self, scope: Scope) -> bool {
+        self.clients
+            .iter()
+            .flatten()
+            .any(|c| c.watching == Some(scope) && c.dropping.is_none())
+    }
+
+    /// Clients watching.
     pub fn watchers(&self) -> usize {
         self.clients
             .iter()

@@ -595,5 +595,101 @@ fn sixty_four_keyed_groups_elect_and_share_datagrams() {
     for id in 1..=3 {
         assert_eq!(c.dropped_total(id), 0, "server {id} dropped datagrams");
     }
+    // An all-groups watcher on server 2 through the failover of all 64 groups (many
+    // LEADs arriving together): it is told, and not dropped as a slow reader.
+    let mut c = c;
+    let mut w = std::os::unix::net::UnixStream::connect(c.sock(2)).unwrap();
+    w.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    std::io::Write::write_all(&mut w, b"watch\n").unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut r = std::io::BufReader::new(w);
+        let mut seen_new = false;
+        for _ in 0..200 {
+            let mut line = String::new();
+            match std::io::BufRead::read_line(&mut r, &mut line) {
+                Ok(n) if n > 0 => {
+                    let v = json::parse(line.trim()).unwrap();
+                    let groups = v.get("groups").and_then(Value::as_array).unwrap();
+                    if groups.len() == 64
+                        && groups.iter().all(|g| {
+                            g.get("leader")
+                                .and_then(Value::as_u64)
+                                .is_some_and(|l| l != 1)
+                        })
+                    {
+                        seen_new = true;
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        seen_new
+    });
+    c.kill(1);
+    wait_for("64 new leaders", slacked(Duration::from_secs(5)), || {
+        agreed(&c).filter(|a| a.len() == 64 && a.values().all(|(l, _)| *l != 1))
+    });
+    assert!(
+        reader.join().unwrap(),
+        "the watcher saw every group's new leader"
+    );
+    assert_eq!(
+        c.metric(2, "electd_control_dropped_total"),
+        0,
+        "the watcher was not dropped"
+    );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A stopping server (SIGTERM, waiting for its supervisor to stop a command) claims
+/// unfit in every group: a handover of another group that names it goes elsewhere,
+/// and it exits leading nothing.
+#[test]
+fn a_stopping_server_is_not_handed_a_group() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = Opts::new(Mode::Unicast, 3);
+    o.extra = "preempt-delay 300ms\n".to_string()
+        + &groups_text(&[("mine", Some("1 2 3")), ("theirs", Some("3 2 1"))]);
+    let mut c = Cluster::build(&o);
+    wait_for(
+        "mine on 1, theirs on 3",
+        slacked(Duration::from_secs(6)),
+        || agreed(&c).filter(|a| a["mine"].0 == 1 && a["theirs"].0 == 3),
+    );
+    // A command that takes 600 ms to stop holds server 1's stop open that long.
+    let log = c.dir.join("cmd.log").display().to_string();
+    let mut sups = Supervisors(vec![supervise_with(
+        &c,
+        1,
+        &log,
+        &["--group", "mine", "--grace", "150ms"],
+        &[(common::CMD_LINGER_VAR, "120")],
+    )]);
+    wait_for("the command runs", slacked(Duration::from_secs(3)), || {
+        (!spans(&log).is_empty()).then_some(())
+    });
+    let child = c.terminate(1);
+    std::thread::sleep(Duration::from_millis(30));
+    let theirs = views(&c, 1).map(|(_, v)| v["theirs"].clone());
+    let y = c.request(3, "yield theirs 1").unwrap();
+    assert!(y.contains("\"ok\":true"), "{y}");
+    let a = wait_for("theirs re-elected", slacked(Duration::from_secs(3)), || {
+        let m = agreed(&c)?;
+        m.get("theirs").filter(|t| t.0 != 3).map(|t| t.0)
+    });
+    assert_ne!(
+        a,
+        1,
+        "the stopping server was handed 'theirs' ({theirs:?}):\n{}",
+        c.log(1)
+    );
+    let code = common::wait_exit(child, Duration::from_secs(10));
+    assert_eq!(code, Some(0), "server 1 exits cleanly");
+    sups.stop();
+    assert!(
+        !c.log(1).contains("group theirs: elected leader"),
+        "{}",
+        c.log(1)
+    );
 }

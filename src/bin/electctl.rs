@@ -224,20 +224,26 @@ fn group_views(v: &Value) -> Vec<Value> {
                     fields.insert(key.to_string(), x.clone());
                 }
             }
-            let fit = g
-                .get("peers_healthy")
-                .and_then(Value::as_array)
-                .unwrap_or(&[]);
+            let listed = |key: &str, id: Option<u64>| {
+                id.is_some()
+                    && g.get(key)
+                        .and_then(Value::as_array)
+                        .unwrap_or(&[])
+                        .iter()
+                        .any(|x| x.as_u64() == id)
+            };
             let peers = heard
                 .iter()
                 .map(|p| {
                     let mut p = p.clone();
                     let id = p.get("id").and_then(Value::as_u64);
-                    let healthy = fit
-                        .iter()
-                        .find(|f| f.get("id").and_then(Value::as_u64) == id)
-                        .and_then(|f| f.get("healthy"))
-                        .cloned();
+                    let healthy = if listed("peers_fit", id) {
+                        Some(Value::Bool(true))
+                    } else if listed("peers_unfit", id) {
+                        Some(Value::Bool(false))
+                    } else {
+                        None
+                    };
                     if let (Value::Obj(pf), Some(h)) = (&mut p, healthy) {
                         pf.insert("healthy".into(), h);
                     }

@@ -51,7 +51,8 @@ impl Daemon {
                 Verdict::Failing => warn!("{tag}health failing: {cause}; this server may not lead"),
                 Verdict::Unknown => info!("{tag}health unknown: {cause}"),
             }
-            let healthy = v == Verdict::Ok;
+            // A stopping server stays unfit whatever its check says (`stop_groups`).
+            let healthy = v == Verdict::Ok && self.stopping.is_none();
             if healthy != group.node.healthy() {
                 group.node.set_health(boot_now(), healthy);
             }

@@ -151,6 +151,9 @@ pub struct Daemon {
     udp_more: [bool; 2],
     /// SIGTERM or SIGINT: the latest moment to exit (boot clock), after the RESIGNs.
     stopping: Option<Time>,
+    /// A group's role, leader, term, health or drain changed since the all-groups
+    /// watchers were last told (one line per loop iteration, not per flush).
+    all_dirty: bool,
     started: Instant,
     notifier: Notifier,
     next_watchdog: Option<Instant>,
@@ -337,6 +340,7 @@ impl Daemon {
             last_debug_drop: None,
             udp_more: [false; 2],
             stopping: None,
+            all_dirty: false,
             started: Instant::now(),
             next_watchdog: notifier.watchdog_interval().map(|i| Instant::now() + i),
             notifier,
@@ -444,13 +448,13 @@ impl Daemon {
                 g.checks.drain();
             }
             self.update_health()?;
-            self.control.flush(self.poll.registry(), Instant::now());
+            self.flush_control();
             if let Some(h) = self.http.as_mut() {
                 h.flush(self.poll.registry(), Instant::now());
             }
             // A supervisor freed by the flush takes its health report with it.
             if self.update_health()? {
-                self.control.flush(self.poll.registry(), Instant::now());
+                self.flush_control();
             }
             for g in &mut self.groups {
                 g.hooks.poll(Instant::now());
@@ -462,6 +466,11 @@ impl Daemon {
                     let interval = self.notifier.watchdog_interval().unwrap_or(MAX_WAIT);
                     self.next_watchdog = Some(Instant::now() + interval);
                 }
+            }
+            if self.stopping.is_some() {
+                // A group won while stopping (its round began before this server
+                // claimed unfit) is handed over too.
+                self.stop_groups()?;
             }
             if let Some(bound) = self.stopping {
                 // Never before the RESIGN; at the latest the lease end plus a heartbeat.

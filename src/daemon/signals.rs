@@ -90,24 +90,48 @@ impl Daemon {
                 _ if self.stopping.is_none() => {
                     info!("signal {sig}: stopping");
                     self.notifier.send("STOPPING=1");
-                    let now = boot_now();
-                    let several = self.cfg.has_groups();
-                    for g in &mut self.groups {
-                        if g.node.handle_yield(now) {
-                            info!("{}resigning leadership before exit", g.tag(several));
-                        }
-                    }
-                    self.flush_node()?;
-                    let until = self
-                        .groups
-                        .iter()
-                        .filter_map(|g| g.handoff.map(|h| h.until))
-                        .fold(now, Time::max);
-                    let hbt = self.groups[0].node.heartbeat();
-                    self.stopping = Some(until + hbt);
+                    self.stop_groups()?;
                 }
                 _ => {}
             }
+        }
+        Ok(())
+    }
+}
+
+impl Daemon {
+    /// Stopping (SIGTERM, SIGINT): every group this server leads hands over, and every
+    /// group claims unfit (not persisted), so no round elects a server that is about to
+    /// leave; a group won anyway (a round already under way) is handed over when this
+    /// runs again, from the loop. The exit bound covers each handoff's lease end plus a
+    /// heartbeat.
+    pub(super) fn stop_groups(&mut self) -> Result<(), Fatal> {
+        let now = boot_now();
+        let several = self.cfg.has_groups();
+        let (mut yielded, mut changed) = (false, false);
+        for g in &mut self.groups {
+            if g.node.handle_yield(now) {
+                info!("{}resigning leadership before exit", g.tag(several));
+                yielded = true;
+            }
+            if g.node.healthy() {
+                g.node.set_health(now, false);
+                changed = true;
+            }
+        }
+        if yielded || changed {
+            self.flush_node()?;
+        }
+        // Set once, and moved later only by a handoff begun now: the bound must not
+        // slide with the clock, or a RESIGN that never leaves would keep it open.
+        if self.stopping.is_none() || yielded {
+            let until = self
+                .groups
+                .iter()
+                .filter_map(|g| g.handoff.map(|h| h.until))
+                .fold(now, Time::max);
+            let bound = until + self.groups[0].node.heartbeat();
+            self.stopping = Some(self.stopping.map_or(bound, |b| b.max(bound)));
         }
         Ok(())
     }

@@ -27,15 +27,26 @@ impl Daemon {
         }
         // The all-groups watchers of a file with group lines (`watch` without a group)
         // hear every change of role, leader, term, health or drain of any group, but
-        // not each lease renewal: that line holds every group (about 20 KiB with 64),
-        // and renewals come several times a heartbeat. `watch GROUP` reports renewals.
+        // not each lease renewal: that line holds every group (up to ~60 KiB with 64
+        // groups of 255 servers), and renewals come several times a heartbeat.
+        // `watch GROUP` reports renewals. Sent once per loop iteration
+        // (`flush_control`), however many flushes changed something.
         if notify && self.cfg.has_groups() {
-            let line = self.all_status_line();
-            self.control.broadcast(Scope::All, &line);
+            self.all_dirty = true;
         }
         if notify {
             self.notifier.send(&self.status_text());
         }
+    }
+
+    /// Tells the all-groups watchers of the changes since the last call, then writes
+    /// every client's queued answers.
+    pub(super) fn flush_control(&mut self) {
+        if std::mem::take(&mut self.all_dirty) && self.control.watches(Scope::All) {
+            let line = self.all_status_line();
+            self.control.broadcast(Scope::All, &line);
+        }
+        self.control.flush(self.poll.registry(), Instant::now());
     }
 
     /// Group `g`'s view now.
@@ -81,10 +92,16 @@ impl Daemon {
             );
         }
         group.view = view;
-        let line = self.status_line(g);
-        self.control.broadcast(Scope::Group(g), &line);
-        let (fields, until) = self.supervisor_fields(g);
-        self.control.push_supervisors(g, &fields, until);
+        // Built only for those who listen: a leader of many groups flushes several
+        // times a heartbeat, and each line costs O(groups x servers).
+        if self.control.watches(Scope::Group(g)) {
+            let line = self.status_line(g);
+            self.control.broadcast(Scope::Group(g), &line);
+        }
+        if self.control.supervisors(g) > 0 {
+            let (fields, until) = self.supervisor_fields(g);
+            self.control.push_supervisors(g, &fields, until);
+        }
         major
     }
 
@@ -302,26 +319,27 @@ impl Daemon {
         );
         for g in 0..self.groups.len() {
             let fields = self.group_fields(g, now);
+            // Each peer's fitness in this group, compactly: ids reported fit, ids
+            // reported unfit (unknown: in neither), so 64 groups of 255 servers stay
+            // within the control socket's answer bound.
+            let node = &self.groups[g].node;
+            let (mut fit, mut unfit) = (Vec::new(), Vec::new());
+            for (id, _) in node.peers() {
+                match node.peer_fit(now, id) {
+                    Some(true) => fit.push(id.to_string()),
+                    Some(false) => unfit.push(id.to_string()),
+                    None => {}
+                }
+            }
             write!(
                 s,
-                "{}{{{}\"peers_healthy\":[",
+                "{}{{{}\"peers_fit\":[{}],\"peers_unfit\":[{}]}}",
                 if g > 0 { "," } else { "" },
-                fields
+                fields,
+                fit.join(","),
+                unfit.join(",")
             )
             .expect("write to String");
-            for (i, (id, _)) in self.groups[g].node.peers().enumerate() {
-                let fit = self.groups[g]
-                    .node
-                    .peer_fit(now, id)
-                    .map_or("null".into(), |f| f.to_string());
-                write!(
-                    s,
-                    "{}{{\"id\":{id},\"healthy\":{fit}}}",
-                    if i > 0 { "," } else { "" }
-                )
-                .expect("write to String");
-            }
-            s.push_str("]}");
         }
         writeln!(
             s,
