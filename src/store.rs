@@ -119,7 +119,12 @@ fn parse_durable<'a>(
     };
     let term = field("term")?;
     let voted_term = field("voted_term")?;
-    let voted_for = u16::try_from(field("voted_for")?).map_err(|_| "bad voted_for")?;
+    // A server id (0: nobody); anything above 255 names no server and would index past
+    // the core's id table.
+    let voted_for = u16::try_from(field("voted_for")?)
+        .ok()
+        .filter(|&v| v <= 255)
+        .ok_or("bad voted_for")?;
     let d = if version == 1 {
         Durable {
             term,
@@ -438,6 +443,7 @@ mod tests {
             body.replace("group payments", "group orders"),
             body.replace("group payments", "group Payments"),
             body.replace("led_term 2\n", ""),
+            body.replace("voted_for 2\n", "voted_for 256\n"),
         ] {
             write_signed(s.path(), &bad);
             let e = s.load().unwrap_err().to_string();
