@@ -388,8 +388,11 @@ impl Cluster {
                 Duration::from_millis(200),
                 &format!("{}: systemd to answer systemctl", m.name),
                 || {
+                    // "offline" (or "unknown"): asked before the container's systemd
+                    // took connections (a fresh-clone CI run once asked 1 s in); ask again.
                     let o = m.run("timeout 120 systemctl is-system-running --wait");
-                    (!o.stdout.is_empty()).then_some(o)
+                    let state = String::from_utf8_lossy(&o.stdout).trim().to_string();
+                    (!state.is_empty() && state != "offline" && state != "unknown").then_some(o)
                 },
             );
             let state = String::from_utf8_lossy(&o.stdout).trim().to_string();
