@@ -146,6 +146,25 @@ impl LeaseWatch {
     }
 }
 
+/// A 3-server unicast cluster whose groups `names` all prefer server 1, with `extra`
+/// lines first, once server 1 leads every one (preempt-delay brings them there: a first
+/// round after start may go elsewhere, its heard counts still stale).
+fn all_on_server_one(
+    extra: &str,
+    names: &[String],
+    within: Duration,
+) -> (Cluster, BTreeMap<String, (u16, u64)>) {
+    let mut o = Opts::new(Mode::Unicast, 3);
+    let groups: Vec<(&str, Option<&str>)> =
+        names.iter().map(|n| (n.as_str(), Some("1 2 3"))).collect();
+    o.extra = format!("{extra}preempt-delay 300ms\n") + &groups_text(&groups);
+    let c = Cluster::build(&o);
+    let a = wait_for("server 1 leads every group", slacked(within), || {
+        agreed(&c).filter(|a| a.len() == names.len() && a.values().all(|(l, _)| *l == 1))
+    });
+    (c, a)
+}
+
 /// SPEC section 15's balance: 6 groups over 3 servers, two each; a dead server's
 /// groups move to the others within the failover bound while the others keep theirs;
 /// back to two each after preempt-delay once it returns. S2 per group throughout.
@@ -267,22 +286,7 @@ fn a_handover_in_one_group_leaves_the_others_alone() {
 fn idle_traffic_does_not_grow_with_groups() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let names: Vec<String> = (0..8).map(|k| format!("p{k}")).collect();
-    let mut o = Opts::new(Mode::Unicast, 3);
-    // preempt-delay: a first round after start may go to any server (stale heard
-    // counts); the groups then move to their first choice.
-    o.extra = "preempt-delay 300ms\n".to_string()
-        + &groups_text(
-            &names
-                .iter()
-                .map(|n| (n.as_str(), Some("1 2 3")))
-                .collect::<Vec<_>>(),
-        );
-    let c = Cluster::build(&o);
-    let a = wait_for(
-        "server 1 leads all",
-        slacked(Duration::from_secs(5)),
-        || agreed(&c).filter(|a| a.values().all(|(l, _)| *l == 1)),
-    );
+    let (c, a) = all_on_server_one("", &names, Duration::from_secs(5));
     // Alignment takes one heartbeat; then count over 30 heartbeats.
     std::thread::sleep(Duration::from_millis(300));
     let dgrams = |id| c.metric(id, "electd_datagrams_sent_total");
@@ -557,19 +561,10 @@ fn sixty_four_keyed_groups_elect_and_share_datagrams() {
     std::fs::write(&key, [0x5au8; 32]).unwrap();
     std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let names: Vec<String> = (0..64).map(|k| format!("q{k}")).collect();
-    let mut o = Opts::new(Mode::Unicast, 3);
-    o.extra = format!("key-file {}\npreempt-delay 300ms\n", key.display())
-        + &groups_text(
-            &names
-                .iter()
-                .map(|n| (n.as_str(), Some("1 2 3")))
-                .collect::<Vec<_>>(),
-        );
-    let c = Cluster::build(&o);
-    let a = wait_for(
-        "server 1 leads all 64",
-        slacked(Duration::from_secs(8)),
-        || agreed(&c).filter(|a| a.len() == 64 && a.values().all(|(l, _)| *l == 1)),
+    let (c, a) = all_on_server_one(
+        &format!("key-file {}\n", key.display()),
+        &names,
+        Duration::from_secs(8),
     );
     std::thread::sleep(Duration::from_millis(300));
     let dgrams = |id| c.metric(id, "electd_datagrams_sent_total");
