@@ -915,3 +915,33 @@ fn acks_go_to_the_leader_and_the_alive_map_keeps_failover_to_one_round() {
         );
     }
 }
+
+/// SPEC 6 (Resign) and 11 (`yield`): a leader re-elected while the second copy of its
+/// previous RESIGN is still due (HBT/10 later) can be yielded again at once. The core
+/// refused: `yield` answered "not leader" from a server that reported the lease
+/// (found on real daemons by tests/groups.rs, yielding one group repeatedly).
+#[test]
+fn a_leader_re_elected_right_after_resigning_can_yield_again() {
+    for seed in 0..20 {
+        let mut o = Options::new(seed, 2);
+        // HBT/10 = 100 ms: a handoff of two servers takes a few one-way delays, so
+        // the re-elected server's second RESIGN of its last term is still pending.
+        o.heartbeat = std::time::Duration::from_secs(1);
+        o.rtt = std::time::Duration::from_millis(100);
+        let mut s = Sim::new(o);
+        let (mut l, _) = s
+            .run_until_leader(ms(10_000))
+            .expect("a leader within 10 s");
+        for round in 0..6 {
+            assert!(
+                s.resign(l),
+                "seed {seed} round {round}: server {l} reports the lease but refuses to yield"
+            );
+            let (next, _) = s
+                .run_until_new_leader(l, ms(5_000))
+                .expect("the other server takes over");
+            s.assert_safe(REPLAY);
+            l = next;
+        }
+    }
+}
