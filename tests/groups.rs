@@ -191,7 +191,8 @@ fn the_lease_watch_catches_overlaps() {
 
 /// A 3-server unicast cluster whose groups `names` all prefer server 1, with `extra`
 /// lines first, once server 1 leads every one (preempt-delay brings them there: a first
-/// round after start may go elsewhere, its heard counts still stale).
+/// round after start may go elsewhere, its heard counts still stale), re-elected in
+/// each group at a different instant so their heartbeats start out of phase.
 fn all_on_server_one(
     extra: &str,
     names: &[String],
@@ -202,9 +203,26 @@ fn all_on_server_one(
         names.iter().map(|n| (n.as_str(), Some("1 2 3"))).collect();
     o.extra = format!("{extra}preempt-delay 300ms\n") + &groups_text(&groups);
     let c = Cluster::build(&o);
-    let a = wait_for("server 1 leads every group", slacked(within), || {
-        agreed(&c).filter(|a| a.len() == names.len() && a.values().all(|(l, _)| *l == 1))
+    let led_by_one = |a: &BTreeMap<String, (u16, u64)>| {
+        a.len() == names.len() && a.values().all(|(l, _)| *l == 1)
+    };
+    let before = wait_for("server 1 leads every group", slacked(within), || {
+        agreed(&c).filter(led_by_one)
     });
+    // Out of phase, as groups elected at different moments are: a round in each group
+    // at its own instant of one heartbeat re-elects server 1, whose heartbeat of that
+    // group restarts there. Without alignment the leader would then send a datagram
+    // per group per follower each heartbeat.
+    for (k, n) in names.iter().enumerate() {
+        std::thread::sleep(Duration::from_micros(100_000 / names.len() as u64));
+        let e = c.request(2, &format!("elect {n}")).unwrap_or_default();
+        assert!(e.contains("\"ok\":true"), "elect {n} ({k}): {e}");
+    }
+    let a = wait_for(
+        "server 1 re-elected in every group",
+        slacked(within),
+        || agreed(&c).filter(|a| led_by_one(a) && names.iter().all(|n| a[n].1 > before[n].1)),
+    );
     (c, a)
 }
 
