@@ -604,14 +604,10 @@ pub struct Checks {
 }
 
 impl Checks {
-    /// Starts the runner if a check is configured. Call after the daemon's signal
-    /// mask is set: the thread inherits it, so signals still reach the signalfd.
-    pub fn start(check: Option<&Check>, waker: Arc<mio::Waker>, id: u16) -> io::Result<Checks> {
-        Checks::start_for(check, waker, id, "default")
-    }
-
-    /// As `start`, for the check of election group `group` (its ELECTD_GROUP).
-    pub fn start_for(
+    /// Starts the runner of election group `group`'s check (its ELECTD_GROUP), if one
+    /// is configured. Call after the daemon's signal mask is set: the thread inherits
+    /// it, so signals still reach the signalfd.
+    pub fn start(
         check: Option<&Check>,
         waker: Arc<mio::Waker>,
         id: u16,
@@ -930,7 +926,7 @@ mod tests {
             fall: 2,
             rise: 1,
         };
-        let mut c = Checks::start(Some(&check), waker, 1).unwrap();
+        let mut c = Checks::start(Some(&check), waker, 1, "default").unwrap();
         assert_eq!(c.verdict(), Verdict::Unknown);
         let t0 = Instant::now();
         while c.verdict() != Verdict::Failing {

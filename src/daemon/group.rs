@@ -62,7 +62,7 @@ impl Group {
         }
         // After signal_fd: the runner thread inherits the mask, so signals still reach
         // the signalfd and never the thread.
-        let checks = Checks::start_for(spec.check.as_ref(), waker.clone(), cfg.id, &spec.name)
+        let checks = Checks::start(spec.check.as_ref(), waker.clone(), cfg.id, &spec.name)
             .map_err(|e| Fatal(format!("check runner of group {}: {e}", spec.name)))?;
         let mut hooks = Hooks::new(
             cfg.id,

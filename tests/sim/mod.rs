@@ -1012,15 +1012,16 @@ impl Sim {
 
     /// Group `group`'s supervisor on `host` confirms planned stop `stop`.
     fn released(&mut self, host: usize, group: usize, inc: u64, stop: u64) {
+        let again = Ev::Released {
+            host,
+            group,
+            inc,
+            stop,
+        };
         let h = &mut self.hosts[host];
         if h.suspended_at.is_some() {
             // The supervisor is frozen with its host: it confirms on waking.
-            h.backlog.push(Ev::Released {
-                host,
-                group,
-                inc,
-                stop,
-            });
+            h.backlog.push(again);
             return;
         }
         let sup = &mut h.sup[group];
@@ -1063,12 +1064,7 @@ impl Sim {
             return;
         }
         if h.paused {
-            h.backlog.push(Ev::Released {
-                host,
-                group,
-                inc,
-                stop,
-            });
+            h.backlog.push(again);
             return;
         }
         let local = h.clock.local(self.now);
