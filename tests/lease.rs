@@ -452,7 +452,10 @@ fn the_lease_end_never_moves_earlier_after_a_shorter_reload() {
     let t = ms(1000);
     let mut h = leader(1, t, Duration::from_millis(100), Sabotage::default());
     let reported = h.node.status(t).lease_until.expect("lease");
-    assert_eq!(reported, t + Duration::from_millis(300));
+    assert_eq!(
+        reported,
+        t + Duration::from_millis(300) - electd::node::LEASE_MARGIN
+    );
     h.node
         .set_timers(
             Duration::from_millis(50),

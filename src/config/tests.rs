@@ -23,6 +23,20 @@ fn parse(text: &str) -> Result<Config, ConfigError> {
     Config::parse(text, Path::new("electd.conf"), None)
 }
 
+/// Issue 20: a hold is compared with max-hold as a LEAD carries it (rounded up to
+/// whole milliseconds). 100.9ms * 3 = 302.7 ms travels as 303 ms, which every
+/// receiver with max-hold 302.7ms refuses: the cluster would churn with no lease.
+#[test]
+fn max_hold_is_checked_against_the_hold_as_carried() {
+    let base = GOOD.replace("heartbeat 1s\n", "heartbeat 100.9ms\n");
+    let refused = parse(&format!("{base}max-hold 302.7ms\n")).unwrap_err();
+    assert!(
+        refused.to_string().contains("must not exceed max-hold"),
+        "{refused}"
+    );
+    assert!(parse(&format!("{base}max-hold 303ms\n")).is_ok());
+}
+
 #[test]
 fn the_spec_example_parses() {
     let c = parse(GOOD).unwrap();
@@ -110,7 +124,7 @@ fn errors_name_file_line_and_problem() {
         ("rtt 2s", "electd.conf: rtt must be shorter than heartbeat"),
         (
             "max-hold 2s",
-            "electd.conf: heartbeat * missed-heartbeats must not exceed max-hold",
+            "electd.conf: heartbeat * missed-heartbeats must not exceed max-hold (in whole milliseconds, rounded up, as a LEAD carries it)",
         ),
         (
             "max-hold 2000h",

@@ -44,8 +44,9 @@ pub struct Leadership {
     pub term: u64,
     /// The seq of the last LEAD sent in `term`.
     pub seq: u64,
-    /// When this server became leader (kept across re-elections).
-    pub since: Time,
+    /// When this server began leading `term` (a re-election restarts it): the window
+    /// of K*HBT in which a leadership may still gather its lease.
+    pub term_since: Time,
     /// When the next heartbeat is due.
     pub next_lead_at: Time,
     /// (term, seq, lease end) of recent LEADs.
@@ -53,6 +54,9 @@ pub struct Leadership {
     /// Per server, the latest lease end among the LEADs it acknowledged.
     acked: Vec<Option<Time>>,
     lease_until: Option<Time>,
+    /// The lease held when this server was re-elected, if it was still valid then: the
+    /// lease of the new term never ends before it (SPEC section 6, re-election).
+    floor: Option<Time>,
     scratch: Vec<Time>,
     /// The longest lease length any LEAD of this leadership was sent with.
     longest: Duration,
@@ -66,11 +70,12 @@ impl Leadership {
         Leadership {
             term,
             seq: 0,
-            since: now,
+            term_since: now,
             next_lead_at: now,
             sent: VecDeque::with_capacity(SENT_WINDOW),
             acked: vec![None; n],
             lease_until: None,
+            floor: None,
             scratch: Vec::with_capacity(n),
             longest: Duration::ZERO,
             regressed: false,
@@ -106,17 +111,39 @@ impl Leadership {
         true
     }
 
-    /// Recomputes the lease: the Q-th latest lease end among the acknowledged LEADs.
+    /// Re-elected in `term` at `now` (SPEC section 6): LEAD seq restarts, and from now
+    /// on the lease rests only on acknowledgements of LEADs of `term`, with the lease
+    /// still valid at `now` (if any) as a floor. An acknowledgement of the old term
+    /// must not count again: the follower that gave it may since have followed a
+    /// leader of a higher term, or been released by that leadership's RESIGN, and
+    /// helped elect someone else (issue 20: two leases overlapped by ~200 ms).
+    /// `keep_acks` is the test-only sabotage that reverts this.
+    pub fn begin_term(&mut self, term: u64, now: Time, keep_acks: bool) {
+        debug_assert!(term > self.term);
+        self.term = term;
+        self.seq = 0;
+        self.term_since = now;
+        if keep_acks {
+            return;
+        }
+        self.floor = self.lease_until.filter(|&u| u > now);
+        self.sent.clear();
+        self.acked.iter_mut().for_each(|a| *a = None);
+        self.lease_until = self.floor;
+    }
+
+    /// Recomputes the lease: the Q-th latest lease end among the acknowledged LEADs of
+    /// this term, never before the floor kept at a re-election.
     pub fn update_lease(&mut self, quorum: usize) {
         self.scratch.clear();
         self.scratch.extend(self.acked.iter().flatten());
         if self.scratch.len() < quorum {
-            self.lease_until = None;
+            self.lease_until = self.floor;
             return;
         }
         let k = self.scratch.len() - quorum;
         let (_, qth, _) = self.scratch.select_nth_unstable(k);
-        let qth = *qth;
+        let qth = (*qth).max(self.floor.unwrap_or(Time::ZERO));
         self.regressed |= self.lease_until.is_some_and(|old| qth < old);
         self.lease_until = Some(qth);
     }
@@ -277,7 +304,7 @@ impl Node {
 
     pub(super) fn step_down_at(&self, l: &Leadership) -> Time {
         // A new leader gets K*HBT to gather a lease; after that it must keep one.
-        (l.since + self.hold).max(l.lease_until().unwrap_or(Time::ZERO))
+        (l.term_since + self.hold).max(l.lease_until().unwrap_or(Time::ZERO))
     }
 
     /// The servers this leader heard within two heartbeats (itself included): the
@@ -446,8 +473,7 @@ impl Node {
     }
 
     /// LEADER, VOTEs of a majority for a higher `term`: re-elected, same leader. The
-    /// acknowledgements of the old term still count, because those voters will not vote
-    /// for anyone else while they hear us. The lease goes on in the old term until
+    /// lease goes on in the old term until
     /// led_term = term is on disk: reported at once, the new term could be led a second
     /// time by a restart that the write did not survive (late VOTEs of that term elect
     /// it again; swarm seed 31270).
@@ -465,11 +491,11 @@ impl Node {
     /// A re-election whose led_term is durable now takes effect: LEADs of the new term,
     /// reported as the term led.
     pub(super) fn apply_reelection(&mut self, now: Time, term: u64) {
+        let keep_acks = self.cfg.sabotage.reelect_keeps_acks;
         let Some(l) = self.leadership.as_mut().filter(|l| term > l.term) else {
             return;
         };
-        l.term = term;
-        l.seq = 0;
+        l.begin_term(term, now, keep_acks);
         self.push_event(Event::Elected { term });
         debug!("{}re-elected in term {term}", self.log_tag);
         self.send_lead(now);

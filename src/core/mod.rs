@@ -156,8 +156,17 @@ pub struct Node {
 /// K*HBT*(1-2*rho): how long a majority's acknowledgement lets a leader lead.
 fn lease_len(hold: Duration, drift_ppm: u32) -> Duration {
     let ns = crate::time::duration_nanos(hold) as u128;
-    Duration::from_nanos((ns * u128::from(1_000_000 - 2 * drift_ppm) / 1_000_000) as u64)
+    let exact =
+        Duration::from_nanos((ns * u128::from(1_000_000 - 2 * drift_ppm) / 1_000_000) as u64);
+    // At the drift bound with no delay, the S2 margin is 2*rho^2*H (docs/PROTOCOL.md):
+    // about a nanosecond for a short hold at rho = 0 (where it is zero outright). A
+    // microsecond off the lease keeps that equality from being decided by clock
+    // rounding (issue 20).
+    exact.saturating_sub(LEASE_MARGIN)
 }
+
+/// Taken off every lease so that safety never rests on an exact tie of instants.
+pub const LEASE_MARGIN: Duration = Duration::from_micros(1);
 
 /// A duration in whole milliseconds, rounded up (a hold must never shrink in transit).
 fn ms_ceil(d: Duration) -> u32 {

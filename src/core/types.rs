@@ -51,6 +51,9 @@ pub struct Sabotage {
     pub ignore_alive: bool,
     /// Followers send ACKs to every server, as before issue 12 (for comparison).
     pub ack_to_all: bool,
+    /// Issue 20 reverted: a re-elected leader keeps counting the acknowledgements of
+    /// its old term (SPEC section 6 before the fix).
+    pub reelect_keeps_acks: bool,
 }
 
 impl Sabotage {
@@ -170,9 +173,12 @@ impl NodeConfig {
         if self.max_hold > Duration::from_millis(u64::from(u32::MAX)) {
             return Err(ConfigError::Timing("max-hold must be at most 49 days"));
         }
-        if self.hold() > self.max_hold {
+        // Compared as carried: a LEAD's hold is rounded up to whole milliseconds, and
+        // a receiver refuses one above its max-hold (issue 20: 100.9ms * 3 passed
+        // against max-hold 302.7ms, then every LEAD carried 303 ms and was refused).
+        if self.hold_as_carried() > self.max_hold {
             return Err(ConfigError::Timing(
-                "heartbeat * missed-heartbeats must not exceed max-hold",
+                "heartbeat * missed-heartbeats must not exceed max-hold (in whole milliseconds, rounded up, as a LEAD carries it)",
             ));
         }
         Ok(())
@@ -186,6 +192,11 @@ impl NodeConfig {
     /// K*HBT: how long a follower keeps faith in a leader it heard.
     pub fn hold(&self) -> Duration {
         self.heartbeat * self.missed_heartbeats
+    }
+
+    /// The hold as a LEAD carries it: K*HBT rounded up to whole milliseconds.
+    pub fn hold_as_carried(&self) -> Duration {
+        Duration::from_millis(self.hold().as_nanos().div_ceil(1_000_000) as u64)
     }
 }
 

@@ -5,6 +5,71 @@
 
 use super::*;
 
+/// The steps of one flush, as [`flush_passes`] sequences them.
+pub(super) trait FlushSteps {
+    /// Takes every group's queued outputs.
+    fn drain(&mut self) -> Result<(), Fatal>;
+    /// True when some group asked for a write of the state file.
+    fn wants_write(&self) -> bool;
+    /// Writes the state file and confirms it to the groups that asked.
+    fn write(&mut self) -> Result<(), Fatal>;
+    /// True when a LEAD is about to leave.
+    fn has_heartbeat(&self) -> bool;
+    /// Lets every led group send its LEAD now if due within HBT/2.
+    fn align(&mut self);
+}
+
+/// Drains, writes and aligns until nothing is left: every write before what waited for
+/// it, and one heartbeat alignment. After the alignment the groups are always drained
+/// again, whether or not a LEAD was pulled: the alignment passes time to every group,
+/// and a timer that fired there (an ELECT, a VOTE, a RESIGN) must leave in this flush,
+/// not at the next wakeup, up to a heartbeat later (issue 20).
+pub(super) fn flush_passes<S: FlushSteps>(s: &mut S) -> Result<(), Fatal> {
+    let mut aligned = false;
+    // Bounded: each pass either writes, aligns once, or finds nothing left; a core
+    // queues at most a few writes per input.
+    for _ in 0..64 {
+        s.drain()?;
+        if s.wants_write() {
+            s.write()?;
+            continue;
+        }
+        if !aligned && s.has_heartbeat() {
+            aligned = true;
+            s.align();
+            continue;
+        }
+        break;
+    }
+    Ok(())
+}
+
+impl FlushSteps for Daemon {
+    fn drain(&mut self) -> Result<(), Fatal> {
+        self.drain_outputs()
+    }
+
+    fn wants_write(&self) -> bool {
+        self.groups.iter().any(|g| g.want.is_some())
+    }
+
+    fn write(&mut self) -> Result<(), Fatal> {
+        self.write_state()
+    }
+
+    fn has_heartbeat(&self) -> bool {
+        self.outbox.iter().any(|(_, e)| is_heartbeat(&e.msg))
+    }
+
+    fn align(&mut self) {
+        let now = boot_now();
+        for g in &mut self.groups {
+            let within = g.node.heartbeat() / 2;
+            g.node.handle_heartbeat_due(now, within);
+        }
+    }
+}
+
 impl Daemon {
     /// Runs every group's due timers, then flushes.
     pub(super) fn on_timeouts(&mut self) -> Result<(), Fatal> {
@@ -21,29 +86,7 @@ impl Daemon {
     /// other groups this server leads send theirs now if due within HBT/2, so every
     /// group's heartbeat shares one datagram and their ACKs come back in one.
     pub(super) fn flush_node(&mut self) -> Result<(), Fatal> {
-        let mut aligned = false;
-        // Bounded: each pass either writes, aligns once, or finds nothing left; a core
-        // queues at most a few writes per input.
-        for _ in 0..64 {
-            self.drain_outputs()?;
-            if self.groups.iter().any(|g| g.want.is_some()) {
-                self.write_state()?;
-                continue;
-            }
-            if !aligned && self.outbox.iter().any(|(_, e)| is_heartbeat(&e.msg)) {
-                aligned = true;
-                let now = boot_now();
-                let mut pulled = false;
-                for g in &mut self.groups {
-                    let within = g.node.heartbeat() / 2;
-                    pulled |= g.node.handle_heartbeat_due(now, within);
-                }
-                if pulled {
-                    continue;
-                }
-            }
-            break;
-        }
+        flush_passes(self)?;
         self.send_outbox()?;
         self.report_changes();
         Ok(())
@@ -170,4 +213,66 @@ impl Daemon {
 /// True for a heartbeat (a LEAD that is not a RESIGN).
 pub(super) fn is_heartbeat(msg: &wire::Message) -> bool {
     matches!(msg.body, wire::Body::Lead { resign: false, .. })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A flush of two groups: group 0 sends a LEAD; in the alignment, time passes to
+    /// group 1 and its elector timer fires (an ELECT).
+    #[derive(Default)]
+    struct Fake {
+        queued: Vec<&'static str>,
+        outbox: Vec<&'static str>,
+        writes: usize,
+        want: bool,
+        elect_on_align: bool,
+    }
+
+    impl FlushSteps for Fake {
+        fn drain(&mut self) -> Result<(), Fatal> {
+            self.outbox.append(&mut self.queued);
+            Ok(())
+        }
+        fn wants_write(&self) -> bool {
+            self.want
+        }
+        fn write(&mut self) -> Result<(), Fatal> {
+            self.want = false;
+            self.writes += 1;
+            Ok(())
+        }
+        fn has_heartbeat(&self) -> bool {
+            self.outbox.contains(&"LEAD")
+        }
+        fn align(&mut self) {
+            if self.elect_on_align {
+                self.queued.push("ELECT");
+            }
+        }
+    }
+
+    #[test]
+    fn what_the_alignment_makes_leaves_in_the_same_flush() {
+        let mut f = Fake {
+            queued: vec!["LEAD"],
+            elect_on_align: true,
+            ..Fake::default()
+        };
+        flush_passes(&mut f).unwrap();
+        assert_eq!(f.outbox, ["LEAD", "ELECT"]);
+        assert!(f.queued.is_empty(), "an output left for the next wakeup");
+    }
+
+    #[test]
+    fn writes_come_first_and_alignment_once() {
+        let mut f = Fake {
+            queued: vec!["LEAD"],
+            want: true,
+            ..Fake::default()
+        };
+        flush_passes(&mut f).unwrap();
+        assert_eq!((f.writes, f.outbox.as_slice()), (1, &["LEAD"][..]));
+    }
 }
