@@ -313,8 +313,10 @@ impl Node {
         let mut set = PeerSet::EMPTY;
         set.insert(self.ids[self.me]);
         let now = self.last_now;
-        for (i, h) in self.heard_at.iter().enumerate() {
-            if h.is_some_and(|t| now.saturating_since(t) <= self.cfg.heartbeat * 2) {
+        for (i, p) in self.peers.iter().enumerate() {
+            if p.heard_at
+                .is_some_and(|t| now.saturating_since(t) <= self.cfg.heartbeat * 2)
+            {
                 set.insert(self.ids[i]);
             }
         }

@@ -203,7 +203,7 @@ pub fn decide(input: &DecisionInput<'_>) -> Decision {
 impl Node {
     /// When server `i` was last heard, directly or through the followed leader.
     pub(super) fn last_heard(&self, i: usize) -> Option<Time> {
-        self.heard_at[i].max(self.vouched_at[i])
+        self.peers[i].heard_at.max(self.peers[i].vouched_at)
     }
 
     /// Records that the leader `s`, in a LEAD that is the newest seen, reports the
@@ -213,7 +213,7 @@ impl Node {
             if let Some(i) = self.index.get(usize::from(id)).copied().flatten() {
                 let i = usize::from(i);
                 if i != self.me && i != s {
-                    self.vouched_at[i] = Some(now);
+                    self.peers[i].vouched_at = Some(now);
                 }
             }
         }

@@ -81,7 +81,9 @@ impl Node {
         let window = self.hold + self.cfg.heartbeat;
         // A leader sends no ACKs and no ELECTs: its last report goes stale, and
         // stale is unknown, not unfit.
-        let reported = self.fit_at[i].is_some_and(|t| now.saturating_since(t) <= window);
+        let reported = self.peers[i]
+            .fit_at
+            .is_some_and(|t| now.saturating_since(t) <= window);
         if !reported {
             return None;
         }
@@ -92,17 +94,19 @@ impl Node {
     /// that said unfit or after a silence longer than K*HBT + HBT.
     pub(super) fn note_fitness(&mut self, now: Time, s: usize, fit: bool) {
         let window = self.hold + self.cfg.heartbeat;
-        let fresh = self.fit_at[s].is_some_and(|t| now.saturating_since(t) <= window);
+        let fresh = self.peers[s]
+            .fit_at
+            .is_some_and(|t| now.saturating_since(t) <= window);
         if !fit {
             // Remembered as a report (for `peer_fit`); `known_fit` needs `fit_since`.
-            self.fit_since[s] = None;
-            self.fit_at[s] = Some(now);
+            self.peers[s].fit_since = None;
+            self.peers[s].fit_at = Some(now);
             return;
         }
-        if !fresh || self.fit_since[s].is_none() {
-            self.fit_since[s] = Some(now);
+        if !fresh || self.peers[s].fit_since.is_none() {
+            self.peers[s].fit_since = Some(now);
         }
-        self.fit_at[s] = Some(now);
+        self.peers[s].fit_at = Some(now);
     }
 
     /// Server `i` acknowledged, as fit, a LEAD of this leader at or after position
@@ -111,7 +115,7 @@ impl Node {
         let Some(l) = &self.leadership else {
             return false;
         };
-        let ack = self.fit_ack[i];
+        let ack = self.peers[i].fit_ack;
         ack >= from && ack.0 == l.term && ack.1.saturating_add(2) >= l.seq
     }
 
@@ -120,8 +124,10 @@ impl Node {
         let window = self.hold + self.cfg.heartbeat;
         i != self.me
             && !self.witness[i]
-            && self.fit_since[i].is_some()
-            && self.fit_at[i].is_some_and(|t| now.saturating_since(t) <= window)
+            && self.peers[i].fit_since.is_some()
+            && self.peers[i]
+                .fit_at
+                .is_some_and(|t| now.saturating_since(t) <= window)
     }
 
     /// A leader with a valid lease hands over when it is unfit and another server is
@@ -151,8 +157,10 @@ impl Node {
             let answered = (0..self.ids.len()).all(|i| {
                 i == self.me
                     || self.witness[i]
-                    || self.ack_pos[i] >= from
-                    || self.heard_at[i].is_none_or(|t| now.saturating_since(t) > window)
+                    || self.peers[i].ack_pos >= from
+                    || self.peers[i]
+                        .heard_at
+                        .is_none_or(|t| now.saturating_since(t) > window)
             });
             if !answered && self.unfit_wait.is_some_and(|t| now < t) {
                 return;
@@ -166,7 +174,9 @@ impl Node {
             let p = best(&|i| {
                 !named
                     && self.cfg.servers[i].priority > mine
-                    && self.fit_since[i].is_some_and(|t| now.saturating_since(t) >= delay)
+                    && self.peers[i]
+                        .fit_since
+                        .is_some_and(|t| now.saturating_since(t) >= delay)
                     && self.acked_fit_since(i, (0, 0))
             });
             (p, Handover::Preempt)

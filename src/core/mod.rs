@@ -17,6 +17,7 @@ pub mod candidate;
 mod checks;
 pub mod elector;
 mod fitness;
+mod peers;
 mod timers;
 mod types;
 
@@ -29,6 +30,7 @@ use crate::wire::{Body, Message, PeerSet};
 use candidate::{Leadership, Tally};
 use elector::{Claim, ElectorState, Slate};
 use log::{debug, error, info, warn};
+use peers::Peer;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -93,16 +95,6 @@ pub struct Node {
     healthy: bool,
     /// Drained by the operator (persisted).
     drained: bool,
-    /// Per server: when it last reported its fitness (an ACK, with or without UNFIT; an
-    /// ELECT, with or without INELIGIBLE), and since when it has been reported fit
-    /// continuously (None after an unfit report) (SPEC sections 13, 14).
-    fit_at: Vec<Option<Time>>,
-    fit_since: Vec<Option<Time>>,
-    /// Per server, for a leader: the position (term, seq) of the LEAD acknowledged by its
-    /// latest ACK that said fit ((0, 0) after an unfit one). A handover needs an ACK of a
-    /// recent LEAD: a fit report dated by its receipt could be a late copy, or come from
-    /// a server that crashed or froze since (issue 11 review).
-    fit_ack: Vec<(u64, u64)>,
     /// The position of the first LEAD this leader sent after it turned unfit: a health or
     /// drain handover goes only to a server that acknowledged it (or a later one) as fit,
     /// so a fault shared by every server, noticed a moment later by some, is not handed
@@ -112,8 +104,6 @@ pub struct Node {
     /// successor (RTT after it left; sooner once every live server has answered), so
     /// the successor is the best fit server, not the first to answer.
     unfit_wait: Option<Time>,
-    /// Per server, the position of the newest current LEAD it acknowledged (fit or not).
-    ack_pos: Vec<(u64, u64)>,
     /// When a RESIGN named this server as successor: its preempt-delay counts from then,
     /// so `yield --to` is not undone at once by a preemption (issue 11).
     named_at: Option<Time>,
@@ -125,12 +115,8 @@ pub struct Node {
     /// No vote for anyone but `leader` before this time (SPEC section 5).
     faith_until: Time,
     last_seen: (u64, u64),
-    /// Per server, when a datagram of it last arrived here.
-    heard_at: Vec<Option<Time>>,
-    /// Per server, when the followed leader last said it had heard it (the `alive` map
-    /// of a LEAD): followers acknowledge to the leader only, so a follower learns from
-    /// the leader which other followers are alive.
-    vouched_at: Vec<Option<Time>>,
+    /// Per server, what this server knows of it (indexed like `ids`).
+    peers: Vec<Peer>,
 
     elector: ElectorState,
     elector_deadline: Time,
@@ -216,19 +202,14 @@ impl Node {
             promise,
             healthy: true,
             drained: durable.drained,
-            fit_at: vec![None; n],
-            fit_since: vec![None; n],
-            fit_ack: vec![(0, 0); n],
             unfit_from: (0, 0),
             unfit_wait: None,
-            ack_pos: vec![(0, 0); n],
             named_at: None,
             successor: None,
             leader: None,
             faith_until: Time::ZERO,
             last_seen: (0, 0),
-            heard_at: vec![None; n],
-            vouched_at: vec![None; n],
+            peers: vec![Peer::default(); n],
             elector: ElectorState::Watching,
             elector_deadline: now + cfg.heartbeat * 5,
             slate: Slate::new(n),
@@ -264,7 +245,7 @@ impl Node {
         }
         self.admit(msg)?;
         // Heard first: a round that the timer opens in this same call counts the sender.
-        self.heard_at[s] = Some(now);
+        self.peers[s].heard_at = Some(now);
         self.on_time(now);
         match msg.body {
             Body::Lead {
@@ -326,12 +307,12 @@ impl Node {
                     None => (msg.term, seq.saturating_add(1)) >= self.last_seen,
                 };
                 if current {
-                    self.ack_pos[s] = self.ack_pos[s].max((msg.term, seq));
+                    self.peers[s].ack_pos = self.peers[s].ack_pos.max((msg.term, seq));
                     self.note_fitness(now, s, !unfit);
-                    self.fit_ack[s] = if unfit {
+                    self.peers[s].fit_ack = if unfit {
                         (0, 0)
                     } else {
-                        self.fit_ack[s].max((msg.term, seq))
+                        self.peers[s].fit_ack.max((msg.term, seq))
                     };
                 }
                 self.on_ack(s, msg.term, seq)
@@ -355,7 +336,7 @@ impl Node {
     pub fn handle_heard(&mut self, now: Time, id: u16) {
         if let Some(s) = self.index[usize::from(id.min(255))].map(usize::from) {
             if s != self.me {
-                self.heard_at[s] = Some(self.heard_at[s].map_or(now, |t| t.max(now)));
+                self.peers[s].heard_at = Some(self.peers[s].heard_at.map_or(now, |t| t.max(now)));
             }
         }
     }
