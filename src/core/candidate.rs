@@ -122,10 +122,11 @@ impl Leadership {
         debug_assert!(term > self.term);
         self.term = term;
         self.seq = 0;
-        self.term_since = now;
         if keep_acks {
+            // The code before the fix, exactly: old ACKs count, the window runs on.
             return;
         }
+        self.term_since = now;
         self.floor = self.lease_until.filter(|&u| u > now);
         self.sent.clear();
         self.acked.iter_mut().for_each(|a| *a = None);
