@@ -282,6 +282,13 @@ impl Daemon {
         family(
             &mut s,
             "counter",
+            "log_lines_dropped",
+            "Log lines dropped because the log sink (stderr) did not take them in time (SPEC section 12).",
+            &one(crate::logsink::dropped_total()),
+        );
+        family(
+            &mut s,
+            "counter",
             "datagrams_sent",
             "Datagrams sent (one per destination per flush, carrying every group's messages).",
             &one(m.datagrams_sent),
