@@ -1,9 +1,32 @@
 //! The flush: every group's outputs after an input (SPEC sections 4 and 15). Durable
-//! writes first (one write of the state file for every group that asked, confirmed
-//! before anything that waited for it leaves), events, then the datagrams, batched per
-//! destination, with a leader's heartbeats of all its groups aligned into one.
+//! writes are handed to the state writer thread (one write of the state file for every
+//! group that asked; nothing that waited for it leaves before the thread reports it
+//! done), events are handled, then the datagrams leave, batched per destination, with a
+//! leader's heartbeats of all its groups aligned into one.
+//!
+//! Why the loop never waits on the disk and persist-then-confirm still holds (SPEC
+//! sections 4 and 12): a core that asks for a write (`Output::Persist`) holds back every
+//! datagram it queues after the request until `handle_persisted` confirms it, and only
+//! `finish_write` confirms, after the writer thread reported the fsyncs done. The loop
+//! meanwhile answers requests and sends what no pending write holds: other groups'
+//! LEADs, and a steady leader's heartbeats (they need no write: a leader asks for one
+//! only when its term or hold promise changes). One write is in flight at a time;
+//! requests made meanwhile (`Group::want`, the latest per group) go into the next.
 
 use super::*;
+
+/// A write of the state file handed to the writer thread.
+pub(super) struct InFlight {
+    /// The groups that asked, with the state the write holds for each: confirmed to
+    /// them once it is durable.
+    states: Vec<(usize, Durable)>,
+    /// When it was handed over (a write that takes long is logged once).
+    since: Instant,
+    warned: bool,
+}
+
+/// A write that has not finished after this long is logged (once per write).
+const SLOW_WRITE: Duration = Duration::from_secs(5);
 
 impl Daemon {
     /// Runs every group's due timers, then flushes.
@@ -15,21 +38,18 @@ impl Daemon {
         self.flush_node()
     }
 
-    /// Drains every group's core: durable writes (one write of the state file for all
-    /// groups, confirmed before anything that waited for it leaves), events, then the
-    /// datagrams, batched per destination (SPEC section 15). When a LEAD leaves, the
-    /// other groups this server leads send theirs now if due within HBT/2, so every
-    /// group's heartbeat shares one datagram and their ACKs come back in one.
+    /// Drains every group's core: durable writes (handed to the writer thread, one
+    /// write of the state file for all groups; what waits for it stays held in the
+    /// cores), events, then the datagrams, batched per destination (SPEC section 15).
+    /// When a LEAD leaves, the other groups this server leads send theirs now if due
+    /// within HBT/2, so every group's heartbeat shares one datagram and their ACKs come
+    /// back in one.
     pub(super) fn flush_node(&mut self) -> Result<(), Fatal> {
         let mut aligned = false;
-        // Bounded: each pass either writes, aligns once, or finds nothing left; a core
-        // queues at most a few writes per input.
+        // Bounded: each pass aligns once or finds nothing left.
         for _ in 0..64 {
             self.drain_outputs()?;
-            if self.groups.iter().any(|g| g.want.is_some()) {
-                self.write_state()?;
-                continue;
-            }
+            self.start_write()?;
             if !aligned && self.outbox.iter().any(|(_, e)| is_heartbeat(&e.msg)) {
                 aligned = true;
                 let now = boot_now();
@@ -47,6 +67,125 @@ impl Daemon {
         self.send_outbox()?;
         self.report_changes();
         Ok(())
+    }
+
+    /// True while a write is in flight or waits to be handed over.
+    pub(super) fn write_pending(&self) -> bool {
+        self.in_flight.is_some() || self.extra_dirty || self.groups.iter().any(|g| g.want.is_some())
+    }
+
+    /// Hands the writer thread the state file as it should be (every group's newest
+    /// state) when some group asked and no write is in flight.
+    fn start_write(&mut self) -> Result<(), Fatal> {
+        if self.in_flight.is_some()
+            || !(self.extra_dirty || self.groups.iter().any(|g| g.want.is_some()))
+        {
+            return Ok(());
+        }
+        let mut all = self.kept.clone();
+        let mut states = Vec::new();
+        for (i, g) in self.groups.iter_mut().enumerate() {
+            let state = g.want.take();
+            all.insert(g.name.clone(), state.unwrap_or(g.durable));
+            states.extend(state.map(|s| (i, s)));
+        }
+        self.extra_dirty = false;
+        self.writer
+            .submit(all, self.extra.clone())
+            .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
+        self.in_flight = Some(InFlight {
+            states,
+            since: Instant::now(),
+            warned: false,
+        });
+        Ok(())
+    }
+
+    /// Takes the writer thread's report, if the write in flight has finished: confirms
+    /// it to the groups that asked, then flushes what it released (and starts the next
+    /// write). A failed write stops the daemon, as it always did: nothing that depended
+    /// on it has left, and without a working state file stopping is the only safe answer.
+    pub(super) fn take_write_result(&mut self) -> Result<(), Fatal> {
+        let Some(f) = self.in_flight.as_mut() else {
+            return Ok(());
+        };
+        match self.writer.try_result() {
+            Some(r) => {
+                self.finish_write(r)?;
+                self.flush_node()
+            }
+            None => {
+                if !f.warned && f.since.elapsed() >= SLOW_WRITE {
+                    f.warned = true;
+                    warn!(
+                        "the state file write has taken {} s so far ({}): votes and new terms wait for it; leases, heartbeats and the control socket go on",
+                        f.since.elapsed().as_secs(),
+                        self.cfg.state.display()
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Confirms the finished write `r` to each group that asked (or stops on its error).
+    fn finish_write(&mut self, r: Result<(), String>) -> Result<(), Fatal> {
+        let Some(f) = self.in_flight.take() else {
+            return Ok(());
+        };
+        r.map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
+        self.metrics.state_writes += 1;
+        if f.warned {
+            info!(
+                "the state file write finished after {} ms",
+                f.since.elapsed().as_millis()
+            );
+        }
+        let now = boot_now();
+        for (g, state) in f.states {
+            let group = &mut self.groups[g];
+            group.durable = state;
+            group.node.handle_persisted(now, state);
+        }
+        Ok(())
+    }
+
+    /// Waits until every write asked for so far is durable and confirmed (`drain`,
+    /// which answers only then). Waits on the disk: used only where a request's answer
+    /// must say that its change is on disk.
+    pub(super) fn wait_for_writes(&mut self) -> Result<(), Fatal> {
+        // Bounded: each pass confirms a write; a confirmation queues at most a few more.
+        for _ in 0..8 {
+            if self.in_flight.is_some() {
+                let r = self.writer.wait_result();
+                self.finish_write(r)?;
+            }
+            self.flush_node()?;
+            if !self.write_pending() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the state file as it stands, now (a new boot number must be on disk
+    /// before a datagram carries it: rare, once per 2^32 datagrams). The write in
+    /// flight, if any, finishes first: two writes never race on the temporary file.
+    pub(super) fn save_state(&mut self) -> Result<(), crate::store::StoreError> {
+        if self.in_flight.is_some() {
+            let r = self.writer.wait_result();
+            if let Err(e) = self.finish_write(r) {
+                return Err(crate::store::StoreError::Io(
+                    self.cfg.state.clone(),
+                    io::Error::other(e.0),
+                ));
+            }
+        }
+        let mut all = self.kept.clone();
+        for g in &self.groups {
+            all.insert(g.name.clone(), g.durable);
+        }
+        self.store.save(&all, &self.extra)
     }
 
     /// Takes every group's queued outputs: sends go to the outbox, writes are noted
@@ -68,37 +207,6 @@ impl Daemon {
             }
         }
         Ok(())
-    }
-
-    /// Writes the state file with every group's newest state, then confirms it to each
-    /// group that asked. Nothing that depends on it has left: the cores hold it back.
-    pub(super) fn write_state(&mut self) -> Result<(), Fatal> {
-        let mut all = self.kept.clone();
-        for g in &self.groups {
-            all.insert(g.name.clone(), g.want.unwrap_or(g.durable));
-        }
-        // If it cannot be written, stopping is the only safe answer.
-        self.store
-            .save(&all, &self.extra)
-            .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
-        self.metrics.state_writes += 1;
-        let now = boot_now();
-        for g in &mut self.groups {
-            if let Some(state) = g.want.take() {
-                g.durable = state;
-                g.node.handle_persisted(now, state);
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes the state file as it stands (boot numbers changed, no group asked).
-    pub(super) fn save_state(&self) -> Result<(), crate::store::StoreError> {
-        let mut all = self.kept.clone();
-        for g in &self.groups {
-            all.insert(g.name.clone(), g.durable);
-        }
-        self.store.save(&all, &self.extra)
     }
 
     pub(super) fn on_event(&mut self, g: usize, e: Event) {
