@@ -171,3 +171,70 @@ pub fn flush(within: Duration) -> bool {
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A sink that takes nothing until the test opens it, then keeps what it got.
+    struct Gated {
+        open: mpsc::Receiver<()>,
+        opened: bool,
+        got: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl Write for Gated {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if !self.opened {
+                let _ = self.open.recv();
+                self.opened = true;
+            }
+            self.got.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_stalled_sink_drops_and_counts_past_the_bound_and_flush_waits_boundedly() {
+        let (open, gate) = mpsc::channel();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let mut w = start(Gated {
+            open: gate,
+            opened: false,
+            got: got.clone(),
+        })
+        .unwrap();
+        // The writer takes the first line and blocks in the sink with it.
+        w.write_all(b"first\n").unwrap();
+        let t0 = Instant::now();
+        while !SINK.get().unwrap().lock().writing {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "writer never started"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Every later write returns at once: MAX_LINES are queued, 10 are dropped.
+        let t1 = Instant::now();
+        for i in 0..MAX_LINES + 10 {
+            w.write_all(format!("line {i}\n").as_bytes()).unwrap();
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(1),
+            "a write waited on the sink"
+        );
+        assert_eq!(dropped_total(), 10);
+        assert!(!flush(Duration::from_millis(50)), "the sink is stalled");
+        open.send(()).unwrap();
+        assert!(flush(Duration::from_secs(5)), "the sink took everything");
+        let text = String::from_utf8(got.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1 + MAX_LINES);
+        assert!(text.starts_with("first\nline 0\n"));
+        assert!(text.ends_with(&format!("line {}\n", MAX_LINES - 1)));
+    }
+}

@@ -532,6 +532,51 @@ mod tests {
     }
 
     #[test]
+    fn the_writer_thread_writes_reports_and_wakes() {
+        let dir = tmpdir("writer");
+        let s = Store::new(&dir.join("1.state"));
+        let woken = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let w2 = woken.clone();
+        let w = s
+            .writer(Box::new(move || {
+                w2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }))
+            .unwrap();
+        let d = Durable {
+            term: 4,
+            voted_term: 4,
+            voted_for: 2,
+            led_term: 3,
+            hold_ms: 300,
+            drained: false,
+        };
+        let x = Extra {
+            boot: 2,
+            ..Extra::default()
+        };
+        w.submit(one(d), x.clone()).unwrap();
+        assert_eq!(w.wait_result(), Ok(()));
+        // The thread wakes the loop right after it reports.
+        let t0 = std::time::Instant::now();
+        while woken.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(5),
+                "never woken"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(s.load().unwrap(), (one(d), x.clone()));
+        assert!(w.try_result().is_none(), "one result per write");
+        // A failed write is reported, not lost: the daemon stops on it.
+        let gone = Store::new(&dir.join("missing-dir").join("1.state"));
+        let wg = gone.writer(Box::new(|| {})).unwrap();
+        wg.submit(one(d), x).unwrap();
+        let e = wg.wait_result().unwrap_err();
+        assert!(e.contains("missing-dir"), "{e}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn a_second_lock_is_refused_naming_the_file_and_holder() {
         let dir = tmpdir("lock");
         let p = dir.join("3.state");
