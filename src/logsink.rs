@@ -24,6 +24,9 @@ pub const MAX_LINES: usize = 1024;
 /// The most bytes waiting to be written; later lines are dropped.
 pub const MAX_BYTES: usize = 256 * 1024;
 
+/// The writer thread's name.
+pub const THREAD_NAME: &str = "log-writer";
+
 /// Lines dropped since the start because the queue was full.
 static DROPPED_TOTAL: AtomicU64 = AtomicU64::new(0);
 static SINK: OnceLock<Arc<Shared>> = OnceLock::new();
@@ -106,7 +109,7 @@ pub fn start(out: impl Write + Send + 'static) -> io::Result<QueueWriter> {
     });
     let s2 = shared.clone();
     std::thread::Builder::new()
-        .name("log-writer".into())
+        .name(THREAD_NAME.into())
         .spawn(move || drain(&s2, out))?;
     let shared = SINK.get_or_init(|| shared).clone();
     Ok(QueueWriter { shared })

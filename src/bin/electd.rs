@@ -229,6 +229,14 @@ fn main() {
         eprintln!("electd: cannot block signals: {e}");
         std::process::exit(1);
     }
+    // A panic (a bug) prints after the lines queued before it, when the sink works.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().name() != Some(electd::logsink::THREAD_NAME) {
+            electd::logsink::flush(LOG_FLUSH);
+        }
+        report(info);
+    }));
     let code = run();
     // The last lines ("stopped", "stopping on error: ...") leave before the exit, unless
     // the sink is stalled: then the exit does not wait for it longer than this.
