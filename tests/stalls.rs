@@ -274,6 +274,14 @@ fn a_frozen_state_disk_keeps_the_lease_and_status_answers() {
     });
     // The write that `elect b` asked for was still in flight at the end of the stall.
     let during = writes();
+    let age = common::metric_value::<f64>(
+        &request_at(&sock, "metrics").unwrap_or_default(),
+        "electd_state_write_seconds",
+    );
+    assert!(
+        age.is_some_and(|a| a >= 3.0),
+        "electd_state_write_seconds at the end of the stall: {age:?}"
+    );
     drop(thaw);
     samples.check("state disk frozen 4 s");
     assert_eq!(during, before, "no state write can finish on a frozen disk");

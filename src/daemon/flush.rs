@@ -74,6 +74,13 @@ impl Daemon {
         self.in_flight.is_some() || self.extra_dirty || self.groups.iter().any(|g| g.want.is_some())
     }
 
+    /// How long the write in flight has taken so far (zero when none).
+    pub(super) fn write_age(&self) -> Duration {
+        self.in_flight
+            .as_ref()
+            .map_or(Duration::ZERO, |f| f.since.elapsed())
+    }
+
     /// Hands the writer thread the state file as it should be (every group's newest
     /// state) when some group asked and no write is in flight.
     fn start_write(&mut self) -> Result<(), Fatal> {

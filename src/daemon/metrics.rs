@@ -288,6 +288,13 @@ impl Daemon {
         );
         family(
             &mut s,
+            "gauge",
+            "state_write_seconds",
+            "How long the state file write in flight has taken so far (0 when none): votes and new terms wait for it.",
+            &one(format!("{:.3}", self.write_age().as_secs_f64())),
+        );
+        family(
+            &mut s,
             "counter",
             "datagrams_sent",
             "Datagrams sent (one per destination per flush, carrying every group's messages).",
