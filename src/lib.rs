@@ -23,6 +23,7 @@ pub mod health;
 pub mod hooks;
 pub mod http;
 pub mod json;
+pub mod logsink;
 pub mod notify;
 pub mod rng;
 pub mod store;

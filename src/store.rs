@@ -16,6 +16,7 @@ use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 
 /// Why the state file could not be used.
 #[derive(Debug)]
@@ -290,31 +291,109 @@ impl Store {
     }
 
     /// Writes every group's state durably: temporary file, fsync, rename, fsync of the
-    /// directory.
+    /// directory. Never while a [`Writer`] on the same file has a write in flight.
     pub fn save(&self, groups: &GroupStates, x: &Extra) -> Result<(), StoreError> {
-        let io = |e| StoreError::Io(self.path.clone(), e);
-        let dir = match self.path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let mut tmp_name = self.path.file_name().unwrap_or_default().to_os_string();
-        tmp_name.push(".tmp");
-        let tmp = dir.join(tmp_name);
-        let content = body(groups, x);
-        let text = format!("{content}crc {:08x}\n", crc32fast::hash(content.as_bytes()));
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(io)?;
-        f.write_all(text.as_bytes()).map_err(io)?;
-        f.sync_all().map_err(io)?;
-        drop(f);
-        fs::rename(&tmp, &self.path).map_err(io)?;
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
-        Ok(())
+        write_file(&self.path, groups, x)
     }
+
+    /// Starts the writer thread of this file; `wake` is called after each write (the
+    /// daemon's `mio::Waker`).
+    pub fn writer(&self, wake: Box<dyn Fn() + Send>) -> io::Result<Writer> {
+        Writer::start(self.path.clone(), wake)
+    }
+}
+
+/// The state file's writer thread (SPEC sections 4 and 12): the event loop hands it a
+/// snapshot and goes on; the thread writes it (temporary file, fsync, rename, fsync of
+/// the directory), reports the result and wakes the loop, which only then confirms the
+/// write to the cores that asked. One write at a time: the caller submits the next
+/// only after it has taken the result of the last.
+pub struct Writer {
+    jobs: mpsc::SyncSender<(GroupStates, Extra)>,
+    results: mpsc::Receiver<Result<(), StoreError>>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Writer")
+    }
+}
+
+impl Writer {
+    fn start(path: PathBuf, wake: Box<dyn Fn() + Send>) -> io::Result<Writer> {
+        let (jobs, job_rx) = mpsc::sync_channel::<(GroupStates, Extra)>(1);
+        let (result_tx, results) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("state-writer".into())
+            .spawn(move || {
+                while let Ok((groups, x)) = job_rx.recv() {
+                    if result_tx.send(write_file(&path, &groups, &x)).is_err() {
+                        break;
+                    }
+                    wake();
+                }
+            })?;
+        Ok(Writer { jobs, results })
+    }
+
+    /// Hands a snapshot to the thread; never blocks (one write in flight at most).
+    pub fn submit(&self, groups: GroupStates, x: Extra) -> Result<(), String> {
+        self.jobs.try_send((groups, x)).map_err(|e| match e {
+            mpsc::TrySendError::Full(_) => {
+                "a state write was submitted while another was in flight".to_string()
+            }
+            mpsc::TrySendError::Disconnected(_) => {
+                "the state writer thread has stopped".to_string()
+            }
+        })
+    }
+
+    /// The result of the write in flight, if it has finished; never blocks.
+    pub fn try_result(&self) -> Option<Result<(), String>> {
+        match self.results.try_recv() {
+            Ok(r) => Some(r.map_err(|e| e.to_string())),
+            Err(mpsc::TryRecvError::Empty) => None,
+            Err(mpsc::TryRecvError::Disconnected) => {
+                Some(Err("the state writer thread has stopped".into()))
+            }
+        }
+    }
+
+    /// Waits for the result of the write in flight (rare paths only: `drain`, a new
+    /// boot number).
+    pub fn wait_result(&self) -> Result<(), String> {
+        match self.results.recv() {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err("the state writer thread has stopped".into()),
+        }
+    }
+}
+
+/// Writes every group's state to `path` durably: temporary file, fsync, rename, fsync
+/// of the directory.
+fn write_file(path: &Path, groups: &GroupStates, x: &Extra) -> Result<(), StoreError> {
+    let io = |e| StoreError::Io(path.to_path_buf(), e);
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = dir.join(tmp_name);
+    let content = body(groups, x);
+    let text = format!("{content}crc {:08x}\n", crc32fast::hash(content.as_bytes()));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(io)?;
+    f.write_all(text.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    drop(f);
+    fs::rename(&tmp, path).map_err(io)?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -449,6 +528,51 @@ mod tests {
             let e = s.load().unwrap_err().to_string();
             assert!(e.contains("corrupt"), "{e}");
         }
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_writer_thread_writes_reports_and_wakes() {
+        let dir = tmpdir("writer");
+        let s = Store::new(&dir.join("1.state"));
+        let woken = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let w2 = woken.clone();
+        let w = s
+            .writer(Box::new(move || {
+                w2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }))
+            .unwrap();
+        let d = Durable {
+            term: 4,
+            voted_term: 4,
+            voted_for: 2,
+            led_term: 3,
+            hold_ms: 300,
+            drained: false,
+        };
+        let x = Extra {
+            boot: 2,
+            ..Extra::default()
+        };
+        w.submit(one(d), x.clone()).unwrap();
+        assert_eq!(w.wait_result(), Ok(()));
+        // The thread wakes the loop right after it reports.
+        let t0 = std::time::Instant::now();
+        while woken.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(5),
+                "never woken"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(s.load().unwrap(), (one(d), x.clone()));
+        assert!(w.try_result().is_none(), "one result per write");
+        // A failed write is reported, not lost: the daemon stops on it.
+        let gone = Store::new(&dir.join("missing-dir").join("1.state"));
+        let wg = gone.writer(Box::new(|| {})).unwrap();
+        wg.submit(one(d), x).unwrap();
+        let e = wg.wait_result().unwrap_err();
+        assert!(e.contains("missing-dir"), "{e}");
         fs::remove_dir_all(dir).unwrap();
     }
 

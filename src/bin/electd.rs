@@ -74,9 +74,23 @@ fn check_key_access(cfg: &Config, user: &User) -> Result<(), (i32, String)> {
     Ok(())
 }
 
+/// Logging through env_logger's format and levels into the bounded queue of
+/// `logsink`, drained to stderr by its own thread: no other thread ever waits on a log
+/// write (SPEC section 12). Without that thread (it could not start), straight to
+/// stderr as before.
 fn init_logging(level: LevelFilter) {
     let journal = std::env::var_os("JOURNAL_STREAM").is_some();
+    let target = match electd::logsink::start(std::io::stderr()) {
+        Ok(w) => env_logger::Target::Pipe(Box::new(w)),
+        Err(e) => {
+            eprintln!(
+                "electd: cannot start the log writer thread ({e}): logging to stderr directly"
+            );
+            env_logger::Target::Stderr
+        }
+    };
     env_logger::Builder::new()
+        .target(target)
         .filter_level(LevelFilter::Trace)
         .format(move |buf, rec| {
             if journal {
@@ -215,8 +229,23 @@ fn main() {
         eprintln!("electd: cannot block signals: {e}");
         std::process::exit(1);
     }
-    std::process::exit(run());
+    // A panic (a bug) prints after the lines queued before it, when the sink works.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().name() != Some(electd::logsink::THREAD_NAME) {
+            electd::logsink::flush(LOG_FLUSH);
+        }
+        report(info);
+    }));
+    let code = run();
+    // The last lines ("stopped", "stopping on error: ...") leave before the exit, unless
+    // the sink is stalled: then the exit does not wait for it longer than this.
+    electd::logsink::flush(LOG_FLUSH);
+    std::process::exit(code);
 }
+
+/// The longest an exit waits for the log lines still queued.
+const LOG_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn run() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();

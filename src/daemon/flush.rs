@@ -1,7 +1,17 @@
 //! The flush: every group's outputs after an input (SPEC sections 4 and 15). Durable
-//! writes first (one write of the state file for every group that asked, confirmed
-//! before anything that waited for it leaves), events, then the datagrams, batched per
-//! destination, with a leader's heartbeats of all its groups aligned into one.
+//! writes are handed to the state writer thread (one write of the state file for every
+//! group that asked; nothing that waited for it leaves before the thread reports it
+//! done), events are handled, then the datagrams leave, batched per destination, with a
+//! leader's heartbeats of all its groups aligned into one.
+//!
+//! Why the loop never waits on the disk and persist-then-confirm still holds (SPEC
+//! sections 4 and 12): a core that asks for a write (`Output::Persist`) holds back every
+//! datagram it queues after the request until `handle_persisted` confirms it, and only
+//! `finish_write` confirms, after the writer thread reported the fsyncs done. The loop
+//! meanwhile answers requests and sends what no pending write holds: other groups'
+//! LEADs, and a steady leader's heartbeats (they need no write: a leader asks for one
+//! only when its term or hold promise changes). One write is in flight at a time;
+//! requests made meanwhile (`Group::want`, the latest per group) go into the next.
 
 use super::*;
 
@@ -9,31 +19,26 @@ use super::*;
 pub(super) trait FlushSteps {
     /// Takes every group's queued outputs.
     fn drain(&mut self) -> Result<(), Fatal>;
-    /// True when some group asked for a write of the state file.
-    fn wants_write(&self) -> bool;
-    /// Writes the state file and confirms it to the groups that asked.
-    fn write(&mut self) -> Result<(), Fatal>;
+    /// Hands the state file's write to the writer thread if a group asked and none
+    /// is in flight (confirmed later, when it is durable).
+    fn start_write(&mut self) -> Result<(), Fatal>;
     /// True when a LEAD is about to leave.
     fn has_heartbeat(&self) -> bool;
     /// Lets every led group send its LEAD now if due within HBT/2.
     fn align(&mut self);
 }
 
-/// Drains, writes and aligns until nothing is left: every write before what waited for
-/// it, and one heartbeat alignment. After the alignment the groups are always drained
+/// Drains, starts the write and aligns until nothing is left: what waits for a write
+/// stays held in its core until the write is confirmed, and one heartbeat alignment. After the alignment the groups are always drained
 /// again, whether or not a LEAD was pulled: the alignment passes time to every group,
 /// and a timer that fired there (an ELECT, a VOTE, a RESIGN) must leave in this flush,
 /// not at the next wakeup, up to a heartbeat later (issue 20).
 pub(super) fn flush_passes<S: FlushSteps>(s: &mut S) -> Result<(), Fatal> {
     let mut aligned = false;
-    // Bounded: each pass either writes, aligns once, or finds nothing left; a core
-    // queues at most a few writes per input.
+    // Bounded: each pass aligns once or finds nothing left.
     for _ in 0..64 {
         s.drain()?;
-        if s.wants_write() {
-            s.write()?;
-            continue;
-        }
+        s.start_write()?;
         if !aligned && s.has_heartbeat() {
             aligned = true;
             s.align();
@@ -49,12 +54,8 @@ impl FlushSteps for Daemon {
         self.drain_outputs()
     }
 
-    fn wants_write(&self) -> bool {
-        self.groups.iter().any(|g| g.want.is_some())
-    }
-
-    fn write(&mut self) -> Result<(), Fatal> {
-        self.write_state()
+    fn start_write(&mut self) -> Result<(), Fatal> {
+        self.submit_write()
     }
 
     fn has_heartbeat(&self) -> bool {
@@ -69,6 +70,18 @@ impl FlushSteps for Daemon {
         }
     }
 }
+/// A write of the state file handed to the writer thread.
+pub(super) struct InFlight {
+    /// The groups that asked, with the state the write holds for each: confirmed to
+    /// them once it is durable.
+    states: Vec<(usize, Durable)>,
+    /// When it was handed over (a write that takes long is logged once).
+    since: Instant,
+    warned: bool,
+}
+
+/// A write that has not finished after this long is logged (once per write).
+const SLOW_WRITE: Duration = Duration::from_secs(5);
 
 impl Daemon {
     /// Runs every group's due timers, then flushes.
@@ -80,16 +93,143 @@ impl Daemon {
         self.flush_node()
     }
 
-    /// Drains every group's core: durable writes (one write of the state file for all
-    /// groups, confirmed before anything that waited for it leaves), events, then the
-    /// datagrams, batched per destination (SPEC section 15). When a LEAD leaves, the
-    /// other groups this server leads send theirs now if due within HBT/2, so every
-    /// group's heartbeat shares one datagram and their ACKs come back in one.
+    /// Drains every group's core: durable writes (handed to the writer thread, one
+    /// write of the state file for all groups; what waits for it stays held in the
+    /// cores), events, then the datagrams, batched per destination (SPEC section 15).
+    /// When a LEAD leaves, the other groups this server leads send theirs now if due
+    /// within HBT/2, so every group's heartbeat shares one datagram and their ACKs come
+    /// back in one.
     pub(super) fn flush_node(&mut self) -> Result<(), Fatal> {
         flush_passes(self)?;
         self.send_outbox()?;
         self.report_changes();
         Ok(())
+    }
+
+    /// True while a write is in flight or waits to be handed over.
+    pub(super) fn write_pending(&self) -> bool {
+        self.in_flight.is_some() || self.extra_dirty || self.groups.iter().any(|g| g.want.is_some())
+    }
+
+    /// How long the write in flight has taken so far (zero when none).
+    pub(super) fn write_age(&self) -> Duration {
+        self.in_flight
+            .as_ref()
+            .map_or(Duration::ZERO, |f| f.since.elapsed())
+    }
+
+    /// Hands the writer thread the state file as it should be (every group's newest
+    /// state) when some group asked and no write is in flight.
+    fn submit_write(&mut self) -> Result<(), Fatal> {
+        if self.in_flight.is_some()
+            || !(self.extra_dirty || self.groups.iter().any(|g| g.want.is_some()))
+        {
+            return Ok(());
+        }
+        let mut all = self.kept.clone();
+        let mut states = Vec::new();
+        for (i, g) in self.groups.iter_mut().enumerate() {
+            let state = g.want.take();
+            all.insert(g.name.clone(), state.unwrap_or(g.durable));
+            states.extend(state.map(|s| (i, s)));
+        }
+        self.extra_dirty = false;
+        self.writer
+            .submit(all, self.extra.clone())
+            .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
+        self.in_flight = Some(InFlight {
+            states,
+            since: Instant::now(),
+            warned: false,
+        });
+        Ok(())
+    }
+
+    /// Takes the writer thread's report, if the write in flight has finished: confirms
+    /// it to the groups that asked, then flushes what it released (and starts the next
+    /// write). A failed write stops the daemon, as it always did: nothing that depended
+    /// on it has left, and without a working state file stopping is the only safe answer.
+    pub(super) fn take_write_result(&mut self) -> Result<(), Fatal> {
+        let Some(f) = self.in_flight.as_mut() else {
+            return Ok(());
+        };
+        match self.writer.try_result() {
+            Some(r) => {
+                self.finish_write(r)?;
+                self.flush_node()
+            }
+            None => {
+                if !f.warned && f.since.elapsed() >= SLOW_WRITE {
+                    f.warned = true;
+                    warn!(
+                        "the state file write has taken {} s so far ({}): votes and new terms wait for it; leases, heartbeats and the control socket go on",
+                        f.since.elapsed().as_secs(),
+                        self.cfg.state.display()
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Confirms the finished write `r` to each group that asked (or stops on its error).
+    fn finish_write(&mut self, r: Result<(), String>) -> Result<(), Fatal> {
+        let Some(f) = self.in_flight.take() else {
+            return Ok(());
+        };
+        r.map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
+        self.metrics.state_writes += 1;
+        if f.warned {
+            info!(
+                "the state file write finished after {} ms",
+                f.since.elapsed().as_millis()
+            );
+        }
+        let now = boot_now();
+        for (g, state) in f.states {
+            let group = &mut self.groups[g];
+            group.durable = state;
+            group.node.handle_persisted(now, state);
+        }
+        Ok(())
+    }
+
+    /// Waits until every write asked for so far is durable and confirmed (`drain`,
+    /// which answers only then). Waits on the disk: used only where a request's answer
+    /// must say that its change is on disk.
+    pub(super) fn wait_for_writes(&mut self) -> Result<(), Fatal> {
+        // Bounded: each pass confirms a write; a confirmation queues at most a few more.
+        for _ in 0..8 {
+            if self.in_flight.is_some() {
+                let r = self.writer.wait_result();
+                self.finish_write(r)?;
+            }
+            self.flush_node()?;
+            if !self.write_pending() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the state file as it stands, now (a new boot number must be on disk
+    /// before a datagram carries it: rare, once per 2^32 datagrams). The write in
+    /// flight, if any, finishes first: two writes never race on the temporary file.
+    pub(super) fn save_state(&mut self) -> Result<(), crate::store::StoreError> {
+        if self.in_flight.is_some() {
+            let r = self.writer.wait_result();
+            if let Err(e) = self.finish_write(r) {
+                return Err(crate::store::StoreError::Io(
+                    self.cfg.state.clone(),
+                    io::Error::other(e.0),
+                ));
+            }
+        }
+        let mut all = self.kept.clone();
+        for g in &self.groups {
+            all.insert(g.name.clone(), g.durable);
+        }
+        self.store.save(&all, &self.extra)
     }
 
     /// Takes every group's queued outputs: sends go to the outbox, writes are noted
@@ -111,37 +251,6 @@ impl Daemon {
             }
         }
         Ok(())
-    }
-
-    /// Writes the state file with every group's newest state, then confirms it to each
-    /// group that asked. Nothing that depends on it has left: the cores hold it back.
-    pub(super) fn write_state(&mut self) -> Result<(), Fatal> {
-        let mut all = self.kept.clone();
-        for g in &self.groups {
-            all.insert(g.name.clone(), g.want.unwrap_or(g.durable));
-        }
-        // If it cannot be written, stopping is the only safe answer.
-        self.store
-            .save(&all, &self.extra)
-            .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
-        self.metrics.state_writes += 1;
-        let now = boot_now();
-        for g in &mut self.groups {
-            if let Some(state) = g.want.take() {
-                g.durable = state;
-                g.node.handle_persisted(now, state);
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes the state file as it stands (boot numbers changed, no group asked).
-    pub(super) fn save_state(&self) -> Result<(), crate::store::StoreError> {
-        let mut all = self.kept.clone();
-        for g in &self.groups {
-            all.insert(g.name.clone(), g.durable);
-        }
-        self.store.save(&all, &self.extra)
     }
 
     pub(super) fn on_event(&mut self, g: usize, e: Event) {
@@ -235,12 +344,11 @@ mod tests {
             self.outbox.append(&mut self.queued);
             Ok(())
         }
-        fn wants_write(&self) -> bool {
-            self.want
-        }
-        fn write(&mut self) -> Result<(), Fatal> {
-            self.want = false;
-            self.writes += 1;
+        fn start_write(&mut self) -> Result<(), Fatal> {
+            if self.want {
+                self.want = false;
+                self.writes += 1;
+            }
             Ok(())
         }
         fn has_heartbeat(&self) -> bool {

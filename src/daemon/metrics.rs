@@ -282,6 +282,20 @@ impl Daemon {
         family(
             &mut s,
             "counter",
+            "log_lines_dropped",
+            "Log lines dropped because the log sink (stderr) did not take them in time (SPEC section 12).",
+            &one(crate::logsink::dropped_total()),
+        );
+        family(
+            &mut s,
+            "gauge",
+            "state_write_seconds",
+            "How long the state file write in flight has taken so far (0 when none): votes and new terms wait for it.",
+            &one(format!("{:.3}", self.write_age().as_secs_f64())),
+        );
+        family(
+            &mut s,
+            "counter",
             "datagrams_sent",
             "Datagrams sent (one per destination per flush, carrying every group's messages).",
             &one(m.datagrams_sent),

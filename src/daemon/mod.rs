@@ -2,9 +2,11 @@
 //! control socket and signals (SPEC sections 9 to 12).
 //!
 //! Every wakeup: read a bounded batch from each ready source, feed the core, then drain
-//! the core's outputs (a Persist is written and confirmed before anything after it is
-//! sent), then answer a bounded batch of control requests and tell watchers and
-//! supervisors about changes. The poll timeout is the core's next deadline.
+//! the core's outputs (a Persist goes to the state writer thread; what the core queued
+//! after it is sent once the thread reports it durable), then answer a bounded batch of
+//! control requests and tell watchers and supervisors about changes. The poll timeout
+//! is the core's next deadline. The loop never waits on the disk or on the log sink
+//! (SPEC section 12): state writes and log lines have threads of their own.
 //!
 //! The core's `now` is CLOCK_BOOTTIME (`time::boot_now`, SPEC section 8): leases keep
 //! running through a suspend. Hook timeouts, the watchdog and log rate limits are not
@@ -171,6 +173,12 @@ pub struct Daemon {
     config_refused: Option<String>,
     /// `metrics-listen`: Prometheus over HTTP (SPEC section 16), if configured.
     http: Option<Http>,
+    /// The state file's writer thread: the loop never waits on the disk (SPEC 12).
+    writer: crate::store::Writer,
+    /// The write the writer thread is doing, if any (one at a time).
+    in_flight: Option<flush::InFlight>,
+    /// `extra` changed (a peer's boot) and is not yet in a write.
+    extra_dirty: bool,
 }
 
 impl Daemon {
@@ -325,6 +333,13 @@ impl Daemon {
             );
         }
         let notifier = Notifier::from_env().map_err(|e| Fatal(format!("NOTIFY_SOCKET: {e}")))?;
+        // Its results are taken every wakeup, like the checks', through the one waker.
+        let wake = waker.clone();
+        let writer = store
+            .writer(Box::new(move || {
+                let _ = wake.wake();
+            }))
+            .map_err(|e| Fatal(format!("state writer thread: {e}")))?;
         Ok(Daemon {
             cfg,
             id_override,
@@ -352,6 +367,9 @@ impl Daemon {
             outbox: Vec::new(),
             config_refused: None,
             http,
+            writer,
+            in_flight: None,
+            extra_dirty: false,
         })
     }
 
@@ -406,7 +424,7 @@ impl Daemon {
                     UDP_GROUP => self.read_udp(1)?,
                     SIGNALS => self.on_signals()?,
                     CONTROL => self.control.accept(self.poll.registry(), Instant::now()),
-                    // Results are taken below, every wakeup.
+                    // Check and state-write results are taken below, every wakeup.
                     HEALTH => {}
                     t if self.control.owns(t) => {
                         if ev.is_readable() || ev.is_read_closed() {
@@ -435,6 +453,7 @@ impl Daemon {
                     self.read_udp(which)?;
                 }
             }
+            self.take_write_result()?;
             self.on_timeouts()?;
             // Bounded: the rest stays buffered for the next wakeup (finding 7).
             for (slot, req) in self.control.take_requests(Instant::now()) {
@@ -475,7 +494,8 @@ impl Daemon {
             if let Some(bound) = self.stopping {
                 // Never before the RESIGN; at the latest the lease end plus a heartbeat.
                 let now = boot_now();
-                if self.groups.iter().all(|g| g.node.resign_complete()) {
+                // A RESIGN held behind a write leaves once it lands (or the bound passes).
+                if self.groups.iter().all(|g| g.node.resign_complete()) && !self.write_pending() {
                     info!("stopped");
                     return Ok(());
                 }

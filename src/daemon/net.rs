@@ -179,9 +179,9 @@ impl Daemon {
             && self.extra.peer_boots.len() < 256
         {
             self.extra.peer_boots.insert(peer, boot);
-            if let Err(e) = self.save_state() {
-                warn!("cannot record server {peer}'s boot {boot}: {e}");
-            }
+            // In the next write of the state file, off the loop: nothing waits for it
+            // (it only keeps that peer's earlier boots refused across our restarts).
+            self.extra_dirty = true;
         }
     }
 

@@ -179,7 +179,7 @@ impl Daemon {
     }
 
     /// `drain` and `undrain` of the groups `gs` (SPEC section 13): answered once the
-    /// state file holds the new value (`flush_node` writes it before returning). A
+    /// state file holds the new value (`wait_for_writes`). A
     /// drained leader hands over only when another server is known fit; until then it
     /// leads on, and says so. One group: the answer it always had; several: one object
     /// per group in `groups`.
@@ -201,6 +201,8 @@ impl Daemon {
             }
         }
         self.flush_node()?;
+        // The answer says the drain is on disk: the one request that waits for a write.
+        self.wait_for_writes()?;
         let mut parts = Vec::new();
         for (&g, &(changed, handoffs)) in gs.iter().zip(&before) {
             let group = &self.groups[g];

@@ -292,6 +292,13 @@ impl Cluster {
 
     pub fn spawn(&mut self, id: u16) {
         let log = std::fs::File::create(self.dir.join(format!("{id}.log"))).unwrap();
+        self.spawn_with_stderr(id, log.into());
+    }
+
+    /// Starts server `id` with its stderr going to `stderr` (a pipe nobody reads, for a
+    /// stalled log sink) instead of its log file.
+    pub fn spawn_with_stderr(&mut self, id: u16, stderr: Stdio) {
+        let log = stderr;
         let conf = self.conf_of(id);
         let ns = self
             .hosts_ns
