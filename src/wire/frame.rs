@@ -2,10 +2,10 @@
 //! (version 3, keyed 4). Each writes its header, then [`body`] for every message, then
 //! the [`trailer`]; each reads only what [`trailer::open`] has checked.
 //!
-//! | framing | header | per message |
-//! | --- | --- | --- |
-//! | single | magic, version, kind, flags, aux, sender u16, fingerprint u32, term u64 | body |
-//! | bundle | magic, version, count, 0, 0, sender u16, fingerprint u32 | group, kind, flags, aux, term u64, body (a LEAD's with its alive map) |
+//! - single: magic, version, kind, flags, aux, sender u16, fingerprint u32, term u64;
+//!   then the body.
+//! - bundle: magic, version, count, 0, 0, sender u16, fingerprint u32; then per entry
+//!   group, kind, flags, aux, term u64 and the body (a LEAD's with its alive map).
 //!
 //! A keyed version puts the sender's counter (u64) right after the header.
 

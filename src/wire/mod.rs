@@ -1,14 +1,14 @@
 //! The wire format (SPEC sections 3 and 10): one body codec under two framings, with
 //! one trailer check.
 //!
-//! - [`body`]: each message kind's flags and body, encoded and decoded by one function
+//! - `body`: each message kind's flags and body, encoded and decoded by one function
 //!   pair that every framing uses (a LEAD's alive map rides in bundles only).
-//! - [`frame`]: the two framings. A single message (version 1, or 2 when keyed) has a
+//! - `frame`: the two framings. A single message (version 1, or 2 when keyed) has a
 //!   20-byte header holding the kind, flags, sender, fingerprint and term; a bundle
 //!   (version 3, or 4 when keyed) has a 12-byte header and many entries, each naming
 //!   its election group, kind, flags and term. Keyed versions add the sender's counter
 //!   after the header.
-//! - [`trailer`]: the CRC-32 (unkeyed) or truncated HMAC-SHA256 tag (keyed) that ends
+//! - `trailer`: the CRC-32 (unkeyed) or truncated HMAC-SHA256 tag (keyed) that ends
 //!   every datagram, sealed by one function and verified by one function, before any
 //!   field is read.
 //!
@@ -285,6 +285,7 @@ pub fn encode_keyed(msg: &Message, counter: u64, key: &Key, out: &mut Vec<u8>) -
 /// (compared in constant time), then the fields. Returns the message and the sender's
 /// counter.
 pub fn decode_keyed(bytes: &[u8], keys: &[&Key]) -> Result<(Message, u64), DecodeError> {
+    // The keyed framing always carries a counter.
     let (msg, counter) = frame::decode_single(bytes, Some(keys))?;
     Ok((msg, counter.unwrap_or_default()))
 }
