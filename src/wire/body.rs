@@ -1,0 +1,292 @@
+//! The body codec: each message kind's flags, aux byte and body, encoded by [`head`] and
+//! [`write`] and decoded by [`read`], whichever framing carries them. A single message
+//! keeps kind, flags and aux in its header; a bundle keeps them in each entry's head;
+//! the bytes are the same.
+
+use super::{
+    DecodeError, FLAG_INELIGIBLE, FLAG_LEAD_UNFIT, FLAG_RESIGN, FLAG_UNFIT, Kind, MAX_ALIVE,
+    Message, valid_id,
+};
+use byteorder::{BigEndian, ByteOrder};
+
+/// A message body, one variant per kind.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// Heartbeat of the leader of the header's term.
+    Lead {
+        /// Position of this LEAD within the term, from 1.
+        seq: u64,
+        /// The leader's K*HBT in milliseconds: how long followers keep faith in it.
+        hold_ms: u32,
+        /// The leader resigns: followers elect at once.
+        resign: bool,
+        /// With `resign`: the server the leader hands over to (SPEC section 14), or 0.
+        /// Carried in the header byte after the flags, which is 0 in every other datagram.
+        successor: u16,
+        /// The leader could not be elected now (SPEC section 13).
+        unfit: bool,
+        /// The servers the leader heard acknowledge recently (itself included):
+        /// followers acknowledge to the leader only, and learn from this who is alive.
+        /// Carried by the bundle format only; empty in a version-1/2 LEAD.
+        alive: PeerSet,
+    },
+    /// A claim in a round; the header's term is the proposed term.
+    Elect {
+        /// Term of the newest LEAD the claimant has seen.
+        last_term: u64,
+        /// Sequence number of that LEAD.
+        last_seq: u64,
+        /// Configured priority of the claimant (higher wins ties).
+        priority: u8,
+        /// Servers the claimant heard within K*HBT, itself included.
+        heard: u8,
+        /// The claimant may not lead now.
+        ineligible: bool,
+    },
+    /// A vote for `candidate` in the header's term.
+    Vote {
+        /// The server voted for.
+        candidate: u16,
+    },
+    /// Acknowledgement of LEAD (header term, `seq`).
+    Ack {
+        /// Sequence number of the acknowledged LEAD.
+        seq: u64,
+        /// The follower could not take over now (SPEC section 13).
+        unfit: bool,
+    },
+}
+
+impl Body {
+    /// The kind of this body.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Body::Lead { .. } => Kind::Lead,
+            Body::Elect { .. } => Kind::Elect,
+            Body::Vote { .. } => Kind::Vote,
+            Body::Ack { .. } => Kind::Ack,
+        }
+    }
+}
+
+/// A set of server ids 1..=255 (a 256-bit map).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PeerSet([u8; 32]);
+
+impl PeerSet {
+    /// No server.
+    pub const EMPTY: PeerSet = PeerSet([0; 32]);
+
+    /// Adds server `id` (ids outside 1..=255 are ignored).
+    pub fn insert(&mut self, id: u16) {
+        if valid_id(id) {
+            let i = usize::from(id - 1);
+            self.0[i / 8] |= 1 << (i % 8);
+        }
+    }
+
+    /// True when `id` is in the set.
+    pub fn contains(&self, id: u16) -> bool {
+        valid_id(id) && {
+            let i = usize::from(id - 1);
+            self.0[i / 8] & (1 << (i % 8)) != 0
+        }
+    }
+
+    /// The number of servers in the set.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|b| b.count_ones() as usize).sum()
+    }
+
+    /// True when no server is in the set.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|&b| b == 0)
+    }
+
+    /// The ids in the set, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = u16> + '_ {
+        (1..=255u16).filter(|&id| self.contains(id))
+    }
+
+    /// The bitmap without its trailing zero bytes (what the wire carries).
+    pub(super) fn wire_bytes(&self) -> &[u8] {
+        let n = self.0.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        &self.0[..n]
+    }
+
+    /// The set a wire bitmap of up to 32 bytes describes.
+    fn from_wire(bytes: &[u8]) -> PeerSet {
+        let mut s = PeerSet::EMPTY;
+        s.0[..bytes.len()].copy_from_slice(bytes);
+        s
+    }
+}
+
+/// The three bytes every framing carries beside a body: kind, flags, and aux (a
+/// resigning leader's successor; 0 in every other message).
+pub(super) fn head(body: &Body) -> [u8; 3] {
+    let (flags, aux) = match *body {
+        Body::Lead {
+            resign,
+            successor,
+            unfit,
+            ..
+        } => (
+            (if resign { FLAG_RESIGN } else { 0 }) | (if unfit { FLAG_LEAD_UNFIT } else { 0 }),
+            if resign && valid_id(successor) {
+                successor as u8
+            } else {
+                0
+            },
+        ),
+        Body::Elect { ineligible, .. } => (if ineligible { FLAG_INELIGIBLE } else { 0 }, 0),
+        Body::Vote { .. } => (0, 0),
+        Body::Ack { unfit, .. } => (if unfit { FLAG_UNFIT } else { 0 }, 0),
+    };
+    [body.kind() as u8, flags, aux]
+}
+
+/// The bytes [`write`] appends for `body`: the kind's fixed body, and with `alive` a
+/// LEAD's alive map (a length byte and the bitmap without trailing zero bytes).
+pub(super) fn len(body: &Body, alive: bool) -> usize {
+    body.kind().body_len()
+        + match body {
+            Body::Lead { alive: map, .. } if alive => 1 + map.wire_bytes().len(),
+            _ => 0,
+        }
+}
+
+/// Appends the body of `body` (the fields [`head`] does not carry); with `alive`, a
+/// LEAD's alive map follows (the bundle framing carries it, the single one does not).
+pub(super) fn write(body: &Body, alive: bool, out: &mut Vec<u8>) {
+    match *body {
+        Body::Lead {
+            seq,
+            hold_ms,
+            alive: map,
+            ..
+        } => {
+            out.extend_from_slice(&seq.to_be_bytes());
+            out.extend_from_slice(&hold_ms.to_be_bytes());
+            if alive {
+                let map = map.wire_bytes();
+                out.push(map.len() as u8);
+                out.extend_from_slice(map);
+            }
+        }
+        Body::Elect {
+            last_term,
+            last_seq,
+            priority,
+            heard,
+            ..
+        } => {
+            out.extend_from_slice(&last_term.to_be_bytes());
+            out.extend_from_slice(&last_seq.to_be_bytes());
+            out.extend_from_slice(&[priority, heard]);
+        }
+        Body::Vote { candidate } => out.extend_from_slice(&candidate.to_be_bytes()),
+        Body::Ack { seq, .. } => out.extend_from_slice(&seq.to_be_bytes()),
+    }
+}
+
+/// The per-message fields a framing has read around a body (the sender and
+/// fingerprint are the datagram's, the rest the message's own).
+pub(super) struct Head {
+    /// The sender id, not yet checked.
+    pub sender: u16,
+    /// The cluster fingerprint.
+    pub fingerprint: u32,
+    /// The message's term.
+    pub term: u64,
+    /// The kind, already known.
+    pub kind: Kind,
+    /// The flags byte, not yet checked.
+    pub flags: u8,
+    /// The aux byte (a RESIGN's successor), not yet checked.
+    pub aux: u8,
+}
+
+/// Decodes the message of `head` whose body opens `bytes`: the body's presence, the
+/// flags, the aux byte, the sender, the body's fields, and with `alive` a LEAD's alive
+/// map (canonical: at most 32 bytes, no trailing zero byte), in that order. Returns the
+/// message and the bytes of `bytes` it took. `len` is the datagram's length, for errors.
+pub(super) fn read(
+    head: Head,
+    bytes: &[u8],
+    alive: bool,
+    len: usize,
+) -> Result<(Message, usize), DecodeError> {
+    let Head {
+        sender,
+        fingerprint,
+        term,
+        kind,
+        flags,
+        aux,
+    } = head;
+    let bad_length = DecodeError::BadLength { kind, len };
+    let b = bytes.get(..kind.body_len()).ok_or(bad_length)?;
+    let allowed = match kind {
+        Kind::Lead => FLAG_RESIGN | FLAG_LEAD_UNFIT,
+        Kind::Elect => FLAG_INELIGIBLE,
+        Kind::Ack => FLAG_UNFIT,
+        Kind::Vote => 0,
+    };
+    if flags & !allowed != 0 {
+        return Err(DecodeError::BadFlags(flags));
+    }
+    // Only a RESIGN may name a successor; the byte is 0 in every other message.
+    if aux != 0 && !(kind == Kind::Lead && flags & FLAG_RESIGN != 0) {
+        return Err(DecodeError::BadFlags(aux));
+    }
+    if !valid_id(sender) {
+        return Err(DecodeError::BadId(sender));
+    }
+    let mut used = b.len();
+    let body = match kind {
+        Kind::Lead => Body::Lead {
+            seq: BigEndian::read_u64(&b[0..8]),
+            hold_ms: BigEndian::read_u32(&b[8..12]),
+            resign: flags & FLAG_RESIGN != 0,
+            successor: u16::from(aux),
+            unfit: flags & FLAG_LEAD_UNFIT != 0,
+            alive: if alive {
+                let n = usize::from(*bytes.get(used).ok_or(bad_length)?);
+                let map = bytes
+                    .get(used + 1..used + 1 + n)
+                    .filter(|m| n <= MAX_ALIVE && m.last() != Some(&0))
+                    .ok_or(bad_length)?;
+                used += 1 + n;
+                PeerSet::from_wire(map)
+            } else {
+                PeerSet::EMPTY
+            },
+        },
+        Kind::Elect => Body::Elect {
+            last_term: BigEndian::read_u64(&b[0..8]),
+            last_seq: BigEndian::read_u64(&b[8..16]),
+            priority: b[16],
+            heard: b[17],
+            ineligible: flags & FLAG_INELIGIBLE != 0,
+        },
+        Kind::Vote => {
+            let candidate = BigEndian::read_u16(&b[0..2]);
+            if !valid_id(candidate) {
+                return Err(DecodeError::BadId(candidate));
+            }
+            Body::Vote { candidate }
+        }
+        Kind::Ack => Body::Ack {
+            seq: BigEndian::read_u64(&b[0..8]),
+            unfit: flags & FLAG_UNFIT != 0,
+        },
+    };
+    let msg = Message {
+        sender,
+        fingerprint,
+        term,
+        body,
+    };
+    Ok((msg, used))
+}

@@ -1,0 +1,427 @@
+//! Unit tests of the wire format: round trips, bit flips, one error per check.
+
+use super::*;
+use crate::rng::SplitMix64;
+use byteorder::{BigEndian, ByteOrder};
+
+fn samples() -> Vec<Message> {
+    let m = |term, body| Message {
+        sender: 7,
+        fingerprint: 0xDEAD_BEEF,
+        term,
+        body,
+    };
+    vec![
+        m(
+            1,
+            Body::Lead {
+                seq: 1,
+                hold_ms: 3000,
+                resign: false,
+                successor: 0,
+                unfit: false,
+                alive: PeerSet::EMPTY,
+            },
+        ),
+        m(
+            u64::MAX,
+            Body::Lead {
+                seq: u64::MAX,
+                hold_ms: u32::MAX,
+                resign: true,
+                successor: 255,
+                unfit: false,
+                alive: PeerSet::EMPTY,
+            },
+        ),
+        m(
+            4,
+            Body::Lead {
+                seq: 9,
+                hold_ms: 300,
+                resign: true,
+                successor: 0,
+                unfit: false,
+                alive: PeerSet::EMPTY,
+            },
+        ),
+        m(
+            9,
+            Body::Elect {
+                last_term: 8,
+                last_seq: 42,
+                priority: 10,
+                heard: 3,
+                ineligible: false,
+            },
+        ),
+        m(
+            0,
+            Body::Elect {
+                last_term: 0,
+                last_seq: 0,
+                priority: 255,
+                heard: 255,
+                ineligible: true,
+            },
+        ),
+        m(5, Body::Vote { candidate: 255 }),
+        m(5, Body::Vote { candidate: 1 }),
+        m(
+            77,
+            Body::Ack {
+                seq: 123_456_789,
+                unfit: false,
+            },
+        ),
+        m(
+            78,
+            Body::Ack {
+                seq: 1,
+                unfit: true,
+            },
+        ),
+    ]
+}
+
+#[test]
+fn every_kind_round_trips() {
+    for msg in samples() {
+        let bytes = encode_to_vec(&msg);
+        assert_eq!(
+            bytes.len(),
+            HEADER_LEN + msg.body.kind().body_len() + TRAILER_LEN
+        );
+        assert_eq!(decode(&bytes), Ok(msg), "{msg:?}");
+    }
+}
+
+#[test]
+fn every_single_bit_flip_is_rejected() {
+    let mut checked = 0;
+    for msg in samples() {
+        let bytes = encode_to_vec(&msg);
+        for bit in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode(&b).is_err(), "flip of bit {bit} in {msg:?} accepted");
+            checked += 1;
+        }
+    }
+    assert!(checked > 1000);
+}
+
+#[test]
+fn truncation_and_extension_are_rejected() {
+    for msg in samples() {
+        let bytes = encode_to_vec(&msg);
+        for cut in 0..bytes.len() {
+            assert!(decode(&bytes[..cut]).is_err());
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode(&longer).is_err());
+    }
+}
+
+/// Re-signs `bytes` after a field edit, so the check under test is not the CRC.
+fn resign(mut bytes: Vec<u8>) -> Vec<u8> {
+    let n = bytes.len() - TRAILER_LEN;
+    let crc = crc32fast::hash(&bytes[..n]);
+    BigEndian::write_u32(&mut bytes[n..], crc);
+    bytes
+}
+
+#[test]
+fn each_field_check_has_its_own_error() {
+    let vote = encode_to_vec(&samples()[5]);
+    let edit = |i: usize, v: u8| {
+        let mut b = vote.clone();
+        b[i] = v;
+        decode(&resign(b))
+    };
+    assert_eq!(edit(0, b'X'), Err(DecodeError::BadMagic));
+    assert_eq!(edit(2, 2), Err(DecodeError::BadVersion(2)));
+    assert_eq!(edit(3, 9), Err(DecodeError::BadKind(9)));
+    assert_eq!(
+        edit(3, 1),
+        Err(DecodeError::BadLength {
+            kind: Kind::Lead,
+            len: vote.len()
+        })
+    );
+    assert_eq!(edit(4, 1), Err(DecodeError::BadFlags(1)));
+    assert_eq!(edit(5, 4), Err(DecodeError::BadFlags(4)));
+    assert_eq!(edit(7, 0), Err(DecodeError::BadId(0)));
+    assert_eq!(edit(6, 1), Err(DecodeError::BadId(256 + 7)));
+    assert_eq!(edit(21, 0), Err(DecodeError::BadId(0)));
+    // A successor byte is allowed only in a RESIGN.
+    let lead = encode_to_vec(&samples()[0]);
+    let mut b = lead.clone();
+    b[5] = 3;
+    assert_eq!(decode(&resign(b)), Err(DecodeError::BadFlags(3)));
+    let ack = encode_to_vec(&samples()[7]);
+    let mut b = ack.clone();
+    b[5] = 3;
+    assert_eq!(decode(&resign(b)), Err(DecodeError::BadFlags(3)));
+    let mut b = ack.clone();
+    b[4] = 2;
+    assert_eq!(decode(&resign(b)), Err(DecodeError::BadFlags(2)));
+    assert_eq!(decode(&[0u8; 3]), Err(DecodeError::TooShort(3)));
+    assert_eq!(decode(&[0u8; 100]), Err(DecodeError::TooLong(100)));
+    assert_eq!(decode(&[0u8; 30]), Err(DecodeError::BadTrailer));
+}
+
+#[test]
+fn keyed_round_trip_every_flip_and_wrong_key_rejected() {
+    let k = Key::new(&[7u8; 32]);
+    let other = Key::new(&[8u8; 32]);
+    for (i, msg) in samples().into_iter().enumerate() {
+        let mut b = Vec::new();
+        encode_keyed(&msg, 1 << 32 | i as u64, &k, &mut b);
+        assert_eq!(decode_keyed(&b, &[&k]), Ok((msg, 1 << 32 | i as u64)));
+        assert_eq!(
+            decode_keyed(&b, &[&other, &k]),
+            Ok((msg, 1 << 32 | i as u64)),
+            "next key"
+        );
+        assert_eq!(decode_keyed(&b, &[&other]), Err(DecodeError::BadTag));
+        assert!(decode(&b).is_err(), "a keyed datagram is no unkeyed one");
+        for bit in 0..b.len() * 8 {
+            let mut f = b.clone();
+            f[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode_keyed(&f, &[&k]).is_err(), "flip {bit} accepted");
+        }
+        // An unkeyed datagram is refused by a keyed receiver.
+        assert!(decode_keyed(&encode_to_vec(&msg), &[&k]).is_err());
+    }
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    let mut rng = SplitMix64::new(0x5EED);
+    let mut accepted = 0;
+    for i in 0..100_000u32 {
+        let len = rng.below(MAX_LEN as u64 + 8) as usize;
+        let mut b: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        // Half the inputs get a valid trailer, so the field checks behind it run too.
+        if i % 2 == 0 && len >= TRAILER_LEN {
+            if len > 4 {
+                b[0..2].copy_from_slice(&MAGIC);
+            }
+            b = resign(b);
+        }
+        if decode(&b).is_ok() {
+            accepted += 1;
+        }
+        let _ = decode_keyed(&b, &[&Key::new(b"k")]);
+    }
+    // With magic and trailer fixed, some random bodies are valid messages.
+    assert!(accepted < 100_000);
+}
+
+// ----- bundles (issue 12) -----
+
+fn alive(ids: &[u16]) -> PeerSet {
+    let mut a = PeerSet::EMPTY;
+    for &i in ids {
+        a.insert(i);
+    }
+    a
+}
+
+/// Every sample as an entry, the LEADs with alive maps of several lengths.
+fn entries() -> Vec<Entry> {
+    let maps = [alive(&[]), alive(&[1, 7]), alive(&[3, 200, 255])];
+    samples()
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut msg)| {
+            if let Body::Lead { alive, .. } = &mut msg.body {
+                *alive = maps[i % 3];
+            }
+            Entry {
+                group: (i % 4) as u8,
+                msg,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn peer_sets_hold_ids_1_to_255() {
+    let a = alive(&[1, 8, 9, 255, 0, 256]);
+    assert_eq!(a.iter().collect::<Vec<_>>(), vec![1, 8, 9, 255]);
+    assert_eq!(a.len(), 4);
+    assert!(!a.contains(0) && !a.contains(2) && a.contains(255));
+    assert_eq!(alive(&[1]).wire_bytes(), &[1]);
+    assert_eq!(alive(&[9]).wire_bytes(), &[0, 1]);
+    assert!(PeerSet::EMPTY.wire_bytes().is_empty() && PeerSet::EMPTY.is_empty());
+}
+
+#[test]
+fn bundles_round_trip_keyed_and_not() {
+    let key = Key::new(b"k1 with enough bytes to be a key");
+    let all = entries();
+    for n in 1..=all.len() {
+        let es = &all[..n];
+        let mut b = Vec::new();
+        encode_bundle(7, 0xDEAD_BEEF, es, None, &mut b);
+        let got = decode_any(&b, None, 4).unwrap();
+        assert_eq!((got.sender, got.counter), (7, None));
+        assert_eq!(got.entries, es);
+        let mut k = Vec::new();
+        encode_bundle(7, 0xDEAD_BEEF, es, Some((0x1234, &key)), &mut k);
+        let got = decode_any(&k, Some(&[&key]), 4).unwrap();
+        assert_eq!((got.counter, got.entries.as_slice()), (Some(0x1234), es));
+        // Under the next key of a rotation as well; never under another one alone.
+        let other = Key::new(b"another key, also thirty-two by!");
+        assert!(decode_any(&k, Some(&[&other, &key]), 4).is_ok());
+        assert_eq!(decode_any(&k, Some(&[&other]), 4), Err(DecodeError::BadTag));
+        // A keyed cluster refuses unkeyed bundles and the reverse.
+        assert!(decode_any(&b, Some(&[&key]), 4).is_err());
+        assert!(decode_any(&k, None, 4).is_err());
+    }
+    // Version 1 still decodes, as one entry of group 0 with no alive map.
+    let v1 = encode_to_vec(&samples()[0]);
+    let got = decode_any(&v1, None, 1).unwrap();
+    assert_eq!(
+        got.entries,
+        vec![Entry {
+            group: 0,
+            msg: samples()[0]
+        }]
+    );
+}
+
+#[test]
+fn every_bit_flip_of_a_bundle_is_rejected() {
+    let key = Key::new(b"k1 with enough bytes to be a key");
+    let es = entries();
+    for keyed in [false, true] {
+        let mut b = Vec::new();
+        encode_bundle(7, 1, &es, keyed.then_some((9, &key)), &mut b);
+        let keys = [&key];
+        let k = keyed.then_some(&keys[..]);
+        for i in 0..b.len() * 8 {
+            let mut x = b.clone();
+            x[i / 8] ^= 1 << (i % 8);
+            assert!(decode_any(&x, k, 4).is_err(), "flip {i} keyed {keyed}");
+        }
+        for cut in 0..b.len() {
+            assert!(decode_any(&b[..cut], k, 4).is_err(), "cut at {cut}");
+        }
+    }
+}
+
+/// Re-signs an unkeyed bundle after an edit, so the field checks are reached.
+fn recrc(mut b: Vec<u8>) -> Vec<u8> {
+    let n = b.len() - TRAILER_LEN;
+    let crc = crc32fast::hash(&b[..n]);
+    b[n..].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+#[test]
+fn each_bundle_check_has_its_own_error() {
+    let lead = Entry {
+        group: 2,
+        msg: samples()[0],
+    };
+    let mut b = Vec::new();
+    encode_bundle(7, 1, &[lead], None, &mut b);
+    assert_eq!(decode_any(&b, None, 2), Err(DecodeError::BadGroup(2)));
+    let edit = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut x = b.clone();
+        f(&mut x);
+        decode_any(&recrc(x), None, 4)
+    };
+    assert_eq!(edit(&|x| x[3] = 0), Err(DecodeError::BadCount(0)));
+    assert_eq!(edit(&|x| x[3] = 2), Err(DecodeError::BadCount(2)));
+    assert_eq!(edit(&|x| x[3] = 200), Err(DecodeError::BadCount(200)));
+    assert_eq!(edit(&|x| x[4] = 1), Err(DecodeError::BadFlags(1)));
+    assert_eq!(edit(&|x| x[0] = b'X'), Err(DecodeError::BadMagic));
+    assert_eq!(edit(&|x| x[7] = 0), Err(DecodeError::BadId(0)));
+    assert_eq!(edit(&|x| x[13] = 9), Err(DecodeError::BadKind(9)));
+    // The alive map: a length beyond 32, or a trailing zero byte, is refused.
+    let at = BUNDLE_HEADER_LEN + ENTRY_HEAD + LEAD_BODY;
+    assert_eq!(b[at], 0, "an empty map");
+    let long = edit(&|x| {
+        x[at] = 33;
+        x.splice(at + 1..at + 1, [1u8; 33]);
+    });
+    assert!(
+        matches!(long, Err(DecodeError::BadLength { .. })),
+        "{long:?}"
+    );
+    let zero = edit(&|x| {
+        x[at] = 1;
+        x.insert(at + 1, 0);
+    });
+    assert!(
+        matches!(zero, Err(DecodeError::BadLength { .. })),
+        "{zero:?}"
+    );
+    assert_eq!(
+        edit(&|x| x.insert(at + 1, 0)),
+        Err(DecodeError::BadCount(1)),
+        "a byte after the last entry"
+    );
+    let huge = vec![0u8; MAX_DATAGRAM + 1];
+    assert_eq!(
+        decode_any(&huge, None, 4),
+        Err(DecodeError::TooLong(MAX_DATAGRAM + 1))
+    );
+}
+
+/// The packer keeps every bundle within MAX_BUNDLE_LEN; one heartbeat of 64 groups'
+/// LEADs on 5 servers (alive map of one byte) fits in two datagrams.
+#[test]
+fn the_packer_splits_at_the_byte_limit() {
+    let lead = |g: u8| Entry {
+        group: g,
+        msg: Message {
+            sender: 1,
+            fingerprint: 1,
+            term: 1_000,
+            body: Body::Lead {
+                seq: 123_456,
+                hold_ms: 300,
+                resign: false,
+                successor: 0,
+                unfit: false,
+                alive: alive(&[1, 2, 3, 4, 5]),
+            },
+        },
+    };
+    let ack = Message {
+        sender: 2,
+        fingerprint: 1,
+        term: 1_000,
+        body: Body::Ack {
+            seq: 123_456,
+            unfit: false,
+        },
+    };
+    assert_eq!(entry_len(&lead(0).msg), 26);
+    assert_eq!(entry_len(&ack), 20);
+    for (g, want) in [(1usize, 1usize), (8, 1), (64, 2)] {
+        let es: Vec<Entry> = (0..g).map(|k| lead(k as u8)).collect();
+        let runs = pack(&es, false);
+        assert_eq!(runs.len(), want, "{g} groups");
+        let mut total = 0;
+        for r in runs {
+            let mut b = Vec::new();
+            encode_bundle(1, 1, &es[r.clone()], None, &mut b);
+            assert!(b.len() <= MAX_BUNDLE_LEN);
+            total += r.len();
+        }
+        assert_eq!(total, g);
+    }
+    let one: Vec<Entry> = vec![lead(0)];
+    let mut b = Vec::new();
+    encode_bundle(1, 1, &one, None, &mut b);
+    assert_eq!(b.len(), BUNDLE_HEADER_LEN + 26 + TRAILER_LEN);
+    let many: Vec<Entry> = (0..300).map(|k| lead((k % 64) as u8)).collect();
+    assert!(pack(&many, true).iter().all(|r| r.len() <= MAX_ENTRIES));
+}

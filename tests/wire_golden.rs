@@ -1,0 +1,725 @@
+//! Golden bytes and errors of the wire format (issue 24): the exact datagrams of every
+//! message kind and flag combination, keyed and unkeyed, single and bundled, and the
+//! exact `DecodeError` of a list of malformed inputs. The expected values in
+//! `wire_golden/expected.rs` were recorded from the four-framing `src/wire.rs` before it
+//! became one body codec under two framings; this test holds the new code to them.
+//!
+//! `WIRE_GOLDEN_WRITE=1 cargo test --release --test wire_golden` rewrites the file from
+//! the code as it is: only for a deliberate change of the format.
+
+#[path = "wire_golden/expected.rs"]
+mod expected;
+
+use electd::wire::{self, Body, Entry, Key, Message, PeerSet};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::fmt::Write as _;
+
+// ----- allocation counting (per thread, so parallel tests do not mix) -----------------
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.with(|a| a.set(a.get() + 1));
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.with(|a| a.set(a.get() + 1));
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocs<R>(f: impl FnOnce() -> R) -> (usize, R) {
+    let before = ALLOCS.with(Cell::get);
+    let r = f();
+    (ALLOCS.with(Cell::get) - before, r)
+}
+
+// ----- the fixed cases ----------------------------------------------------------------
+
+const SECRET: &[u8] = b"golden key, thirty-two bytes ok!";
+const OTHER: &[u8] = b"another key, also thirty-two by!";
+
+fn key() -> Key {
+    Key::new(SECRET)
+}
+
+fn set(ids: &[u16]) -> PeerSet {
+    let mut s = PeerSet::EMPTY;
+    for &i in ids {
+        s.insert(i);
+    }
+    s
+}
+
+fn lead(seq: u64, hold_ms: u32, resign: bool, successor: u16, unfit: bool, a: &[u16]) -> Body {
+    Body::Lead {
+        seq,
+        hold_ms,
+        resign,
+        successor,
+        unfit,
+        alive: set(a),
+    }
+}
+
+/// Every kind and flag combination; the last two are not canonical (a successor without
+/// RESIGN, a successor outside 1..=255) and pin what the encoder writes for them.
+fn messages() -> Vec<(&'static str, Message)> {
+    let m = |sender, term, body| Message {
+        sender,
+        fingerprint: 0xDEAD_BEEF,
+        term,
+        body,
+    };
+    vec![
+        ("lead", m(7, 1, lead(1, 3000, false, 0, false, &[]))),
+        (
+            "lead_max",
+            m(
+                255,
+                u64::MAX,
+                lead(u64::MAX, u32::MAX, true, 255, false, &[]),
+            ),
+        ),
+        ("lead_resign", m(7, 4, lead(9, 300, true, 0, false, &[]))),
+        (
+            "lead_unfit",
+            m(7, 5, lead(10, 300, false, 0, true, &[1, 7])),
+        ),
+        (
+            "lead_resign_unfit_succ",
+            m(1, 6, lead(11, 300, true, 3, true, &[3, 200, 255])),
+        ),
+        (
+            "lead_alive_all",
+            m(
+                2,
+                7,
+                lead(12, 300, false, 0, false, &(1..=255).collect::<Vec<_>>()),
+            ),
+        ),
+        ("lead_alive_9", m(3, 8, lead(13, 1, true, 9, false, &[9]))),
+        (
+            "elect",
+            m(
+                7,
+                9,
+                Body::Elect {
+                    last_term: 8,
+                    last_seq: 42,
+                    priority: 10,
+                    heard: 3,
+                    ineligible: false,
+                },
+            ),
+        ),
+        (
+            "elect_inelig",
+            m(
+                7,
+                0,
+                Body::Elect {
+                    last_term: 0,
+                    last_seq: 0,
+                    priority: 255,
+                    heard: 255,
+                    ineligible: true,
+                },
+            ),
+        ),
+        (
+            "elect_max",
+            m(
+                200,
+                u64::MAX,
+                Body::Elect {
+                    last_term: u64::MAX,
+                    last_seq: u64::MAX,
+                    priority: 0,
+                    heard: 1,
+                    ineligible: false,
+                },
+            ),
+        ),
+        ("vote_255", m(7, 5, Body::Vote { candidate: 255 })),
+        ("vote_1", m(1, 5, Body::Vote { candidate: 1 })),
+        (
+            "ack",
+            m(
+                7,
+                77,
+                Body::Ack {
+                    seq: 123_456_789,
+                    unfit: false,
+                },
+            ),
+        ),
+        (
+            "ack_unfit",
+            m(
+                7,
+                78,
+                Body::Ack {
+                    seq: 1,
+                    unfit: true,
+                },
+            ),
+        ),
+        (
+            "nc_succ_no_resign",
+            m(7, 3, lead(2, 300, false, 5, false, &[4])),
+        ),
+        ("nc_succ_300", m(7, 3, lead(2, 300, true, 300, false, &[]))),
+    ]
+}
+
+/// What decoding `msg`'s encoding gives: the canonical form (no alive map outside a
+/// bundle, a successor only with RESIGN and within 1..=255).
+fn canonical(mut msg: Message, bundled: bool) -> Message {
+    if let Body::Lead {
+        resign,
+        successor,
+        alive,
+        ..
+    } = &mut msg.body
+    {
+        if !*resign || !(1..=255).contains(successor) {
+            *successor = 0;
+        }
+        if !bundled {
+            *alive = PeerSet::EMPTY;
+        }
+    }
+    msg
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().fold(String::new(), |mut s, x| {
+        let _ = write!(s, "{x:02x}");
+        s
+    })
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn bundle(sender: u16, es: &[Entry], keyed: Option<u64>) -> Vec<u8> {
+    let k = key();
+    let mut b = Vec::new();
+    let n = wire::encode_bundle(sender, 0xDEAD_BEEF, es, keyed.map(|c| (c, &k)), &mut b);
+    assert_eq!(n, b.len());
+    b
+}
+
+/// The 64 LEADs of one heartbeat on 5 servers: more than one 1,200-byte datagram.
+fn heartbeat() -> Vec<Entry> {
+    (0..64u8)
+        .map(|g| Entry {
+            group: g,
+            msg: Message {
+                sender: 1,
+                fingerprint: 0xDEAD_BEEF,
+                term: 1_000 + u64::from(g),
+                body: lead(123_456, 300, false, 0, g % 7 == 0, &[1, 2, 3, 4, 5]),
+            },
+        })
+        .collect()
+}
+
+/// Every message as an entry of a different group, in one bundle from sender 7.
+fn mixed() -> Vec<Entry> {
+    messages()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (n, _))| !n.starts_with("nc_"))
+        .map(|(i, (_, mut msg))| {
+            msg.sender = 7;
+            Entry {
+                group: (i * 37 % 256) as u8,
+                msg,
+            }
+        })
+        .collect()
+}
+
+/// Every encoding, by name, as hex; each also decoded back and compared.
+fn encodings() -> Vec<(String, String)> {
+    let k = key();
+    let mut out = Vec::new();
+    for (i, (name, msg)) in messages().into_iter().enumerate() {
+        let v1 = wire::encode_to_vec(&msg);
+        let mut appended = vec![0xAA];
+        assert_eq!(wire::encode(&msg, &mut appended), v1.len());
+        assert_eq!(&appended[1..], &v1[..]);
+        assert_eq!(wire::decode(&v1), Ok(canonical(msg, false)), "{name}");
+        out.push((format!("v1/{name}"), hex(&v1)));
+
+        let counter = 1 << 40 | i as u64;
+        let mut v2 = vec![0xAA];
+        let n = wire::encode_keyed(&msg, counter, &k, &mut v2);
+        assert_eq!(n, v2.len() - 1);
+        let v2 = v2.split_off(1);
+        assert_eq!(
+            wire::decode_keyed(&v2, &[&k]),
+            Ok((canonical(msg, false), counter)),
+            "{name}"
+        );
+        out.push((format!("v2/{name}"), hex(&v2)));
+
+        let e = [Entry {
+            group: (i % 4) as u8,
+            msg,
+        }];
+        for (ver, keyed) in [("v3", None), ("v4", Some(counter))] {
+            let b = bundle(msg.sender, &e, keyed);
+            let ks = [&k];
+            let got = wire::decode_any(&b, keyed.map(|_| &ks[..]), 4).unwrap();
+            assert_eq!(got.sender, msg.sender);
+            assert_eq!(got.counter, keyed);
+            assert_eq!(
+                got.entries,
+                vec![Entry {
+                    group: e[0].group,
+                    msg: canonical(msg, true)
+                }],
+                "{name}"
+            );
+            out.push((format!("{ver}/{name}"), hex(&b)));
+        }
+    }
+    // A bundle of several groups, and the 1,200-byte split of one heartbeat.
+    let all = mixed();
+    for (ver, keyed) in [("v3", None), ("v4", Some(0xFEED_0000_0001))] {
+        let b = bundle(7, &all, keyed);
+        let ks = [&k];
+        let got = wire::decode_any(&b, keyed.map(|_| &ks[..]), 256).unwrap();
+        assert_eq!(got.entries, all);
+        out.push((format!("{ver}/mixed"), hex(&b)));
+        let hb = heartbeat();
+        let runs = wire::pack(&hb, keyed.is_some());
+        out.push((format!("{ver}/heartbeat_runs"), format!("{runs:?}")));
+        for (j, r) in runs.into_iter().enumerate() {
+            let b = bundle(1, &hb[r.clone()], keyed);
+            assert!(b.len() <= wire::MAX_BUNDLE_LEN);
+            let got = wire::decode_any(&b, keyed.map(|_| &ks[..]), 64).unwrap();
+            assert_eq!(got.entries, &hb[r]);
+            out.push((format!("{ver}/heartbeat_{j}"), hex(&b)));
+        }
+    }
+    let many: Vec<Entry> = (0..300).map(|k| heartbeat()[k % 64]).collect();
+    out.push(("pack/many".into(), format!("{:?}", wire::pack(&many, true))));
+    let lens: Vec<usize> = messages().iter().map(|(_, m)| wire::entry_len(m)).collect();
+    out.push(("entry_len".into(), format!("{lens:?}")));
+    out
+}
+
+// ----- malformed inputs ---------------------------------------------------------------
+
+fn recrc(mut b: Vec<u8>) -> Vec<u8> {
+    let n = b.len().saturating_sub(4);
+    let crc = crc32fast::hash(&b[..n]);
+    if b.len() >= 4 {
+        b[n..].copy_from_slice(&crc.to_be_bytes());
+    }
+    b
+}
+
+fn retag(mut b: Vec<u8>) -> Vec<u8> {
+    let n = b.len().saturating_sub(16);
+    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET).unwrap();
+    mac.update(&b[..n]);
+    let tag = mac.finalize().into_bytes();
+    if b.len() >= 16 {
+        b[n..].copy_from_slice(&tag[..16]);
+    }
+    b
+}
+
+/// The four ways a datagram is decoded: every result, as text.
+fn decode_all_ways(b: &[u8]) -> [String; 4] {
+    let k = key();
+    let o = Key::new(OTHER);
+    [
+        format!("{:?}", wire::decode(b)),
+        format!("{:?}", wire::decode_keyed(b, &[&o, &k])),
+        format!("{:?}", wire::decode_any(b, None, 4)),
+        format!("{:?}", wire::decode_any(b, Some(&[&o, &k]), 4)),
+    ]
+}
+
+fn err(r: &str) -> String {
+    r.to_string()
+}
+
+/// Named malformed inputs, each with the error (or value) of each decoder.
+fn malformed() -> Vec<(String, String)> {
+    let golden: Vec<(String, Vec<u8>)> = encodings()
+        .into_iter()
+        .filter(|(n, v)| {
+            !n.contains("runs") && !n.starts_with("pack") && n != "entry_len" && !v.is_empty()
+        })
+        .map(|(n, v)| (n, unhex(&v)))
+        .collect();
+    let get = |n: &str| golden.iter().find(|(g, _)| g == n).unwrap().1.clone();
+    let mut cases: Vec<(String, Vec<u8>)> = vec![
+        ("empty".into(), vec![]),
+        ("zeros3".into(), vec![0; 3]),
+        ("zeros25".into(), vec![0; 25]),
+        ("zeros30".into(), vec![0; 30]),
+        ("zeros43".into(), vec![0; 43]),
+        ("zeros100".into(), vec![0; 100]),
+        ("zeros8193".into(), vec![0; 8193]),
+        ("zeros8192_v3".into(), {
+            let mut z = vec![0; 8192];
+            z[2] = 3;
+            z
+        }),
+    ];
+    // Byte edits, re-sealed (CRC for versions 1 and 3, tag for 2 and 4) so the check
+    // behind the trailer is the one reached; and not re-sealed.
+    let edits: &[(&str, usize, u8)] = &[
+        ("magic0", 0, b'X'),
+        ("magic1", 1, b'M'),
+        ("ver0", 2, 0),
+        ("ver1", 2, 1),
+        ("ver2", 2, 2),
+        ("ver3", 2, 3),
+        ("ver4", 2, 4),
+        ("ver9", 2, 9),
+        ("b3_0", 3, 0),
+        ("b3_1", 3, 1),
+        ("b3_2", 3, 2),
+        ("b3_3", 3, 3),
+        ("b3_4", 3, 4),
+        ("b3_5", 3, 5),
+        ("b3_129", 3, 129),
+        ("b3_200", 3, 200),
+        ("b4_1", 4, 1),
+        ("b4_2", 4, 2),
+        ("b4_4", 4, 4),
+        ("b4_ff", 4, 0xFF),
+        ("b5_3", 5, 3),
+        ("b5_0", 5, 0),
+        ("b6_1", 6, 1),
+        ("b7_0", 7, 0),
+        ("b12_9", 12, 9),
+        ("b13_0", 13, 0),
+        ("b13_9", 13, 9),
+        ("b13_3", 13, 3),
+        ("b14_4", 14, 4),
+        ("b15_7", 15, 7),
+        ("b20_0", 20, 0),
+        ("b21_0", 21, 0),
+        ("b24_0", 24, 0),
+        ("b26_40", 26, 40),
+        ("b27_0", 27, 0),
+        ("b29_0", 29, 0),
+    ];
+    let bases = [
+        "v1/lead",
+        "v1/lead_resign_unfit_succ",
+        "v1/elect",
+        "v1/vote_255",
+        "v1/ack",
+        "v1/ack_unfit",
+        "v2/lead",
+        "v2/lead_max",
+        "v2/elect_inelig",
+        "v2/vote_1",
+        "v2/ack_unfit",
+        "v3/lead",
+        "v3/lead_unfit",
+        "v3/lead_resign_unfit_succ",
+        "v3/lead_alive_all",
+        "v3/vote_1",
+        "v3/elect",
+        "v3/ack",
+        "v3/mixed",
+        "v4/lead_unfit",
+        "v4/vote_255",
+        "v4/elect",
+        "v4/ack_unfit",
+        "v4/mixed",
+    ];
+    for base in bases {
+        let b = get(base);
+        let keyed = base.starts_with("v2") || base.starts_with("v4");
+        let seal = |x: Vec<u8>| if keyed { retag(x) } else { recrc(x) };
+        for &(name, i, v) in edits {
+            if i < b.len() {
+                let mut x = b.clone();
+                x[i] = v;
+                cases.push((format!("{base}/{name}"), seal(x.clone())));
+                cases.push((format!("{base}/{name}/raw"), x));
+            }
+        }
+        // Two faults at once: which check comes first.
+        for (name, pairs) in [
+            ("flags+sender", &[(4usize, 0x80u8), (7, 0)][..]),
+            ("succ+sender", &[(5, 9), (6, 1)]),
+            ("kind+sender", &[(3, 9), (7, 0)]),
+            ("magic+ver", &[(0, 0), (2, 9)]),
+            ("sender+cand", &[(7, 0), (6, 0)]),
+            ("ver+kind", &[(2, 7), (3, 7)]),
+        ] {
+            let mut x = b.clone();
+            for &(i, v) in pairs {
+                x[i] = v;
+            }
+            cases.push((format!("{base}/{name}"), seal(x)));
+        }
+        let n = b.len();
+        let vote_cand = if keyed { 28 } else { 20 };
+        if base.contains("vote") && !base.starts_with("v3") && !base.starts_with("v4") {
+            let mut x = b.clone();
+            x[vote_cand] = 0;
+            x[vote_cand + 1] = 0;
+            x[7] = 0;
+            x[6] = 0;
+            cases.push((format!("{base}/sender0+cand0"), seal(x)));
+        }
+        for cut in [1, 2, 4, 5, 16, 17] {
+            if cut < n {
+                cases.push((format!("{base}/cut{cut}"), seal(b[..n - cut].to_vec())));
+                cases.push((format!("{base}/cut{cut}/raw"), b[..n - cut].to_vec()));
+            }
+        }
+        for add in [1usize, 2, 13, 40] {
+            let mut x = b.clone();
+            let at = n - if keyed { 16 } else { 4 };
+            x.splice(at..at, std::iter::repeat_n(0u8, add));
+            cases.push((format!("{base}/ext{add}"), seal(x)));
+            let mut x = b.clone();
+            x.splice(at..at, std::iter::repeat_n(1u8, add));
+            cases.push((format!("{base}/ext{add}_ones"), seal(x)));
+        }
+        let mut x = b.clone();
+        x[n - 1] ^= 1;
+        cases.push((format!("{base}/trailer"), x));
+    }
+    // Bundle entries: counts, lengths, alive maps, groups.
+    for base in ["v3/lead", "v4/lead_unfit", "v3/lead_unfit", "v3/mixed"] {
+        let b = get(base);
+        let keyed = base.starts_with("v4");
+        let seal = |x: Vec<u8>| if keyed { retag(x) } else { recrc(x) };
+        let head = if keyed { 20 } else { 12 };
+        let at = head + 12 + 12; // the first LEAD entry's alive map length
+        for (name, len, fill) in [
+            ("map33", 33u8, 1u8),
+            ("map32", 32, 1),
+            ("map1_0", 1, 0),
+            ("map2_0", 2, 0),
+            ("map1_1", 1, 1),
+        ] {
+            let mut x = b.clone();
+            let old = usize::from(x[at]);
+            x.splice(
+                at..at + 1 + old,
+                std::iter::once(len).chain(std::iter::repeat_n(fill, usize::from(len))),
+            );
+            cases.push((format!("{base}/{name}"), seal(x)));
+        }
+        let mut x = b.clone();
+        x[at] = 200;
+        cases.push((format!("{base}/map_past_end"), seal(x)));
+        let mut x = b.clone();
+        x[head] = 4;
+        cases.push((format!("{base}/group4"), seal(x.clone())));
+        x[head + 1] = 0;
+        cases.push((format!("{base}/group4+kind0"), seal(x)));
+        for cut_body in [1usize, 8, 13, 25] {
+            let mut x = b.clone();
+            let n = x.len() - if keyed { 16 } else { 4 };
+            if cut_body < n - head {
+                x.drain(n - cut_body..n);
+                cases.push((format!("{base}/cutbody{cut_body}"), seal(x)));
+            }
+        }
+        for e in [1usize, 2, 3] {
+            let mut x = b.clone();
+            x[3] = x[3].wrapping_add(e as u8);
+            cases.push((format!("{base}/count+{e}"), seal(x)));
+        }
+    }
+    let mut out = Vec::new();
+    for (name, b) in cases {
+        for (way, r) in ["decode", "keyed", "any", "any_keyed"]
+            .iter()
+            .zip(decode_all_ways(&b))
+        {
+            out.push((format!("err/{name}/{way}"), err(&r)));
+        }
+    }
+    out
+}
+
+/// A digest of the four decoders' results over many random edits of the golden
+/// datagrams (re-sealed, so the field checks run): any change of any decision shows.
+fn random_digest() -> Vec<(String, String)> {
+    let golden: Vec<(String, Vec<u8>)> = encodings()
+        .into_iter()
+        .filter(|(n, _)| n.starts_with('v') && !n.contains("runs"))
+        .map(|(n, v)| (n, unhex(&v)))
+        .collect();
+    let mut rng = electd::rng::SplitMix64::new(0x601D);
+    let mut h = [
+        crc32fast::Hasher::new(),
+        crc32fast::Hasher::new(),
+        crc32fast::Hasher::new(),
+        crc32fast::Hasher::new(),
+    ];
+    let mut oks = [0usize; 4];
+    for round in 0..40_000 {
+        let (name, base) = &golden[rng.below(golden.len() as u64) as usize];
+        let mut x = base.clone();
+        for _ in 0..1 + rng.below(3) {
+            if x.is_empty() {
+                break;
+            }
+            let i = if rng.below(2) == 0 {
+                rng.below(x.len().min(40) as u64)
+            } else {
+                rng.below(x.len() as u64)
+            } as usize;
+            x[i] = match rng.below(4) {
+                0 => 0,
+                1 => x[i] ^ (1 << rng.below(8)),
+                _ => rng.next_u64() as u8,
+            };
+        }
+        match rng.below(6) {
+            0 => x.truncate(rng.below(x.len() as u64 + 1) as usize),
+            1 => {
+                let at = rng.below(x.len() as u64 + 1) as usize;
+                x.insert(at, rng.next_u64() as u8);
+            }
+            _ => {}
+        }
+        let x = match round % 3 {
+            0 => recrc(x),
+            1 => retag(x),
+            _ => x,
+        };
+        let _ = name;
+        for (j, r) in decode_all_ways(&x).iter().enumerate() {
+            h[j].update(r.as_bytes());
+            oks[j] += r.starts_with("Ok") as usize;
+        }
+    }
+    h.into_iter()
+        .zip(["decode", "keyed", "any", "any_keyed"])
+        .zip(oks)
+        .map(|((h, w), ok)| {
+            (
+                format!("digest/{w}"),
+                format!("{:08x} ok={ok}", h.finalize()),
+            )
+        })
+        .collect()
+}
+
+/// Allocations per call, on this thread: the new code may allocate less, never more.
+fn allocations() -> Vec<(String, String)> {
+    let k = key();
+    let ms = messages();
+    let msg = ms[4].1;
+    let mut out = Vec::with_capacity(4096);
+    let mut rows = Vec::new();
+    let (n, _) = allocs(|| wire::encode(&msg, &mut out));
+    rows.push(("encode", n));
+    out.clear();
+    let (n, _) = allocs(|| wire::encode_keyed(&msg, 9, &k, &mut out));
+    rows.push(("encode_keyed", n));
+    let v2 = out.clone();
+    out.clear();
+    let hb = heartbeat();
+    let (n, _) = allocs(|| wire::encode_bundle(1, 1, &hb[..40], None, &mut out));
+    rows.push(("encode_bundle", n));
+    out.clear();
+    let (n, _) = allocs(|| wire::encode_bundle(1, 1, &hb[..40], Some((9, &k)), &mut out));
+    rows.push(("encode_bundle_keyed", n));
+    let v4 = out.clone();
+    out.clear();
+    let v1 = wire::encode_to_vec(&msg);
+    let (n, _) = allocs(|| wire::decode(&v1).unwrap());
+    rows.push(("decode", n));
+    let (n, _) = allocs(|| wire::decode_keyed(&v2, &[&k]).unwrap());
+    rows.push(("decode_keyed", n));
+    let (n, _) = allocs(|| wire::decode_any(&v1, None, 4).unwrap());
+    rows.push(("decode_any_v1", n));
+    wire::encode_bundle(1, 1, &hb[..40], None, &mut out);
+    let (n, _) = allocs(|| wire::decode_any(&out, None, 64).unwrap());
+    rows.push(("decode_any_v3", n));
+    let (n, _) = allocs(|| wire::decode_any(&v4, Some(&[&k]), 64).unwrap());
+    rows.push(("decode_any_v4", n));
+    let (n, _) = allocs(|| wire::decode_any(&v1[..10], None, 4));
+    rows.push(("decode_any_short", n));
+    rows.into_iter()
+        .map(|(w, n)| (format!("allocs/{w}"), n.to_string()))
+        .collect()
+}
+
+fn actual() -> Vec<(String, String)> {
+    let mut v = encodings();
+    v.extend(malformed());
+    v.extend(random_digest());
+    v.extend(allocations());
+    v
+}
+
+#[test]
+fn the_wire_format_is_unchanged() {
+    let got = actual();
+    if std::env::var_os("WIRE_GOLDEN_WRITE").is_some() {
+        let mut s = String::from(
+            "//! Generated by `WIRE_GOLDEN_WRITE=1 cargo test --release --test wire_golden`.\n\
+             #[rustfmt::skip]\npub const GOLDEN: &[(&str, &str)] = &[\n",
+        );
+        for (k, v) in &got {
+            let _ = writeln!(s, "    ({k:?}, {v:?}),");
+        }
+        s.push_str("];\n");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/wire_golden/expected.rs");
+        std::fs::write(path, s).unwrap();
+        return;
+    }
+    let want = expected::GOLDEN;
+    assert!(!want.is_empty(), "no golden values recorded");
+    let names: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(names, want.iter().map(|(k, _)| *k).collect::<Vec<_>>());
+    let mut bad = Vec::new();
+    for ((k, v), (_, w)) in got.iter().zip(want) {
+        let same = if k.starts_with("allocs/") {
+            v.parse::<usize>().unwrap() <= w.parse::<usize>().unwrap()
+        } else {
+            v == w
+        };
+        if !same {
+            bad.push(format!("{k}: got {v}, recorded {w}"));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{} differences:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}
