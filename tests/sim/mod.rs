@@ -592,7 +592,14 @@ pub struct Sim {
     lead_holds: Vec<Vec<LinkHolds>>,
     /// Some link holds some kind (a hint: transmit decodes only then).
     any_hold: bool,
+    /// Called when a server is elected or re-elected in group 0, before its first LEAD
+    /// of the term leaves (issue 20: an adversary that steers a new leadership's
+    /// traffic); kept while it returns true.
+    pub on_elected: Option<Box<ElectedHook>>,
 }
+
+/// An adversary's hook on elections: (the simulator, the server, the term).
+pub type ElectedHook = dyn FnMut(&mut Sim, u16, u64) -> bool;
 
 /// Per message kind (`Kind as usize`), the hold on one link: until when, and how.
 type LinkHolds = [Option<(Real, LeadHold)>; 4];
@@ -826,6 +833,7 @@ impl Sim {
             held_back: Vec::new(),
             lead_holds: vec![vec![[None; 4]; n]; n],
             any_hold: false,
+            on_elected: None,
             opts,
         };
         for h in 0..n {
@@ -1469,8 +1477,15 @@ impl Sim {
         if let electd::node::Event::Resigning { .. } = e {
             self.plan_stop(host, g);
         }
-        if let electd::node::Event::Elected { .. } = e {
+        if let electd::node::Event::Elected { term } = e {
             self.mark();
+            if g == 0 {
+                if let Some(mut f) = self.on_elected.take() {
+                    if f(self, id, term) && self.on_elected.is_none() {
+                        self.on_elected = Some(f);
+                    }
+                }
+            }
         }
     }
 
