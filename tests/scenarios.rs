@@ -1100,3 +1100,51 @@ fn issue_20_script_2_reelections_without_a_resign() {
         &["S2"],
     );
 }
+
+/// Issue 21 (SPEC 8, S5 through stalls): the leader's `electctl run` is stopped for two
+/// seconds (SIGSTOP), then the leader yields, or its daemon is killed, or it is cut off
+/// from the others. The stopped supervisor confirms nothing and learns no later lease;
+/// its lease-end enforcer, a process of its own, still ends the command at the last
+/// lease end it was told, so the next leader's command never overlaps it. With the
+/// enforcer stopped too (`stall_enforcer`: only a frozen host does that) the command
+/// runs to the end of the stall and S5 fails.
+#[test]
+fn issue_21_stalled_supervisor_cannot_outlive_its_lease() {
+    for trigger in ["yield", "crash", "cut"] {
+        let run = |broken: bool| {
+            let mut o = Options::new(21, 3);
+            o.stall_enforcer = broken;
+            o.confirm_max = ms(5);
+            let mut s = Sim::new(o);
+            let (l, _) = s.run_until_leader(ms(3000)).expect("a leader");
+            s.run_for(ms(500));
+            s.stall_supervisor(l, ms(2000));
+            s.run_for(ms(50));
+            match trigger {
+                "yield" => assert!(s.resign(l), "the leader yields"),
+                "crash" => s.crash(l),
+                _ => s.isolate(l),
+            }
+            let next = s.run_until_new_leader(l, ms(3000));
+            assert!(
+                next.is_some() || !s.check.violations.is_empty(),
+                "{trigger}: a new leader"
+            );
+            s.run_for(ms(3000));
+            if trigger == "yield" && !broken && s.check.violations.is_empty() {
+                // Nothing confirmed the stop: the RESIGN waited for the lease end, by
+                // which the enforcer had ended the command.
+                let h = s.check.handoffs.last().expect("the yield's handoff");
+                let c = s.check.commands.iter().rev().find(|c| c.holder == l);
+                let end = c.expect("the leader's command").end;
+                assert!(h.sent.is_some_and(|t| t >= end), "{h:?} before {end}");
+            }
+            s.check.violations.clone()
+        };
+        fixed_and_broken(
+            &format!("issue_21_stalled_supervisor_cannot_outlive_its_lease ({trigger})"),
+            run,
+            &["S5"],
+        );
+    }
+}
