@@ -82,10 +82,11 @@
 //!
 //! `SWARM_SEEDS=n` runs n seeds (default 10,000; `SWARM_FROM=a` from seed a on),
 //! `SWARM_SEED=s` runs one seed (in the negative controls too), `SWARM_COUNT=1` makes a
-//! negative control run every seed and count those that catch it, `SIM_TRACE=1` prints
-//! the last events of a failing seed (`SIM_TRACE_LINES`, `SIM_DUMP_NODES=1` for the
-//! nodes' state), and `SWARM_KEEP_MIXED=1` keeps per-server timers after the faults (see
-//! the mixed-RTT liveness finding).
+//! negative control run every seed and count those that catch it, `SWARM_HUNT=1` turns
+//! issue 20's and 21's episodes on in every seed, `SIM_TRACE=1` prints the last events
+//! of a failing seed (`SIM_TRACE_LINES`, `SIM_DUMP_NODES=1` for the nodes' state), and
+//! `SWARM_KEEP_MIXED=1` keeps per-server timers after the faults (see the mixed-RTT
+//! liveness finding).
 
 mod sim;
 
@@ -702,6 +703,9 @@ struct LeadPlan {
 /// A quarter of the seeds have LEAD episodes (n >= 3), after one step in two or four.
 fn lead_plan(seed: u64) -> LeadPlan {
     let mut r = electd::rng::SplitMix64::new(seed.wrapping_mul(0xBF58_476D_1CE4_E5B9) ^ 0x20);
+    if hunting() {
+        return LeadPlan { on: true, every: 2 };
+    }
     if r.below(4) != 0 {
         return LeadPlan::default();
     }
@@ -709,6 +713,11 @@ fn lead_plan(seed: u64) -> LeadPlan {
         on: true,
         every: [2, 4][r.below(2) as usize],
     }
+}
+
+/// `SWARM_HUNT=1`: issue 20's and 21's episodes in every seed (a hunt, not the default).
+fn hunting() -> bool {
+    std::env::var_os("SWARM_HUNT").is_some()
 }
 
 /// How a LEAD hold treats what it catches: lost (half), held to the end of the hold, or
@@ -756,6 +765,7 @@ fn lead_episode(s: &mut Sim, hold: Real) {
     if n < 3 {
         return;
     }
+    s.stats.lead_episodes += 1;
     if s.rand(2) == 0 {
         two_leaderships(s, hold);
         return;
@@ -952,6 +962,12 @@ fn two_leaderships(s: &mut Sim, hold: Real) {
         s.on_elected = None;
         return;
     };
+    if s.hosts[usize::from(a) - 1]
+        .node()
+        .is_some_and(|x| x.leads().is_some())
+    {
+        s.stats.concurrent += 1;
+    }
     // A hears the next round's claims (not B's LEADs), and its own reach the others.
     for &x in &others {
         s.hold_kind(Kind::Elect, x, a, s.now, LeadHold::Drop);
@@ -998,6 +1014,7 @@ fn two_leaderships(s: &mut Sim, hold: Real) {
     let again = run_until_won(s, won, &[a], hold);
     s.on_elected = None;
     if again.is_some() {
+        s.stats.reelected_after += 1;
         s.run_for(hold);
     }
 }
@@ -1015,6 +1032,9 @@ struct StallPlan {
 /// A quarter of the seeds stall supervisors, after one step in two or six.
 fn stall_plan(seed: u64) -> StallPlan {
     let mut r = electd::rng::SplitMix64::new(seed.wrapping_mul(0x94D0_49BB_1331_11EB) ^ 0x21);
+    if hunting() {
+        return StallPlan { on: true, every: 4 };
+    }
     if r.below(4) != 0 {
         return StallPlan::default();
     }
@@ -1926,7 +1946,9 @@ fn swarm() {
          reloads {}, suspends {}, planned stops {} ({} hung); health (issue 11, {health_seeds} \
          seeds): changes {} ({} aimed at lease and timer ends), all unhealthy {}, healthy \
          server cut off {}, drains {}, undrains {}, yields to {}, handovers: yield {} health \
-         {} drain {} preempt {}; LEADs held (issue 20) {}, supervisor stalls (issue 21) {}",
+         {} drain {} preempt {}; issue 20: LEADs held {}, episodes {} (a second leader \
+         elected while the first sat {}, the first re-elected after {}); supervisor stalls \
+         (issue 21) {}",
         st.late,
         st.flushed,
         st.aimed,
@@ -1947,6 +1969,9 @@ fn swarm() {
         st.handovers[2],
         st.handovers[3],
         st.leads_held,
+        st.lead_episodes,
+        st.concurrent,
+        st.reelected_after,
         st.sup_stalls
     );
     // Straight to stderr, past the test harness's capture: the line belongs in CI logs.

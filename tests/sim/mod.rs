@@ -693,6 +693,11 @@ pub struct Stats {
     pub leads_held: u64,
     /// Supervisor stalls (issue 21).
     pub sup_stalls: u64,
+    /// Issue 20's episodes: begun, with a second leader elected while the first sat,
+    /// and with the first re-elected after that.
+    pub lead_episodes: u64,
+    pub concurrent: u64,
+    pub reelected_after: u64,
 }
 
 impl Stats {
@@ -718,6 +723,9 @@ impl Stats {
         }
         self.leads_held += x.leads_held;
         self.sup_stalls += x.sup_stalls;
+        self.lead_episodes += x.lead_episodes;
+        self.concurrent += x.concurrent;
+        self.reelected_after += x.reelected_after;
     }
 }
 
