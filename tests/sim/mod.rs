@@ -143,6 +143,10 @@ pub struct Options {
     /// lease-end enforcer too, as only a frozen host could: the command runs on until
     /// the stall ends.
     pub stall_enforcer: bool,
+    /// Check after every event that every lease rests on a majority that cannot vote
+    /// for anyone else before it ends ("S2-support", `Sim::check_support`): what S2
+    /// needs, seen before any second lease exists.
+    pub check_support: bool,
 }
 
 /// Server ids 1..=n rotated left by `k`: group k's preference order with `balance`.
@@ -215,6 +219,7 @@ impl Options {
             misroute_group: false,
             yield_wrong_group: false,
             stall_enforcer: false,
+            check_support: false,
         }
     }
 
@@ -889,6 +894,9 @@ impl Sim {
             self.now = e.at;
             self.events += 1;
             self.dispatch(e.ev);
+            if self.opts.check_support {
+                self.check_support();
+            }
         }
         self.now = self.now.max(t);
     }
@@ -901,7 +909,51 @@ impl Sim {
         self.now = e.at;
         self.events += 1;
         self.dispatch(e.ev);
+        if self.opts.check_support {
+            self.check_support();
+        }
         true
+    }
+
+    /// "S2-support" (issue 20): a server that holds a lease until L must have a majority
+    /// (itself included) that cannot vote for anyone else before L: servers that follow
+    /// it with faith until L or later, servers that are down, and servers whose startup
+    /// quiet period lasts until L (the last two leniently: they cannot vote before they
+    /// run and are quiet). This is the assumption S2's argument rests on; a lease that
+    /// loses it (an acknowledgement of one leadership counted for another, a faith cut
+    /// by someone else's RESIGN) is reported here even when no second lease follows.
+    pub fn check_support(&mut self) {
+        let (now, n, q) = (self.now, self.opts.n, self.opts.n / 2 + 1);
+        for g in 0..self.opts.groups.max(1) {
+            for a in 0..n {
+                let h = &self.hosts[a];
+                let Some(node) = h.nodes.get(g) else { continue };
+                let Some(u) = node.status(h.clock.local(now)).lease_until else {
+                    continue;
+                };
+                let (id, end) = (h.id, h.clock.real(u));
+                let support = 1
+                    + (0..n)
+                        .filter(|&o| o != a)
+                        .filter(|&o| {
+                            let x = &self.hosts[o];
+                            let Some(on) = x.nodes.get(g) else {
+                                return true;
+                            };
+                            x.quiet_end >= end
+                                || (on.status(x.clock.local(now)).leader == Some(id)
+                                    && x.clock.real(on.faith_until()) >= end)
+                        })
+                        .count();
+                if support < q {
+                    self.checker(g).violate(format!(
+                        "S2-support: {id} holds a lease until {end} that only {support} \
+                         servers support (t={now})"
+                    ));
+                }
+            }
+        }
+        self.gather();
     }
 
     /// Runs for `d` more simulated time.
