@@ -703,6 +703,8 @@ pub struct Stats {
     pub lead_episodes: u64,
     pub concurrent: u64,
     pub reelected_after: u64,
+    /// Re-elections of a leader while its lease was valid, under `floor_episode`.
+    pub floors: u64,
 }
 
 impl Stats {
@@ -731,6 +733,7 @@ impl Stats {
         self.lead_episodes += x.lead_episodes;
         self.concurrent += x.concurrent;
         self.reelected_after += x.reelected_after;
+        self.floors += x.floors;
     }
 }
 
