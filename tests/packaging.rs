@@ -449,6 +449,7 @@ fn deb_package_holds_files_conffile_scripts_and_dependencies() {
         "usr/share/man/man1/electctl.1.gz",
         "usr/share/doc/electd/README.md",
         "usr/share/doc/electd/copyright",
+        PROCESSOR_EXAMPLE_INSTALLED,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -483,6 +484,7 @@ fn deb_package_holds_files_conffile_scripts_and_dependencies() {
         ("usr/lib/sysusers.d/electd.conf", "systemd/electd.sysusers"),
         ("usr/lib/tmpfiles.d/electd.conf", "systemd/electd.tmpfiles"),
         ("etc/electd/electd.conf", "conf/electd.conf"),
+        (PROCESSOR_EXAMPLE_INSTALLED, PROCESSOR_EXAMPLE),
     ] {
         assert_eq!(
             std::fs::read(tree.join(inside)).unwrap(),
@@ -570,4 +572,235 @@ fn maintainer_scripts_parse_and_enable_nothing() {
     );
     let prerm = std::fs::read_to_string("pkg/deb/prerm").unwrap();
     assert!(prerm.contains("systemctl stop electd.service 'electd@*.service'"));
+}
+
+/// Where the package puts electd's programs: a unit that names them anywhere else
+/// fails with exit 203 (issue 23, item 1).
+const PACKAGE_PROGRAMS: [&str; 2] = ["/usr/sbin/electd", "/usr/bin/electctl"];
+/// The processor unit the package ships as an example, and where it installs it.
+const PROCESSOR_EXAMPLE: &str = "pkg/examples/electd-processor.service";
+const PROCESSOR_EXAMPLE_INSTALLED: &str = "usr/share/doc/electd/examples/electd-processor.service";
+
+/// The units shown in README.md: each fenced block that holds an `Exec...=` line.
+fn readme_units() -> Vec<(usize, String)> {
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let mut units = Vec::new();
+    let mut block: Option<(usize, String)> = None;
+    for (n, line) in readme.lines().enumerate() {
+        if line.starts_with("```") {
+            match block.take() {
+                Some((at, text)) => {
+                    if text.lines().any(|l| l.starts_with("Exec")) {
+                        units.push((at, text));
+                    }
+                }
+                None => block = Some((n + 1, String::new())),
+            }
+        } else if let Some((_, text)) = block.as_mut() {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    units
+}
+
+/// What is wrong with the program paths of a unit's `Exec...=` lines: a program that
+/// is not an absolute path, or an electd program where the package does not put it.
+fn unit_path_problems(unit: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for line in unit.lines().map(str::trim) {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if !key.starts_with("Exec") || value.is_empty() {
+            continue;
+        }
+        let program = value
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .trim_start_matches(['-', '@', ':', '+', '!']);
+        if !program.starts_with('/') {
+            problems.push(format!(
+                "{line}: the program {program} is not an absolute path"
+            ));
+        }
+        for word in value.split_whitespace() {
+            let word = word.trim_start_matches(['-', '@', ':', '+', '!']);
+            let named = Path::new(word).file_name().and_then(|f| f.to_str());
+            if word.starts_with('/')
+                && matches!(named, Some("electd" | "electctl"))
+                && !PACKAGE_PROGRAMS.contains(&word)
+            {
+                problems.push(format!("{line}: the package installs no {word}"));
+            }
+        }
+    }
+    problems
+}
+
+/// The README's processor units, the man pages' and the shipped example run electctl
+/// where the package installs it; the README's units are ordered on electd and can be
+/// enabled, as the example is.
+#[test]
+fn documented_units_use_the_packages_paths() {
+    let units = readme_units();
+    assert!(units.len() >= 3, "README units: {units:?}");
+    let mut problems = Vec::new();
+    for (at, unit) in &units {
+        for p in unit_path_problems(unit) {
+            problems.push(format!("README.md:{at}: {p}"));
+        }
+        if unit.contains("electctl run") {
+            for must in [
+                "After=electd",
+                "Requires=electd",
+                "[Install]",
+                "SupplementaryGroups=electd",
+            ] {
+                if !unit.contains(must) {
+                    problems.push(format!("README.md:{at}: the processor unit lacks {must}"));
+                }
+            }
+        }
+    }
+    for man in [
+        "docs/man/man1/electctl.1",
+        "docs/man/man8/electd.8",
+        "docs/man/man5/electd.conf.5",
+    ] {
+        let text = std::fs::read_to_string(man).unwrap().replace("\\-", "-");
+        let units: String = text
+            .lines()
+            .filter_map(|l| l.find("Exec").map(|i| &l[i..]))
+            .map(|l| format!("{}\n", l.trim_end_matches("\\fR.").trim_end_matches("\\fR")))
+            .collect();
+        for p in unit_path_problems(&units) {
+            problems.push(format!("{man}: {p}"));
+        }
+    }
+    let example = std::fs::read_to_string(PROCESSOR_EXAMPLE).unwrap();
+    for p in unit_path_problems(&example) {
+        problems.push(format!("{PROCESSOR_EXAMPLE}: {p}"));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The README points at the example.
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    assert!(readme.contains(&format!("/{PROCESSOR_EXAMPLE_INSTALLED}")));
+}
+
+/// The path checker fails on what issue 23 found, so its silence above means something.
+#[test]
+fn unit_path_checker_catches_wrong_paths() {
+    for bad in [
+        "[Service]\nExecStart=/usr/local/bin/electctl run -- /usr/local/bin/processor\n",
+        "ExecStart=electctl run -- /bin/true\n",
+        "ExecReload=/usr/local/bin/electctl --socket /run/electd/electd.sock reload\n",
+        "ExecStartPre=-/usr/local/sbin/electd --check-config\n",
+    ] {
+        assert!(!unit_path_problems(bad).is_empty(), "not caught: {bad}");
+    }
+    let good = "ExecStart=/usr/bin/electctl run -- /usr/local/bin/processor\n";
+    assert_eq!(unit_path_problems(good), Vec::<String>::new());
+}
+
+/// A copy of `unit` in `dir` whose programs exist on this host (the release electctl,
+/// a stand-in for the operator's processor) and electd.service beside it, so that
+/// `systemd-analyze verify` checks everything but the paths (checked above).
+fn staged_example(dir: &Path, unit: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let processor = dir.join("processor");
+    std::fs::write(&processor, "#!/bin/sh\nexec sleep 1000\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&processor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let electctl = env!("CARGO_BIN_EXE_electctl");
+    let electd = env!("CARGO_BIN_EXE_electd");
+    let stage = |text: &str| {
+        text.replace("/usr/bin/electctl", electctl)
+            .replace("/usr/sbin/electd", electd)
+            .replace("/usr/local/bin/processor", processor.to_str().unwrap())
+    };
+    let path = dir.join("electd-processor.service");
+    std::fs::write(&path, stage(unit)).unwrap();
+    let daemon = std::fs::read_to_string("systemd/electd.service").unwrap();
+    std::fs::write(dir.join("electd.service"), stage(&daemon)).unwrap();
+    path
+}
+
+/// The shipped processor unit verifies, is ordered on electd, can be enabled, and
+/// scores at most 3.0 in `systemd-analyze security`; it may use the control socket
+/// because the shipped socket and directory modes give the electd group access.
+#[test]
+fn processor_example_verifies_and_is_sandboxed() {
+    let unit = std::fs::read_to_string(PROCESSOR_EXAMPLE).unwrap();
+    let lines = settings(PROCESSOR_EXAMPLE);
+    for must in [
+        "After=electd.service",
+        "Requires=electd.service",
+        "[Install]",
+        "WantedBy=electd.service",
+        "DynamicUser=yes",
+        "SupplementaryGroups=electd",
+        "ExecStart=/usr/bin/electctl run --grace 1s -- /usr/local/bin/processor",
+    ] {
+        assert!(
+            lines.iter().any(|l| l == must),
+            "{PROCESSOR_EXAMPLE} lacks {must}"
+        );
+    }
+    // PrivateUsers= would map the electd group to nobody: no access to the socket.
+    assert!(!lines.iter().any(|l| l.starts_with("PrivateUsers=")));
+    assert_eq!(example("socket-mode").as_deref(), Some("0660"));
+    let daemon = settings("systemd/electd.service");
+    for must in [
+        "Group=electd",
+        "RuntimeDirectory=electd",
+        "RuntimeDirectoryMode=0750",
+    ] {
+        assert!(
+            daemon.iter().any(|l| l == must),
+            "electd.service lacks {must}"
+        );
+    }
+    if !have("systemd-analyze") {
+        return;
+    }
+    let dir = scratch("processor-example");
+    let path = staged_example(&dir, &unit);
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .arg(dir.join("electd.service"))
+        .env("MANPATH", "docs/man")
+        .output()
+        .unwrap();
+    let text = said(&out);
+    assert!(
+        out.status.success() && text.trim().is_empty(),
+        "systemd-analyze verify {PROCESSOR_EXAMPLE}: {text}"
+    );
+    let level = exposure(&path);
+    eprintln!("systemd-analyze security --offline {PROCESSOR_EXAMPLE}: exposure {level}");
+    assert!(level <= 3.0, "{PROCESSOR_EXAMPLE}: exposure {level} > 3.0");
+    // The checks can fail: the README's old unit scores far above 3.0, and verify
+    // refuses a program that does not exist.
+    let bare = staged_example(
+        &dir.join("bare"),
+        "[Service]\nExecStart=/usr/bin/electctl run --grace 1s -- /usr/local/bin/processor\nRestart=always\n",
+    );
+    let bare_level = exposure(&bare);
+    assert!(bare_level > 3.0, "an unsandboxed unit scored {bare_level}");
+    let missing = dir.join("missing.service");
+    std::fs::write(
+        &missing,
+        "[Service]\nExecStart=/usr/local/bin/electctl run -- /bin/true\n",
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(!out.status.success() || !said(&out).trim().is_empty());
+    std::fs::remove_dir_all(dir).unwrap();
 }
