@@ -9,7 +9,8 @@
 //! STATUS line and exactly one leader; `systemctl reload` applies new timers without a
 //! change of role, and fails (non-zero) when the server list changed; the watchdog
 //! restarts a SIGSTOPped leader while the others elect a new one; a processor under
-//! `electctl run` in its own unit hands over on `systemctl restart` of the leader's
+//! `electctl run` in its own unit (the package's example unit, enabled, as a dynamic
+//! user in the electd group) hands over on `systemctl restart` of the leader's
 //! electd, with no two processors ever running at once (their timestamps share the
 //! host's clock); the online `systemd-analyze security` exposure stays low; and the
 //! package's upgrade, remove and purge do what pkg/deb says.
@@ -58,6 +59,11 @@ const SUBNET: &str = "10.77.13";
 const WATCHDOG_S: u64 = 3;
 /// The bound on the online exposure score (bookworm's systemd 252 rates the units 1.1).
 const MAX_EXPOSURE: f64 = 1.5;
+
+/// The processor unit the package ships as an example (issue 23, item 1).
+const PROCESSOR_EXAMPLE: &str = "/usr/share/doc/electd/examples/electd-processor.service";
+/// The bound issue 23 sets on the example's exposure score.
+const MAX_PROCESSOR_EXPOSURE: f64 = 3.0;
 
 /// Elapsed time for the log: the phases' durations are part of what this test reports.
 struct Clock(Instant);
@@ -901,6 +907,11 @@ fn debian_package_under_systemd() {
 
     // The operator's files: server 1 names its id, 2 and 3 share one without it.
     fs::write(c.dir.join("shared/proc.sh"), PROC_SH).unwrap();
+    // The processors run as dynamic users: their log is writable by anyone.
+    let log = c.dir.join("shared/proc.log");
+    fs::write(&log, "").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&log, fs::Permissions::from_mode(0o666)).unwrap();
     for m in &c.machines {
         let conf = if m.id == 1 {
             config(Some(1), &m.socket, HEARTBEAT_MS)
@@ -918,18 +929,27 @@ fn debian_package_under_systemd() {
             &format!("/etc/systemd/system/{dropin}/test.conf"),
             &format!("[Service]\nWatchdogSec={WATCHDOG_S}s\nLimitCORE=0\n"),
         );
-        // The processor in a unit of its own: electctl run reconnects by itself when
-        // electd restarts, so it is only ordered after electd, not bound to it.
+        // The processor in a unit of its own: the example the package ships, made into
+        // a unit as README says (the template's unit name and socket on 2 and 3), with
+        // the test's processor, a grace that fits its short lease, and its log.
         m.write(
-            "/etc/systemd/system/electd-proc.service",
-            &format!(
-                "[Unit]\nDescription=test processor, only on the leader\nAfter={u}\nWants={u}\n\n\
-                 [Service]\nExecStart=/usr/bin/electctl --socket {s} run --grace 300ms -- /bin/sh /shared/proc.sh {id}\n\
-                 Restart=always\nRestartSec=200ms\n",
-                u = m.unit,
-                s = m.socket,
-                id = m.id
-            ),
+            "/usr/local/bin/processor",
+            &format!("#!/bin/sh\nexec /bin/sh /shared/proc.sh {}\n", m.id),
+        );
+        m.ok("chmod 755 /usr/local/bin/processor");
+        let socket = if m.id == 1 {
+            String::new()
+        } else {
+            format!("--socket {} ", m.socket)
+        };
+        m.ok(&format!(
+            "sed -e 's/electd\\.service/{u}/g' -e 's#/usr/bin/electctl run --grace 1s#/usr/bin/electctl {socket}run --grace 300ms#' \
+             {PROCESSOR_EXAMPLE} > /etc/systemd/system/electd-proc.service",
+            u = m.unit,
+        ));
+        m.write(
+            "/etc/systemd/system/electd-proc.service.d/test.conf",
+            "[Service]\nReadWritePaths=/shared\nRestartSec=200ms\n",
         );
         m.ok("systemctl daemon-reload");
     }
@@ -959,8 +979,21 @@ fn debian_package_under_systemd() {
     c.clock.say(&format!(
         "3 units active, READY; leader {leader}, term {term}"
     ));
+    // Enabled, the example is wanted by electd's unit; it runs as a dynamic user in
+    // the electd group, which may use the control socket.
     for m in &c.machines {
-        m.ok("systemctl start electd-proc.service");
+        m.ok("systemctl enable --now electd-proc.service");
+        assert!(
+            m.run(&format!(
+                "test -L /etc/systemd/system/{}.wants/electd-proc.service",
+                m.unit
+            ))
+            .status
+            .success(),
+            "{}: enabling the example did not tie it to {}",
+            m.name,
+            m.unit
+        );
     }
     wait_for(
         Duration::from_secs(10),
@@ -1150,15 +1183,21 @@ fn debian_package_under_systemd() {
     c.clock
         .say(&format!("{} processor runs, none overlapping", runs.len()));
 
-    // The online exposure score of both units.
+    // The online exposure score of both units, and of the processor example.
     let e1 = exposure(c.machine(1), "electd.service");
     let e2 = exposure(c.machine(2), "electd@2.service");
+    let ep = exposure(c.machine(1), "electd-proc.service");
     c.clock.say(&format!(
-        "systemd-analyze security: electd.service {e1}, electd@2.service {e2}"
+        "systemd-analyze security: electd.service {e1}, electd@2.service {e2}, \
+         the processor example {ep}"
     ));
     assert!(
         e1 <= MAX_EXPOSURE && e2 <= MAX_EXPOSURE,
         "exposure {e1} / {e2} above {MAX_EXPOSURE}"
+    );
+    assert!(
+        ep <= MAX_PROCESSOR_EXPOSURE,
+        "processor example: exposure {ep}"
     );
 
     // The package's own life on a follower: an upgrade (a reinstall) restarts the
