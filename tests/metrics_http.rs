@@ -946,3 +946,104 @@ fn metrics_listen_values_and_a_busy_port() {
         eprintln!("SKIPPED: the privileged-port warning as another user needs root");
     }
 }
+
+/// Server `id`'s `electd_leader_changes_total` by cause: start, handover, failover
+/// (None where a sample is missing).
+fn leader_changes(c: &Cluster, id: u16) -> [Option<u64>; 3] {
+    let text = c.request(id, "metrics").unwrap_or_default();
+    ["start", "handover", "failover"].map(|cause| {
+        common::metric_value(
+            &text,
+            &format!("electd_leader_changes_total{{cause=\"{cause}\"}}"),
+        )
+    })
+}
+
+/// Waits until every running server counts `want` leader changes by cause.
+fn changes_become(c: &Cluster, want: [u64; 3], what: &str) {
+    let want = want.map(Some);
+    let limit = slacked(Duration::from_secs(5));
+    let end = Instant::now() + limit;
+    loop {
+        let got: Vec<_> = c
+            .up()
+            .iter()
+            .map(|&id| (id, leader_changes(c, id)))
+            .collect();
+        if got.iter().all(|(_, g)| *g == want) {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "{what}: want {want:?} on every server, got {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What alert rules need (issue 23, item 2): `electd_leader_changes_total` counts each
+/// change of leader once, on every server, with its cause (a cold start, a yield, a
+/// crash); `electd_lease_expiry_timestamp_seconds` is the leader's lease end on the
+/// wall clock (0 elsewhere); `electd_server_info` names the server;
+/// `electd_peers_heard` counts the servers heard within the hold.
+#[test]
+fn leader_changes_once_by_cause_lease_expiry_and_server_info() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let o = Opts::new(Mode::Unicast, 3);
+    let (mut c, _ports) = metrics_cluster(&o, "127.0.0.1");
+    let (leader, _) = c.agreement(o.failover_bound());
+    changes_become(&c, [1, 0, 0], "a cold start");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    for id in 1..=3u16 {
+        let text = c.request(id, "metrics").unwrap();
+        let expiry: f64 =
+            common::metric_value(&text, "electd_lease_expiry_timestamp_seconds").unwrap();
+        if id == leader {
+            let lease = o.failover_bound().as_secs_f64();
+            assert!(
+                expiry > now - 1.0 && expiry < now + lease + 1.0,
+                "leader {id}: lease expiry {expiry}, now {now}"
+            );
+        } else {
+            assert_eq!(expiry, 0.0, "follower {id}");
+        }
+        let info: Option<u64> = text.lines().find_map(|l| {
+            l.strip_prefix(&format!("electd_server_info{{id=\"{id}\",name=\""))?
+                .rsplit_once(' ')?
+                .1
+                .parse()
+                .ok()
+        });
+        assert_eq!(info, Some(1), "server_info of {id}:\n{text}");
+        assert!(
+            text.contains(&format!("version=\"{}\"}} 1\n", env!("CARGO_PKG_VERSION"))),
+            "{text}"
+        );
+        assert_eq!(
+            common::metric_value::<u64>(&text, "electd_peers_heard"),
+            Some(2)
+        );
+    }
+    // A yield: one change on every server, the old leader's included (it was two: the
+    // leader, none, the successor).
+    assert!(c.request(leader, "yield").is_some());
+    let t0 = Instant::now();
+    let (next, _) = c.new_leader_since(leader, 0, t0, o.failover_bound());
+    c.agreement(o.failover_bound());
+    changes_become(&c, [1, 1, 0], &format!("a yield from {leader} to {next}"));
+    // A crash: one failover on the survivors.
+    c.kill(next);
+    c.new_leader_since(next, 0, Instant::now(), o.failover_bound() * 2);
+    c.agreement(o.failover_bound() * 2);
+    changes_become(&c, [1, 1, 1], &format!("a crash of {next}"));
+    for id in c.up() {
+        let text = c.request(id, "metrics").unwrap();
+        assert_eq!(
+            common::metric_value::<u64>(&text, "electd_peers_heard"),
+            Some(1)
+        );
+    }
+}

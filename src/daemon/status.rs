@@ -66,6 +66,7 @@ impl Daemon {
     /// Reports group `g`'s change, if any; true when more than the lease changed.
     fn report_group(&mut self, g: usize) -> bool {
         let view = self.view_of(g);
+        self.note_leader(g, view.leader);
         let several = self.cfg.has_groups();
         let group = &mut self.groups[g];
         let old = group.view;
