@@ -450,6 +450,8 @@ fn deb_package_holds_files_conffile_scripts_and_dependencies() {
         "usr/share/doc/electd/README.md",
         "usr/share/doc/electd/copyright",
         PROCESSOR_EXAMPLE_INSTALLED,
+        "usr/share/doc/electd/examples/electd-alerts.yml",
+        "usr/share/doc/electd/examples/electd-dashboard.json",
     ]
     .iter()
     .map(|s| s.to_string())
