@@ -405,6 +405,14 @@ fn units_and_example_config_agree() {
     assert_eq!(got, expect, "electd@.service differs from electd.service");
 }
 
+/// `cargo deb` into `out`, one build at a time (concurrent builds share cargo deb's
+/// staging directory).
+fn build_deb(out: &Path) -> PathBuf {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    debpkg::build(out).unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn dpkg_deb(args: &[&str], deb: &Path) -> String {
     let out = Command::new("dpkg-deb")
         .args(args)
@@ -428,7 +436,7 @@ fn deb_package_holds_files_conffile_scripts_and_dependencies() {
         return;
     }
     let out = scratch("deb");
-    let deb = debpkg::build(&out).unwrap_or_else(|e| panic!("{e}"));
+    let deb = build_deb(&out);
     // Files: `dpkg-deb -c` lines end with "./path".
     let listed: BTreeSet<String> = dpkg_deb(&["-c"], &deb)
         .lines()
@@ -449,6 +457,7 @@ fn deb_package_holds_files_conffile_scripts_and_dependencies() {
         "usr/share/man/man1/electctl.1.gz",
         "usr/share/doc/electd/README.md",
         "usr/share/doc/electd/copyright",
+        "usr/share/doc/electd/changelog.gz",
         PROCESSOR_EXAMPLE_INSTALLED,
         "usr/share/doc/electd/examples/electd-alerts.yml",
         "usr/share/doc/electd/examples/electd-dashboard.json",
@@ -463,7 +472,18 @@ fn deb_package_holds_files_conffile_scripts_and_dependencies() {
         info.contains(&format!("Version: {}\n", env!("CARGO_PKG_VERSION"))),
         "{info}"
     );
-    assert!(info.contains("Depends: libc6"), "{info}");
+    let depends = info
+        .lines()
+        .find(|l| l.starts_with(" Depends: "))
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(depends.contains("libc6"), "{info}");
+    // pkg/deb/changelog's first entry is this version (dpkg and lintian read it).
+    let changelog = std::fs::read_to_string("pkg/deb/changelog").unwrap();
+    assert!(
+        changelog.starts_with(&format!("electd ({}) ", env!("CARGO_PKG_VERSION"))),
+        "pkg/deb/changelog: {}",
+        changelog.lines().next().unwrap_or("")
+    );
     assert!(info.contains("Section: net"), "{info}");
     // The shipped files, byte for byte: units, sysusers, tmpfiles, the configuration.
     let tree = out.join("tree");
@@ -566,14 +586,25 @@ fn maintainer_scripts_parse_and_enable_nothing() {
             );
         }
     }
+    for script in ["postinst", "prerm", "postrm"] {
+        // Debian's way (lintian maintainer-script-calls-systemctl): units are started
+        // and stopped through deb-systemd-invoke, which honours policy-rc.d.
+        let text = std::fs::read_to_string(Path::new("pkg/deb").join(script)).unwrap();
+        for l in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+            assert!(
+                !l.contains("systemctl ") || l.contains("systemctl --system daemon-reload"),
+                "{script} calls systemctl: {l}"
+            );
+        }
+    }
     let postinst = std::fs::read_to_string("pkg/deb/postinst").unwrap();
-    assert!(postinst.contains("systemctl try-restart electd.service 'electd@*.service'"));
+    assert!(postinst.contains("deb-systemd-invoke try-restart electd.service 'electd@*.service'"));
     assert!(
         postinst.contains("if [ -n \"$2\" ]; then"),
         "restart on upgrades only"
     );
     let prerm = std::fs::read_to_string("pkg/deb/prerm").unwrap();
-    assert!(prerm.contains("systemctl stop electd.service 'electd@*.service'"));
+    assert!(prerm.contains("deb-systemd-invoke stop electd.service 'electd@*.service'"));
 }
 
 /// Where the package puts electd's programs: a unit that names them anywhere else
@@ -805,4 +836,63 @@ fn processor_example_verifies_and_is_sandboxed() {
         .unwrap();
     assert!(!out.status.success() || !said(&out).trim().is_empty());
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The errors and warnings in lintian's output (`E:` and `W:` lines); info, pedantic
+/// and overridden tags are not complaints.
+fn lintian_complaints(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter(|l| l.starts_with("E: ") || l.starts_with("W: "))
+        .collect()
+}
+
+/// lintian finds no error and no warning in the .deb (issue 23, item 8: unstripped
+/// binaries, no changelog, a bogus maintainer address, a copyright without notice,
+/// systemctl in maintainer scripts, adduser without Depends); the binaries are
+/// stripped (their symbols go to the -dbgsym package).
+#[test]
+fn deb_package_is_lintian_clean() {
+    // The checker can fail.
+    let sample = "E: electd: no-changelog usr/share/doc/electd/changelog.gz\n\
+                  I: electd: no-md5sums-control-file\n\
+                  W: electd: copyright-without-copyright-notice\n";
+    assert_eq!(lintian_complaints(sample).len(), 2);
+    if !have("lintian") || !have("dpkg-deb") {
+        return;
+    }
+    if let Some(why) = debpkg::unavailable() {
+        assert!(std::env::var_os("CI").is_none(), "CI: {why}");
+        eprintln!("SKIPPED: no .deb checked: {why}");
+        return;
+    }
+    let out = scratch("lintian");
+    let deb = build_deb(&out);
+    let o = Command::new("lintian")
+        .args(["--pedantic", "--display-info"])
+        .arg(&deb)
+        .output()
+        .unwrap();
+    let text = said(&o);
+    eprintln!("lintian --pedantic --display-info:\n{text}");
+    let complaints = lintian_complaints(&text);
+    assert!(complaints.is_empty(), "lintian: {complaints:#?}");
+    let info = dpkg_deb(&["-I"], &deb);
+    let depends = info
+        .lines()
+        .find(|l| l.starts_with(" Depends: "))
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(depends.contains("adduser"), "{depends}");
+    let tree = out.join("tree");
+    let x = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&deb)
+        .arg(&tree)
+        .output()
+        .unwrap();
+    assert!(x.status.success(), "{}", said(&x));
+    for bin in ["usr/sbin/electd", "usr/bin/electctl"] {
+        let size = std::fs::metadata(tree.join(bin)).unwrap().len();
+        assert!(size < 5 << 20, "{bin} is {size} bytes: not stripped?");
+    }
+    std::fs::remove_dir_all(out).unwrap();
 }

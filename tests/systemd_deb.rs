@@ -37,8 +37,9 @@ const CACHE_ENV: &str = "ELECTD_TEST_CACHE";
 const MIRROR_ENV: &str = "ELECTD_TEST_DEBIAN_MIRROR";
 const SUITE: &str = "bookworm";
 /// What debootstrap adds to minbase: an init, a bus for systemctl and systemd-analyze,
-/// and ip for a person debugging a kept container.
-const PACKAGES: [&str; 4] = ["dbus", "iproute2", "systemd", "systemd-sysv"];
+/// ip for a person debugging a kept container, and adduser, which the package depends
+/// on (`dpkg -i` installs no dependency).
+const PACKAGES: [&str; 5] = ["adduser", "dbus", "iproute2", "systemd", "systemd-sysv"];
 /// Host tools and the Debian packages that provide them.
 const TOOLS: [(&str, &str); 7] = [
     ("systemd-nspawn", "systemd-container"),
