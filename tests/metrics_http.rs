@@ -902,7 +902,7 @@ fn metrics_listen_values_and_a_busy_port() {
 
     // --check-config: the listener has no freebind, so an address that is not this
     // host's is an error there too (the daemon could not start); a privileged port is
-    // a warning for a user without the capability (the unit's ExecStartPre).
+    // a warning for a user without the capability (the unit's user, electd).
     let check = |line: &str, as_nobody: bool| {
         c.set_server_conf(1, line);
         let mut cmd = if as_nobody {

@@ -352,8 +352,7 @@ fn units_and_example_config_agree() {
     let template = settings("systemd/electd@.service");
     let reload = "ExecReload=/usr/bin/electctl --socket /run/electd/electd.sock reload";
     let start = "ExecStart=/usr/sbin/electd --config /etc/electd/electd.conf";
-    let check = "ExecStartPre=/usr/sbin/electd --config /etc/electd/electd.conf --check-config";
-    for must in [reload, start, check] {
+    for must in [reload, start] {
         assert!(
             plain.iter().any(|l| l == must),
             "electd.service lacks {must}"
@@ -387,7 +386,6 @@ fn units_and_example_config_agree() {
                 "ExecReload=/usr/bin/electctl --socket /run/electd/electd-%i.sock reload".into()
             }
             l if l == start => format!("{start} --id %i"),
-            l if l == check => l.replace(" --check-config", " --id %i --check-config"),
             "Description=electd leader election daemon" => {
                 "Description=electd leader election daemon, server %i".into()
             }
@@ -895,4 +893,67 @@ fn deb_package_is_lintian_clean() {
         assert!(size < 5 << 20, "{bin} is {size} bytes: not stripped?");
     }
     std::fs::remove_dir_all(out).unwrap();
+}
+
+/// What electd exits with when it refuses its configuration (sysexits' EX_CONFIG).
+const EXIT_CONFIG: i32 = 78;
+
+/// A daemon started on a file it refuses exits 78 with one line naming the file, the
+/// line and what to do, and the units do not restart it for that status (issue 23,
+/// item 5: `systemctl restart` with a bad file looped every 2 s for ever). No
+/// ExecStartPre may fail first: systemd restarts a failed ExecStartPre whatever its
+/// status (RestartPreventExitStatus= applies to the main process only).
+#[test]
+fn configuration_error_exits_78_and_stops_the_restart_loop() {
+    let dir = scratch("config-error");
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("bad.conf");
+    for (text, at) in [
+        (
+            "cluster x\nserver 1 127.0.0.1:7999\nheartbeat 1s\nfrobnicate yes\n",
+            "bad.conf:4",
+        ),
+        (
+            "cluster x\nserver 1 127.0.0.1:7999\nid 1\nunicast\nkey-file /nonexistent/electd.key\n",
+            "bad.conf",
+        ),
+    ] {
+        std::fs::write(&conf, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+            .arg("--config")
+            .arg(&conf)
+            .args(["--id", "1"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(EXIT_CONFIG), "{err}");
+        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "one line: {err}");
+        assert!(lines[0].contains(at), "{err}");
+        assert!(lines[0].contains("electd --check-config"), "{err}");
+        // --check-config keeps its documented status.
+        let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+            .arg("--config")
+            .arg(&conf)
+            .args(["--id", "1", "--check-config"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    }
+    for unit in ["systemd/electd.service", "systemd/electd@.service"] {
+        let lines = settings(unit);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l == &format!("RestartPreventExitStatus={EXIT_CONFIG}")),
+            "{unit} lacks RestartPreventExitStatus={EXIT_CONFIG}"
+        );
+        for l in lines.iter().filter(|l| l.starts_with("ExecStartPre=")) {
+            assert!(
+                l.starts_with("ExecStartPre=-"),
+                "{unit}: {l} can fail the start"
+            );
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }

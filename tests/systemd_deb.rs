@@ -1201,6 +1201,41 @@ fn debian_package_under_systemd() {
         "processor example: exposure {ep}"
     );
 
+    // A restart with a file the daemon refuses (issue 23, item 5): the unit fails once,
+    // with one journal line that names the file's line, and is not restarted (exit
+    // status 78, RestartPreventExitStatus=); fixed, it starts again.
+    let (leader, _) = c.settle(Duration::from_secs(10));
+    let g = c.machines.iter().find(|m| m.id != leader).unwrap();
+    let good = g.read("/etc/electd/electd.conf");
+    let lines = good.lines().count();
+    g.write(
+        "/etc/electd/electd.conf",
+        &format!("{good}frobnicate yes\n"),
+    );
+    let o = g.run(&format!("systemctl restart {}", g.unit));
+    assert!(!o.status.success(), "restart with a bad file: {}", text(&o));
+    let restarts = g.prop(&g.unit, "NRestarts");
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(g.prop(&g.unit, "ActiveState"), "failed", "{}", g.name);
+    assert_eq!(g.prop(&g.unit, "ExecMainStatus"), "78");
+    assert_eq!(g.prop(&g.unit, "NRestarts"), restarts, "it was restarted");
+    let journal = g.journal(&g.unit);
+    let said: Vec<&str> = journal
+        .lines()
+        .filter(|l| l.contains("frobnicate"))
+        .collect();
+    assert!(
+        said.len() == 1 && said[0].contains(&format!("electd.conf:{}", lines + 1)),
+        "want one line naming the file's line: {said:?}"
+    );
+    g.write("/etc/electd/electd.conf", &good);
+    g.ok(&format!("systemctl start {}", g.unit));
+    c.settle(Duration::from_secs(20));
+    c.clock.say(&format!(
+        "server {}: a restart with a bad file failed once (status 78, not restarted), one journal line",
+        g.id
+    ));
+
     // The package's own life on a follower: an upgrade (a reinstall) restarts the
     // running unit and starts nothing else, remove stops it and keeps config and
     // state, purge removes them and keeps the user.

@@ -208,6 +208,29 @@ fn check_host(cfg: &Config) -> Option<Vec<String>> {
     Some(warnings)
 }
 
+/// The exit status of a daemon that refuses its configuration (sysexits' EX_CONFIG):
+/// the units do not restart it for this status (RestartPreventExitStatus=78), since
+/// only an edit can help.
+const EXIT_CONFIG: i32 = 78;
+
+/// Reports a configuration the daemon refuses: `--check-config` exits 1 as it always
+/// did; a daemon says, in one line (an error under journald), what to do, and exits 78.
+fn refused(check: bool, why: &str) -> i32 {
+    if check {
+        eprintln!("electd: {why}");
+        return 1;
+    }
+    let err = if std::env::var_os("JOURNAL_STREAM").is_some() {
+        "<3>"
+    } else {
+        ""
+    };
+    eprintln!(
+        "{err}electd: {why}; not started: fix the file, check it with electd --check-config, then start electd again (exit status {EXIT_CONFIG}: systemd does not restart it)"
+    );
+    EXIT_CONFIG
+}
+
 fn main() {
     // First of all, before anything can take time: a SIGHUP or SIGTERM that arrives
     // while the daemon starts must wait for the loop, not kill it (SPEC section 12).
@@ -310,16 +333,13 @@ fn run() -> i32 {
         }
     }
     let path = PathBuf::from(m.opt_str("config").unwrap_or_else(|| DEFAULT_PATH.into()));
+    let check = m.opt_present("check-config");
     let cfg = match Config::load(&path, id) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("electd: {e}");
-            return 1;
-        }
+        Err(e) => return refused(check, &e.to_string()),
     };
     if let Err(e) = electd::auth::load_keys(cfg.key_file.as_deref(), cfg.key_file_next.as_deref()) {
-        eprintln!("electd: {}: {e}", path.display());
-        return 1;
+        return refused(check, &format!("{}: {e}", path.display()));
     }
     if m.opt_present("check-config") {
         let (reader, note) = match key_reader(m.opt_str("as-user")) {
@@ -379,6 +399,10 @@ fn run() -> i32 {
             .or(env_level)
             .unwrap_or(LevelFilter::Info),
     );
+    // What --check-config warns about, in the log of every start.
+    for w in cfg.warnings() {
+        log::warn!("{w}");
+    }
     let mut daemon = match Daemon::start(cfg, id, cli_level) {
         Ok(d) => d,
         Err(e) => {
