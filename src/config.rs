@@ -8,8 +8,8 @@ mod cluster;
 mod groups;
 mod parse;
 
-pub use parse::parse_duration;
 use parse::{Raw, expand, one, parse_line};
+pub use parse::{parse_duration, socket_in};
 
 pub use groups::balanced_order;
 

@@ -127,9 +127,7 @@ fn install_script_honours_prefix_and_keeps_an_edited_config() {
             "ExecStart=/opt/electd/sbin/electd --config /etc/electd/electd.conf --id %i\n"
         )
     );
-    assert!(unit.contains(
-        "ExecReload=/opt/electd/bin/electctl --socket /run/electd/electd-%i.sock reload\n"
-    ));
+    assert!(unit.contains("ExecReload=/opt/electd/bin/electctl --id %i reload\n"));
     // A second run (an upgrade) never overwrites the operator's file, only the example.
     let conf = root.join("etc/electd/electd.conf");
     std::fs::write(&conf, "# edited\n").unwrap();
@@ -350,7 +348,7 @@ fn example(directive: &str) -> Option<String> {
 fn units_and_example_config_agree() {
     let plain = settings("systemd/electd.service");
     let template = settings("systemd/electd@.service");
-    let reload = "ExecReload=/usr/bin/electctl --socket /run/electd/electd.sock reload";
+    let reload = "ExecReload=/usr/bin/electctl reload";
     let start = "ExecStart=/usr/sbin/electd --config /etc/electd/electd.conf";
     for must in [reload, start] {
         assert!(
@@ -376,15 +374,13 @@ fn units_and_example_config_agree() {
     let conf = std::fs::read_to_string("conf/electd.conf").unwrap();
     assert!(
         conf.contains("#   socket /run/electd/electd-{id}.sock"),
-        "the example must tell template users the socket their reload uses"
+        "the example must tell users of several instances on one host a socket each"
     );
     // The template: the same lines, with --id %i and the per-id socket.
     let expect: Vec<String> = plain
         .iter()
         .map(|l| match l.as_str() {
-            l if l == reload => {
-                "ExecReload=/usr/bin/electctl --socket /run/electd/electd-%i.sock reload".into()
-            }
+            l if l == reload => "ExecReload=/usr/bin/electctl --id %i reload".into(),
             l if l == start => format!("{start} --id %i"),
             "Description=electd leader election daemon" => {
                 "Description=electd leader election daemon, server %i".into()
@@ -955,5 +951,88 @@ fn configuration_error_exits_78_and_stops_the_restart_loop() {
             );
         }
     }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The template unit reloads whatever `socket` line the file has (issue 23, item 6:
+/// with the shipped `socket /run/electd/electd.sock`, `systemctl reload electd@3`
+/// could not connect to /run/electd/electd-3.sock): its ExecReload asks electctl for
+/// the socket of server %i in the file, as electd.service's asks for the file's.
+#[test]
+fn template_reload_finds_the_files_socket() {
+    let unit = settings("systemd/electd@.service");
+    assert!(
+        unit.iter()
+            .any(|l| l == "ExecReload=/usr/bin/electctl --id %i reload"),
+        "electd@.service: {unit:?}"
+    );
+    let plain = settings("systemd/electd.service");
+    assert!(
+        plain
+            .iter()
+            .any(|l| l == "ExecReload=/usr/bin/electctl reload")
+    );
+    // A daemon run as `electd --id 2` on a file whose socket has no {id} (the shipped
+    // line's shape), reloaded as the template does: electctl --config FILE --id 2.
+    let dir = scratch("template-reload");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let conf = dir.join("electd.conf");
+    let sock = dir.join("electd.sock");
+    std::fs::write(
+        &conf,
+        format!(
+            "cluster t\nserver 1 127.0.0.2:{port}\nserver 2 127.0.0.1:{port}\nunicast\n\
+             socket {}\nstate {}/{{id}}.state\n",
+            sock.display(),
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_electd"))
+        .arg("--config")
+        .arg(&conf)
+        .args(["--id", "2"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !sock.exists() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let reload = || {
+        Command::new(env!("CARGO_BIN_EXE_electctl"))
+            .arg("--config")
+            .arg(&conf)
+            .args(["--id", "2", "reload"])
+            .output()
+            .unwrap()
+    };
+    let ok = reload();
+    // A file the daemon refuses (a bad reload) still names the socket: the reload
+    // reaches the daemon, which refuses it with its reason (exit 1: not "no daemon").
+    let good = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(&conf, format!("{good}frobnicate yes\n")).unwrap();
+    let bad = reload();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert!(
+        ok.status.success(),
+        "electctl --config --id 2 reload: {}",
+        said(&ok)
+    );
+    assert_eq!(bad.status.code(), Some(1), "{}", said(&bad));
+    assert!(said(&bad).contains("frobnicate"), "{}", said(&bad));
+    let out = Command::new(env!("CARGO_BIN_EXE_electctl"))
+        .arg("--config")
+        .arg(&conf)
+        .args(["--id", "x", "status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
     std::fs::remove_dir_all(dir).unwrap();
 }

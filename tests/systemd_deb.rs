@@ -4,7 +4,8 @@
 //! their own with addresses in 10.77.0.0/16) each install the .deb that `cargo deb`
 //! makes from this run's release binaries, and run one server: the first through
 //! electd.service with `id 1` in its file, the others through the template
-//! electd@ID.service with one shared file without `id`. The test checks what an
+//! electd@ID.service with a file without `id` (server 2's socket line has `{id}`,
+//! server 3's is the shipped fixed one, which its reload finds all the same). The test checks what an
 //! operator relies on: installing enables nothing; the units come up READY with a
 //! STATUS line and exactly one leader; `systemctl reload` applies new timers without a
 //! change of role, and fails (non-zero) when the server list changed; the watchdog
@@ -331,10 +332,12 @@ impl Cluster {
                 } else {
                     format!("electd@{id}.service")
                 },
-                socket: if id == 1 {
-                    "/run/electd/electd.sock".into()
-                } else {
+                // Server 3 runs the template with the shipped `socket` line (no {id}):
+                // its reload must find it all the same (issue 23, item 6).
+                socket: if id == 2 {
                     format!("/run/electd/electd-{id}.sock")
+                } else {
+                    "/run/electd/electd.sock".into()
                 },
             };
             host_ok(
@@ -914,10 +917,10 @@ fn debian_package_under_systemd() {
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(&log, fs::Permissions::from_mode(0o666)).unwrap();
     for m in &c.machines {
-        let conf = if m.id == 1 {
-            config(Some(1), &m.socket, HEARTBEAT_MS)
-        } else {
-            config(None, "/run/electd/electd-{id}.sock", HEARTBEAT_MS)
+        let conf = match m.id {
+            1 => config(Some(1), &m.socket, HEARTBEAT_MS),
+            2 => config(None, "/run/electd/electd-{id}.sock", HEARTBEAT_MS),
+            _ => config(None, &m.socket, HEARTBEAT_MS),
         };
         m.write("/etc/electd/electd.conf", &conf);
         // A shorter watchdog for the test, and no core file from its SIGABRT.
@@ -941,7 +944,7 @@ fn debian_package_under_systemd() {
         let socket = if m.id == 1 {
             String::new()
         } else {
-            format!("--socket {} ", m.socket)
+            format!("--id {} ", m.id)
         };
         m.ok(&format!(
             "sed -e 's/electd\\.service/{u}/g' -e 's#/usr/bin/electctl run --grace 1s#/usr/bin/electctl {socket}run --grace 300ms#' \
