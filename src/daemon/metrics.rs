@@ -60,6 +60,14 @@ pub(super) struct LeaderChanges {
 }
 
 impl LeaderChanges {
+    /// True when `leader` is the leader already noted (nothing to count).
+    pub(super) fn is_current(&self, leader: Option<u16>) -> bool {
+        match leader {
+            Some(l) => self.ended.is_none() && self.last == Some(l),
+            None => self.last.is_none() || self.ended.is_some(),
+        }
+    }
+
     /// Notes that the group's known leader is now `leader`. `me` is this server,
     /// `handovers` the handovers it has begun so far, `heard_ago(id)` how long ago a
     /// peer was last heard, `heartbeat` the leader's LEAD interval.
@@ -174,6 +182,9 @@ impl Daemon {
     /// Counts a change of group `g`'s leader (once per change, with its cause): called
     /// with each new view.
     pub(super) fn note_leader(&mut self, g: usize, leader: Option<u16>) {
+        if self.groups[g].metrics.leader_changes.is_current(leader) {
+            return;
+        }
         let me = self.cfg.id;
         let heartbeat = self.cfg.heartbeat;
         let now = boot_now();
