@@ -1274,6 +1274,18 @@ fn debian_package_under_systemd() {
             "remove deleted {kept}"
         );
     }
+    // A reinstall after a remove runs as before (README, "Install"; issue 23, item 9):
+    // the enabled unit starts again, and nothing else does.
+    f.ok(&format!("dpkg -i {deb_in}"));
+    assert_eq!(
+        f.prop(&f.unit, "ActiveState"),
+        "active",
+        "a reinstall after remove left {} stopped",
+        f.unit
+    );
+    assert_eq!(f.prop("electd.service", "ActiveState"), "inactive");
+    c.settle(Duration::from_secs(20));
+    f.ok("dpkg -r electd");
     f.ok("dpkg -P electd");
     for gone in ["/etc/electd", "/var/lib/electd", link.as_str()] {
         assert!(
@@ -1286,7 +1298,7 @@ fn debian_package_under_systemd() {
     }
     f.ok("getent passwd electd");
     c.clock.say(&format!(
-        "server {}: upgrade restarted it, remove stopped it, purge cleaned up",
+        "server {}: upgrade restarted it, remove stopped it, a reinstall started it again, purge cleaned up",
         f.id
     ));
 }
