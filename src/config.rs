@@ -9,7 +9,7 @@ mod groups;
 mod parse;
 
 use parse::{Raw, expand, one, parse_line};
-pub use parse::{parse_duration, socket_in};
+pub use parse::{closest, parse_duration, socket_in};
 
 pub use groups::balanced_order;
 

@@ -455,6 +455,7 @@ fn deb_package_holds_files_conffile_scripts_and_dependencies() {
         PROCESSOR_EXAMPLE_INSTALLED,
         "usr/share/doc/electd/examples/electd-alerts.yml",
         "usr/share/doc/electd/examples/electd-dashboard.json",
+        "usr/share/bash-completion/completions/electctl",
     ]
     .iter()
     .map(|s| s.to_string())

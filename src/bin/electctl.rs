@@ -5,7 +5,7 @@
 //! refused the new configuration), 2 an error (no daemon, refused connection, bad
 //! usage, an unknown `yield --to` id, unreadable answer).
 
-use electd::config::{DEFAULT_PATH, DEFAULT_SOCKET, parse_duration, socket_in};
+use electd::config::{DEFAULT_PATH, DEFAULT_SOCKET, closest, parse_duration, socket_in};
 use electd::control::{NOT_LEADER, connect_error, valid_group_name};
 use electd::json::{self, Value};
 use electd::supervise::{self, RunOptions};
@@ -429,12 +429,33 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
             }
         }
         ("reload", []) => reload(socket),
+        _ if !COMMANDS.contains(&cmd) => Err(match closest(cmd, &COMMANDS) {
+            Some(c) => format!(
+                "unknown command '{cmd}' (did you mean '{c}'?); electctl --help lists the commands"
+            ),
+            None => format!("unknown command '{cmd}'; electctl --help lists the commands"),
+        }),
         _ => Err(format!(
             "unknown command or arguments: {cmd} {}\n{USAGE}",
             rest.join(" ")
         )),
     }
 }
+
+/// electctl's commands, for the "did you mean" of a mistyped one.
+const COMMANDS: [&str; 11] = [
+    "status",
+    "leader",
+    "is-leader",
+    "watch",
+    "elect",
+    "yield",
+    "drain",
+    "undrain",
+    "metrics",
+    "reload",
+    "run",
+];
 
 /// `yield` and `yield --to ID`: exit 1 when this server does not lead, 2 for an id
 /// that is not a number, not in the list, or this server's own.

@@ -45,6 +45,17 @@ pub(super) fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// The candidate closest to `word` (a typo's edit distance, at most 2), if any: the
+/// "did you mean" of the configuration and of electctl's commands.
+pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (edit_distance(word, c), *c))
+        .min()
+        .filter(|&(d, _)| d <= 2)
+        .map(|(_, c)| c)
+}
+
 pub(super) fn suggest(word: &str) -> String {
     let best = DIRECTIVES
         .iter()
