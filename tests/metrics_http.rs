@@ -1047,3 +1047,44 @@ fn leader_changes_once_by_cause_lease_expiry_and_server_info() {
         );
     }
 }
+
+/// A server that hears nobody says so (issue 23, item 4): once, as a warning, when no
+/// datagram from any server has arrived for missed-heartbeats x heartbeat after its
+/// start, and once more when one arrives; `electd_peers_heard` shows 0, then more.
+#[test]
+fn a_server_that_hears_nobody_says_so_once() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = Opts::new(Mode::Unicast, 3);
+    o.run = 1;
+    let mut c = Cluster::build(&o);
+    let deaf = "hears no other server";
+    let hold = Duration::from_millis(o.hbt_ms * u64::from(o.k));
+    wait_for("the warning", slacked(hold * 4), || {
+        c.log(1).contains(deaf).then_some(())
+    });
+    let line = c
+        .log(1)
+        .lines()
+        .find(|l| l.contains(deaf))
+        .unwrap()
+        .to_string();
+    assert!(line.contains(" WARN "), "{line}");
+    assert!(
+        line.contains("no datagram from any of the 2 other servers"),
+        "{line}"
+    );
+    assert_eq!(c.metric(1, "electd_peers_heard"), 0);
+    std::thread::sleep(hold * 3);
+    assert_eq!(
+        c.log(1).matches(deaf).count(),
+        1,
+        "said once:\n{}",
+        c.log(1)
+    );
+    c.spawn(2);
+    wait_for("hearing again", slacked(hold * 4), || {
+        c.log(1).contains("hears server 2 (s2) again").then_some(())
+    });
+    assert_eq!(c.metric(1, "electd_peers_heard"), 1);
+    assert_eq!(c.log(1).matches(deaf).count(), 1);
+}

@@ -17,6 +17,9 @@ pub(super) struct Metrics {
     pub(super) dropped: BTreeMap<&'static str, u64>,
     pub(super) send_errors: u64,
     pub(super) state_writes: u64,
+    /// True while no datagram from any other server has arrived for the hold, after
+    /// the start or since the last one (said once when it begins and once when it ends).
+    pub(super) hears_nobody: bool,
 }
 
 /// Why a group's leader changed, as seen by this server: the `cause` label of
@@ -201,6 +204,47 @@ impl Daemon {
             .metrics
             .leader_changes
             .observe(leader, me, handovers, heard_ago, heartbeat);
+    }
+
+    /// Says once, as a warning, that this server hears nobody: no datagram from any
+    /// other server for missed-heartbeats x heartbeat after the start or since the last
+    /// one (wrong addresses, a firewall, another cluster name or key); and once, when
+    /// one arrives, whom it hears again (issue 23). True when that changed (STATUS=).
+    pub(super) fn check_hearing(&mut self) -> bool {
+        let others = self.cfg.servers.len().saturating_sub(1);
+        if others == 0 {
+            return false;
+        }
+        let now = boot_now();
+        let hold = self.cfg.heartbeat * self.cfg.missed_heartbeats;
+        let heard = self.peers_heard();
+        let last = heard.iter().filter_map(|&(_, t)| t).max();
+        let deaf = match last {
+            Some(t) => now.saturating_since(t) >= hold,
+            None => self.started.elapsed() >= hold,
+        };
+        if deaf == self.metrics.hears_nobody {
+            return false;
+        }
+        self.metrics.hears_nobody = deaf;
+        if deaf {
+            let since = match last {
+                Some(t) => format!("for {:.1}s", now.saturating_since(t).as_secs_f64()),
+                None => "since it started".into(),
+            };
+            warn!(
+                "this server hears no other server: no datagram from any of the {others} other servers {since} (missed-heartbeats x heartbeat is {hold:?}): check the server addresses, firewalls, and that every server has the same cluster name, server list and key"
+            );
+        } else {
+            let ids: Vec<String> = heard
+                .iter()
+                .filter(|&&(_, t)| t.is_some_and(|t| now.saturating_since(t) < hold))
+                .map(|(id, _)| format!("{id} ({})", self.cfg.name_of(*id)))
+                .collect();
+            let which = if ids.len() == 1 { "server" } else { "servers" };
+            info!("this server hears {which} {} again", ids.join(", "));
+        }
+        true
     }
 
     pub(super) fn metrics_text(&self) -> String {

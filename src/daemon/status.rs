@@ -34,6 +34,7 @@ impl Daemon {
         if notify && self.cfg.has_groups() {
             self.all_dirty = true;
         }
+        let notify = self.check_hearing() || notify;
         if notify {
             self.notifier.send(&self.status_text());
         }
@@ -177,6 +178,9 @@ impl Daemon {
             if drained > 0 {
                 write!(s, ", {drained} drained").expect("write to String");
             }
+        }
+        if self.metrics.hears_nobody {
+            s.push_str("; hears no other server");
         }
         if let Some(why) = &self.config_refused {
             // The operator must know the file on disk is not what runs.
