@@ -1088,3 +1088,36 @@ fn a_server_that_hears_nobody_says_so_once() {
     assert_eq!(c.metric(1, "electd_peers_heard"), 1);
     assert_eq!(c.log(1).matches(deaf).count(), 1);
 }
+
+/// A re-election of the same leader in a new term is logged on every server ("role
+/// follower, term 5, leader 1 (s1)"; issue 23, item 9: followers said nothing, the
+/// term they follow changed silently), and counts as no change of leader.
+#[test]
+fn a_re_election_of_the_same_leader_is_logged() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let o = Opts::new(Mode::Unicast, 3);
+    let c = Cluster::build(&o);
+    let (leader, term) = c.agreement(o.failover_bound());
+    let f = (1..=3u16).find(|&i| i != leader).unwrap();
+    let e = c.request(f, "elect").unwrap_or_default();
+    assert!(e.contains("\"ok\":true"), "{e}");
+    let (again, new_term) = wait_for("a new term", slacked(o.failover_bound()), || {
+        let (l, t) = c.agreement(o.failover_bound());
+        (t > term).then_some((l, t))
+    });
+    if again != leader {
+        eprintln!("SKIPPED: the round elected {again}, not {leader} again");
+        return;
+    }
+    for id in 1..=3u16 {
+        let want = format!("term {new_term}, leader {leader} (s{leader})");
+        wait_for("the log line", slacked(Duration::from_secs(2)), || {
+            c.log(id).contains(&want).then_some(())
+        });
+        let changes: Option<u64> = common::metric_value(
+            &c.request(id, "metrics").unwrap(),
+            "electd_leader_changes_total{cause=\"start\"}",
+        );
+        assert_eq!(changes, Some(1), "server {id}");
+    }
+}

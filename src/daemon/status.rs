@@ -81,8 +81,13 @@ impl Daemon {
                 .hooks
                 .transition(view.role, view.leader, view.term, view.health.name());
         }
-        if view.role != old.role || view.leader != old.leader {
-            group.metrics.role_changes += 1;
+        let changed = view.role != old.role || view.leader != old.leader;
+        // A new term with the same leader (a re-election: the fencing token changed)
+        // is logged too.
+        if changed || view.term != old.term {
+            if changed {
+                group.metrics.role_changes += 1;
+            }
             let leader = view.leader.map_or("none".to_string(), |l| {
                 format!("{l} ({})", self.cfg.name_of(l))
             });
