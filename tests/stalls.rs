@@ -470,3 +470,135 @@ fn full_stderr_pipe_never_runs_two_processors() {
 fn stopped_run_never_runs_two_processors() {
     assert_clean(Trigger::Stopped);
 }
+
+/// A cluster of `n` at heartbeat `hbt_ms` (rtt 20 ms, K 3) with `run --grace GRACE`
+/// on each server; returns it with the command log.
+fn graced(n: u16, hbt_ms: u64, grace: &str) -> (Cluster, Sups, String) {
+    let mut o = Opts::new(Mode::Unicast, n);
+    o.hbt_ms = hbt_ms;
+    let c = Cluster::build(&o);
+    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let sups = Sups(
+        (1..=n)
+            .map(|id| Sup::start(&c, id, &log, &["--grace", grace], false))
+            .collect(),
+    );
+    let (leader, _) = c.agreement(o.failover_bound() + Duration::from_secs(1));
+    assert!(
+        running_on(&log, leader, 0, Duration::from_secs(3)).is_some(),
+        "no processor on leader {leader}\n{}",
+        run_logs(&c)
+    );
+    (c, sups, log)
+}
+
+/// Issue 21 item 4 (SPEC 11): at heartbeat 300 ms `run --grace 500ms` fits (the
+/// largest grace is 542 ms); a reload to heartbeat 100 ms would leave it none (the
+/// largest is 154 ms): `electctl reload` exits 1 naming the supervisor and 154 ms, the
+/// refusal shows in status and metrics, and the running timers stay.
+#[test]
+fn reload_that_leaves_a_grace_no_room_is_refused() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (c, mut sups, _log) = graced(1, 300, "500ms");
+    let text = std::fs::read_to_string(&c.conf).unwrap();
+    std::fs::write(&c.conf, text.replace("heartbeat 300ms", "heartbeat 100ms")).unwrap();
+    let out = electctl(&c.sock(1), &["reload"]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = c.request(1, "status").unwrap_or_default();
+    let refused = common::metric_value::<u64>(
+        &c.request(1, "metrics").unwrap_or_default(),
+        "electd_config_refused",
+    );
+    sups.stop();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the reload must be refused: {said}\n{}",
+        c.log(1)
+    );
+    let pid = said.contains("(pid ");
+    for want in ["--grace 500ms", "electctl run", "154 ms"] {
+        assert!(said.contains(want), "the refusal names {want:?}: {said}");
+        assert!(status.contains(want), "status shows {want:?}: {status}");
+    }
+    assert!(pid, "the refusal names the supervisor's pid: {said}");
+    assert_eq!(refused, Some(1), "electd_config_refused");
+}
+
+/// Issue 21 item 3: a `run` whose grace no longer fits the daemon's lease (its daemon
+/// restarted with a shorter heartbeat: a reload would be refused) never sits silent: it
+/// reports the server unhealthy on its connection and says why, once.
+#[test]
+fn run_whose_grace_no_longer_fits_reports_unhealthy() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut c, mut sups, _log) = graced(1, 300, "500ms");
+    let text = std::fs::read_to_string(&c.conf).unwrap();
+    std::fs::write(&c.conf, text.replace("heartbeat 300ms", "heartbeat 100ms")).unwrap();
+    c.kill(1);
+    c.spawn(1);
+    let health = |c: &Cluster| {
+        c.status(1)
+            .and_then(|v| v.get("health").and_then(|h| h.as_str()).map(str::to_string))
+    };
+    let failing = common::eventually(Duration::from_secs(5), || {
+        health(&c).as_deref() == Some("failing")
+    });
+    // Let it run a while: the loud line must come once, not once per line.
+    std::thread::sleep(Duration::from_millis(500));
+    let status = c.request(1, "status").unwrap_or_default();
+    sups.stop();
+    let logs = run_logs(&c);
+    assert!(
+        failing,
+        "the server reports healthy while its supervisor cannot run anything: {status}\n{logs}"
+    );
+    assert!(
+        status.contains("grace"),
+        "the cause names the grace: {status}"
+    );
+    let loud = logs.matches("cannot work any more").count();
+    assert_eq!(loud, 1, "said once, loudly:\n{logs}");
+}
+
+/// Issue 21 item 5 (SPEC 11): `run` on a server that does not lead costs its daemon at
+/// most one request a second (push, not poll), whatever `--poll` says. Counted by the
+/// daemon's own `electd_control_requests` over a few seconds on each follower.
+#[test]
+fn idle_run_costs_at_most_one_request_a_second() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = Opts::new(Mode::Unicast, 3);
+    o.hbt_ms = HBT_MS;
+    o.rtt_ms = RTT_MS;
+    let c = Cluster::build(&o);
+    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let mut sups = Sups(
+        (1..=3)
+            .map(|id| Sup::start(&c, id, &log, &["--grace", GRACE, "--poll", "20ms"], false))
+            .collect(),
+    );
+    let (leader, _) = c.agreement(o.failover_bound() + Duration::from_secs(1));
+    assert!(running_on(&log, leader, 0, Duration::from_secs(3)).is_some());
+    let followers: Vec<u16> = (1..=3).filter(|&i| i != leader).collect();
+    let count = |id: u16| c.metric(id, "electd_control_requests");
+    let before: Vec<u64> = followers.iter().map(|&f| count(f)).collect();
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(4));
+    let after: Vec<u64> = followers.iter().map(|&f| count(f)).collect();
+    let secs = t0.elapsed().as_secs_f64();
+    sups.stop();
+    for (i, f) in followers.iter().enumerate() {
+        // The second metrics request itself may be counted: one more.
+        let n = after[i].saturating_sub(before[i]).saturating_sub(1);
+        let rate = n as f64 / secs;
+        eprintln!("follower {f}: {n} requests in {secs:.2} s: {rate:.1}/s");
+        // One a second, and one more for a window that straddles two asks.
+        assert!(
+            n as f64 <= secs.ceil() + 1.0,
+            "follower {f}'s run sent {n} requests in {secs:.2} s ({rate:.1}/s)"
+        );
+    }
+}
