@@ -103,12 +103,7 @@ pub fn say(msg: &str) {
         line.truncate(cut);
     }
     line.push('\n');
-    if log.queue.len() >= MAX_QUEUED {
-        log.dropped += 1;
-    } else {
-        log.queue.push_back(line.into_bytes());
-    }
-    log.flush();
+    log.push(line.into_bytes());
 }
 
 /// Writes what the sink takes now; returns the descriptor to wait on for POLLOUT
@@ -169,6 +164,16 @@ impl Log {
         (n > 0).then_some(n as usize)
     }
 
+    /// Queues one line (or counts it dropped) and writes what the sink takes now.
+    fn push(&mut self, line: Vec<u8>) {
+        if self.queue.len() >= MAX_QUEUED {
+            self.dropped += 1;
+        } else {
+            self.queue.push_back(line);
+        }
+        self.flush();
+    }
+
     fn flush(&mut self) {
         // Bounded: each pass writes or stops; the queue holds at most MAX_QUEUED + 1.
         for _ in 0..4 * MAX_QUEUED {
@@ -212,5 +217,72 @@ pub fn finish(within: std::time::Duration) {
         };
         // SAFETY: poll(2) on one pollfd we own.
         unsafe { libc::poll(&mut p, 1, left.as_millis().max(1) as i32) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pipe() -> (OwnedFd, OwnedFd) {
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`; both are ours.
+        unsafe {
+            assert_eq!(libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK), 0);
+            (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
+        }
+    }
+
+    fn read_all(fd: &OwnedFd) -> String {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 65536];
+        loop {
+            // SAFETY: read(2) into a local buffer from our non-blocking read end.
+            let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n as usize]);
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// A sink that takes nothing: lines queue up to the bound, the rest are counted,
+    /// nothing blocks; once it takes writes the queue drains and one line reports the
+    /// drops.
+    #[test]
+    fn a_full_sink_drops_and_counts_and_reports_once_it_recovers() {
+        let (r, w) = pipe();
+        let filler = [b'x'; 4096];
+        // SAFETY: writes from a live buffer to our non-blocking write end until full.
+        while unsafe { libc::write(w.as_raw_fd(), filler.as_ptr().cast(), filler.len()) } > 0 {}
+        let mut log = Log {
+            sink: Sink::Own(w),
+            queue: VecDeque::new(),
+            offset: 0,
+            dropped: 0,
+        };
+        for i in 0..MAX_QUEUED + 44 {
+            log.push(format!("line {i}\n").into_bytes());
+        }
+        assert_eq!((log.queue.len(), log.dropped), (MAX_QUEUED, 44));
+        let stale = read_all(&r);
+        assert!(
+            stale.bytes().all(|b| b == b'x'),
+            "nothing of ours was written"
+        );
+        log.flush();
+        let text = read_all(&r);
+        assert!(text.starts_with("line 0\n"), "{text}");
+        assert!(
+            text.contains(&format!("line {}\n", MAX_QUEUED - 1)),
+            "{text}"
+        );
+        assert!(!text.contains(&format!("line {}\n", MAX_QUEUED)), "{text}");
+        assert!(
+            text.ends_with("electctl run: 44 log lines dropped: stderr did not take writes\n"),
+            "{text}"
+        );
+        assert!(log.queue.is_empty() && log.dropped == 0);
     }
 }
