@@ -583,7 +583,7 @@ fn idle_run_costs_at_most_one_request_a_second() {
     let (leader, _) = c.agreement(o.failover_bound() + Duration::from_secs(1));
     assert!(running_on(&log, leader, 0, Duration::from_secs(3)).is_some());
     let followers: Vec<u16> = (1..=3).filter(|&i| i != leader).collect();
-    let count = |id: u16| c.metric(id, "electd_control_requests");
+    let count = |id: u16| c.metric(id, "electd_control_requests_total");
     let before: Vec<u64> = followers.iter().map(|&f| count(f)).collect();
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs(4));
@@ -591,6 +591,11 @@ fn idle_run_costs_at_most_one_request_a_second() {
     let secs = t0.elapsed().as_secs_f64();
     sups.stop();
     for (i, f) in followers.iter().enumerate() {
+        // Not blind: the first `metrics` request is counted by the second.
+        assert!(
+            after[i] > before[i],
+            "the counter moves: {before:?} {after:?}"
+        );
         // The second metrics request itself may be counted: one more.
         let n = after[i].saturating_sub(before[i]).saturating_sub(1);
         let rate = n as f64 / secs;

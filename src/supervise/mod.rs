@@ -311,6 +311,10 @@ struct Conn {
     last_line: Instant,
     /// The highest non-leader line not yet confirmed.
     to_confirm: Option<u64>,
+    /// The number of the last leader line read (0: none).
+    last_leader_n: u64,
+    /// The number of the last line confirmed (`released N`).
+    confirmed_n: u64,
     /// What this connection was told is failing (`health failing REASON`), if anything.
     reported: Option<String>,
 }
@@ -329,6 +333,8 @@ impl Conn {
             inbuf: Vec::new(),
             last_line: Instant::now(),
             to_confirm: None,
+            last_leader_n: 0,
+            confirmed_n: 0,
             reported: None,
         })
     }
@@ -610,12 +616,18 @@ impl Supervisor<'_> {
             Some(u) => {
                 self.leader = true;
                 self.until_ns = u;
+                c.last_leader_n = l.n;
             }
             None => {
                 // Planned stop or no lease: confirm once no command runs. The known
                 // lease end stays: it still bounds the SIGKILL of a stopping command.
                 self.leader = false;
-                c.to_confirm = Some(c.to_confirm.map_or(l.n, |p| p.max(l.n)));
+                // Only a leader line since the last confirmation needs one (the
+                // daemon counts a supervisor clear otherwise): an idle follower's
+                // lines cost the daemon nothing more.
+                if c.last_leader_n > c.confirmed_n {
+                    c.to_confirm = Some(c.to_confirm.map_or(l.n, |p| p.max(l.n)));
+                }
             }
         }
         Ok(())
@@ -754,8 +766,9 @@ impl Supervisor<'_> {
         }
         let Some(c) = self.conn.as_mut() else { return };
         let Some(n) = c.to_confirm.take() else { return };
-        if let Err(e) = c.send(&format!("released {n}\n")) {
-            self.lost(e);
+        match c.send(&format!("released {n}\n")) {
+            Ok(()) => c.confirmed_n = n,
+            Err(e) => self.lost(e),
         }
     }
 
