@@ -639,3 +639,77 @@ fn idle_run_costs_at_most_one_request_a_second() {
         );
     }
 }
+
+/// The children of `pid` (from /proc), with their command lines.
+fn children(pid: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        // The parent is the second field after the parenthesised name.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            out.push((p, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    out
+}
+
+/// The lease enforcer `run` starts beside its command (SPEC 11): its own process, in
+/// its own process group (so `kill -STOP` of run does not reach it). If it dies, `run`
+/// stops the command at once (SIGTERM, the grace) and starts it again with a new one.
+#[test]
+fn run_stops_the_command_when_its_enforcer_dies() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (c, mut sups, log) = graced(1, HBT_MS, GRACE);
+    let run_pid = sups.0[0].child.id();
+    let first = running_on(&log, 1, 0, Duration::from_secs(3)).expect("a processor");
+    let enforcer = common::wait_for("the enforcer", Duration::from_secs(2), || {
+        children(run_pid)
+            .into_iter()
+            .find(|(_, cmd)| cmd.contains("__enforce"))
+    });
+    // SAFETY: getpgid on a process this test's own `run` started a moment ago.
+    let (epg, cpg) = unsafe {
+        (
+            libc::getpgid(enforcer.0 as i32),
+            libc::getpgid(first.pid as i32),
+        )
+    };
+    assert_eq!(
+        epg, enforcer.0 as i32,
+        "the enforcer leads a process group of its own"
+    );
+    assert_ne!(epg, cpg, "not the command's group");
+    // SAFETY: SIGKILL to the enforcer this test's `run` started (checked just above).
+    unsafe { libc::kill(enforcer.0 as i32, libc::SIGKILL) };
+    let stopped = common::eventually(Duration::from_secs(2), || {
+        spans(&log)
+            .iter()
+            .any(|s| s.pid == first.pid && s.stopped && s.sigterm.is_some())
+    });
+    let again = running_on(&log, 1, first.pid, Duration::from_secs(3));
+    let renewed = again.is_some()
+        && common::eventually(Duration::from_secs(2), || {
+            children(run_pid)
+                .iter()
+                .any(|(p, cmd)| *p != enforcer.0 && cmd.contains("__enforce"))
+        });
+    sups.stop();
+    let logs = run_logs(&c);
+    assert!(
+        stopped,
+        "the command got SIGTERM and exited by itself:\n{logs}"
+    );
+    assert!(renewed, "a new command with a new enforcer:\n{logs}");
+    assert!(logs.contains("enforcer"), "run says why:\n{logs}");
+}

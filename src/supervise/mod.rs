@@ -17,7 +17,17 @@
 //!   `lease_len - heartbeat - rtt` (see [`check_grace`]); then the command is never
 //!   stopped spuriously in steady state and a planned stop always gets the whole grace.
 //! - `--poll` is only the reconnect interval and the longest silence before the daemon
-//!   is asked again: no value is unsafe.
+//!   is asked again (at least [`IDLE_ASK`] while this server does not lead, and a
+//!   follower confirms only after a leader line: an idle `run` costs its daemon at most
+//!   one request a second): no value is unsafe.
+//! - Whatever stalls this process (SIGSTOP, a debugger, a blocked write), the lease end
+//!   is also enforced by a process of its own started beside each command
+//!   ([`enforce`]); if that process dies, the command is stopped at once. Log lines
+//!   never block ([`log`]), and signals are sent before the lines that tell of them.
+//! - A grace that stops fitting the daemon's lease (it restarted with shorter timers)
+//!   is logged once, loudly, and reported as `health failing` on the connection, so
+//!   the lease moves where a command can run. The grace is announced in the
+//!   `supervise` request, so the daemon refuses a reload that would do it (SPEC 11).
 //!
 //! A command that exits while this server still leads is restarted with a doubling
 //! backoff (0.1 s, 0.2 s, 0.4 s, ... 10 s). ELECTD_TERM holds the term the command was
@@ -35,15 +45,8 @@ pub mod enforce;
 pub mod log;
 
 use crate::json::{self, Value};
-use enforce::Enforcer;
-
-/// A log line of `run` (`electctl run: ...`), through the queue that never blocks.
-macro_rules! say {
-    ($($t:tt)*) => {
-        log::say(&format!($($t)*))
-    };
-}
 use crate::time::boot_now;
+use enforce::Enforcer;
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -53,6 +56,13 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
+
+/// A log line of `run` (`electctl run: ...`), through the queue that never blocks.
+macro_rules! say {
+    ($($t:tt)*) => {
+        log::say(&format!($($t)*))
+    };
+}
 
 /// How long before the lease end the command is SIGKILLed; SIGTERM comes this plus the
 /// grace before it. Covers signal delivery, the kernel reaping a process group, and
@@ -674,7 +684,12 @@ impl Supervisor<'_> {
             r.term,
             r.started.elapsed()
         );
-        let by_itself = r.kill_at_ns.is_none();
+        // Stopped by the enforcer (this process was stopped or blocked past the time
+        // it owed the SIGTERM), or on a stop this process has only just learned of, is
+        // not an exit by itself: no backoff, and it does not count for --max-restarts.
+        let stop_ns = crate::time::duration_nanos(self.opts.grace + MARGIN);
+        let lease_ending = boot_now().as_nanos() + stop_ns >= self.until_ns;
+        let by_itself = r.kill_at_ns.is_none() && self.leader && !lease_ending;
         if by_itself {
             // It exited by itself while leader: restart later, with a doubling backoff.
             if r.started.elapsed() > Duration::from_secs(10) {
