@@ -10,7 +10,8 @@
 //! the next thing it must do:
 //!
 //! - SIGTERM to the command's process group when `grace + margin` is left of the
-//!   deadline (unless `run` said it sent one), SIGKILL when `margin` is left;
+//!   deadline (5 ms later, so a live `run`'s own comes first; none if `run` said it
+//!   sent one), SIGKILL when `margin` is left;
 //! - a line `D NS` from `run` moves the deadline (each lease renewal), `T` says run sent
 //!   SIGTERM itself;
 //! - when the pipe closes (run exited or was killed) it keeps the last deadline it was
@@ -30,6 +31,9 @@ use std::time::Duration;
 pub const SUBCOMMAND: &str = "__enforce";
 /// The descriptor the command's pidfd is handed on as.
 const PIDFD: i32 = 3;
+/// How much later than `run` the enforcer sends its SIGTERM (ns, at most a quarter of
+/// the grace).
+const TERM_LAG: u64 = 5_000_000;
 /// How often the group is checked when no pidfd tells of the leader's exit.
 const TICK: Duration = Duration::from_millis(50);
 
@@ -222,7 +226,10 @@ impl State {
     /// Signals what is due at `now_ns`; returns the next boot-clock instant to act at.
     fn act(&mut self, now_ns: u64) -> Option<u64> {
         let kill_at = self.a.deadline_ns.saturating_sub(self.a.margin_ns);
-        let term_at = kill_at.saturating_sub(self.a.grace_ns);
+        // A little after run's own SIGTERM would go: a live run sends it (and says `T`)
+        // first, so the command does not get two.
+        let lag = TERM_LAG.min(self.a.grace_ns / 4);
+        let term_at = kill_at.saturating_sub(self.a.grace_ns) + lag;
         if now_ns >= kill_at {
             self.killed = true;
             group(self.a.pgid, libc::SIGKILL);
@@ -244,6 +251,11 @@ impl State {
 fn group(pgid: i32, sig: i32) -> bool {
     // SAFETY: kill(2) on the command's process group, which run created for it.
     unsafe { libc::kill(-pgid, sig) == 0 }
+}
+
+/// False once no process is left in the group (ESRCH; EPERM means some are left).
+fn group_exists(pgid: i32) -> bool {
+    group(pgid, 0) || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// Arms `tfd` for the boot-clock instant `at_ns` (absolute), or disarms it.
@@ -313,7 +325,7 @@ pub fn main(args: &[String]) -> i32 {
             group(s.a.pgid, libc::SIGKILL);
             return 0;
         }
-        if !group(s.a.pgid, 0) {
+        if !group_exists(s.a.pgid) {
             return 0;
         }
         arm(&tfd, next);
@@ -389,9 +401,12 @@ mod tests {
     #[test]
     fn the_next_action_follows_the_deadline() {
         let mut s = state(1000);
-        assert_eq!(s.act(0), Some(890));
+        // SIGTERM at deadline - margin - grace, plus a quarter of the grace at most.
+        assert_eq!(s.act(0), Some(915));
         assert!(!s.termed);
-        assert_eq!(s.act(890), Some(990));
+        assert_eq!(s.act(914), Some(915));
+        assert!(!s.termed);
+        assert_eq!(s.act(915), Some(990));
         assert!(s.termed && !s.killed);
         assert_eq!(s.act(990), None);
         assert!(s.killed);
