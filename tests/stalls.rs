@@ -713,3 +713,36 @@ fn run_stops_the_command_when_its_enforcer_dies() {
     assert!(renewed, "a new command with a new enforcer:\n{logs}");
     assert!(logs.contains("enforcer"), "run says why:\n{logs}");
 }
+
+/// A `run` killed by SIGKILL leaves nothing behind: its command dies with it
+/// (PR_SET_PDEATHSIG) and its enforcer, having seen the command go, exits.
+#[test]
+fn killed_run_leaves_no_command_and_no_enforcer() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (c, mut sups, log) = graced(1, HBT_MS, GRACE);
+    let run_pid = sups.0[0].child.id();
+    let first = running_on(&log, 1, 0, Duration::from_secs(3)).expect("a processor");
+    let enforcer = common::wait_for("the enforcer", Duration::from_secs(2), || {
+        children(run_pid)
+            .into_iter()
+            .find(|(_, cmd)| cmd.contains("__enforce"))
+    });
+    sups.0[0].signal(libc::SIGKILL);
+    let gone = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    };
+    let command_gone = common::eventually(Duration::from_secs(2), || gone(first.pid));
+    let enforcer_gone = common::eventually(Duration::from_secs(2), || gone(enforcer.0));
+    if !enforcer_gone {
+        // SAFETY: the enforcer our own `run` started, seen alive just now: a failing
+        // test leaves nothing behind.
+        unsafe { libc::kill(enforcer.0 as i32, libc::SIGKILL) };
+    }
+    sups.stop();
+    let logs = run_logs(&c);
+    assert!(command_gone, "the command outlived its killed run:\n{logs}");
+    assert!(enforcer_gone, "the enforcer outlived its command:\n{logs}");
+}
