@@ -16,9 +16,23 @@
 //! SIGTERM and its grace. `ELECTD_STALL_RUNS=N` sets the rounds per combination
 //! (default 3; the issue's figure is 20) and `ELECTD_STALL_SEED` replays an order.
 //!
+//! The rounds must see the next leader's processor start while the stall lasts (else
+//! they prove nothing: this caught a restart backoff that grew after every stop by the
+//! enforcer), and with trigger A a planned handoff must stay planned: the daemon must
+//! not have to wait for the lease end because `run` did not confirm (this catches
+//! logging that blocks, even where the enforcer prevents the overlap).
+//!
 //! Also: a reload that leaves a connected supervisor's grace no room is refused (item
-//! 4), a `run` whose grace no longer fits reports itself unhealthy (item 3), and a
-//! follower's `run` costs its daemon at most one request a second (item 5).
+//! 4), a `run` whose grace no longer fits reports itself unhealthy (item 3), a
+//! follower's `run` costs its daemon at most one request a second (item 5), a dead
+//! enforcer makes `run` stop the command and start a new one, and a killed `run`
+//! leaves neither its command nor its enforcer behind.
+//!
+//! Each was seen failing: on the code before issue 21 (overlaps of 302-345 ms in
+//! every round, 40 of 40 planned stops without the grace, the reload applied, the
+//! server `healthy`, 99 requests a second), and with the part it checks broken on
+//! purpose (an enforcer that sends nothing, logging that blocks, a lost enforcer
+//! ignored, an enforcer that never exits).
 
 mod common;
 
