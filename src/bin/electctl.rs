@@ -621,6 +621,10 @@ fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(supervise::enforce::SUBCOMMAND) {
+        // `run`'s lease enforcer, started by `run` itself (not for people).
+        std::process::exit(supervise::enforce::main(&args[1..]));
+    }
     let mut opts = getopts::Options::new();
     opts.parsing_style(getopts::ParsingStyle::StopAtFirstFree);
     opts.optopt(

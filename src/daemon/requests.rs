@@ -20,7 +20,7 @@ pub(super) fn yield_target(cfg: &Config, id: u64) -> Result<u16, String> {
 impl Daemon {
     pub(super) fn answer(&mut self, slot: usize, req: Request) -> Result<(), Fatal> {
         let line = match req {
-            Request::Supervise(g) => {
+            Request::Supervise(g, grace) => {
                 // A supervisor guards one group's lease: it must be named when there
                 // are several.
                 let g = match self.group_index(g.as_deref()) {
@@ -30,7 +30,7 @@ impl Daemon {
                         return Ok(());
                     }
                 };
-                if let Err(e) = self.control.supervise(slot, g) {
+                if let Err(e) = self.control.supervise(slot, g, grace) {
                     self.control.reply(slot, &error_line(&e));
                     return Ok(());
                 }
