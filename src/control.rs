@@ -387,6 +387,12 @@ struct Client {
     too_long: bool,
     /// The client's user id as the kernel saw it at connect (SO_PEERCRED), if known.
     peer_uid: Option<u32>,
+    /// This connection's number (never reused): a held answer goes only to the
+    /// connection that asked, never to a later client in the same slot.
+    serial: u64,
+    /// An answer is held until a write is durable (`drain`): no further request of
+    /// this client is served before it, and the client is not closed meanwhile.
+    held: bool,
     /// The client's process id at connect (SO_PEERCRED), if known.
     peer_pid: Option<u32>,
 }
@@ -398,7 +404,10 @@ impl Client {
 
     /// Requests of this client may be handed to the daemon now.
     fn servable(&self) -> bool {
-        self.dropping.is_none() && self.outbuf.len() < MAX_OUTBUF / 2 && self.has_line()
+        !self.held
+            && self.dropping.is_none()
+            && self.outbuf.len() < MAX_OUTBUF / 2
+            && self.has_line()
     }
 
     /// The socket should be read again without waiting for an event.
@@ -440,6 +449,16 @@ pub struct Control {
     /// Per group, the latest lease end (boot clock, ns) known to a supervisor that left
     /// without confirming: its command may run until then.
     departed_until_ns: Vec<u64>,
+    /// The serial of the next connection.
+    next_serial: u64,
+}
+
+/// An answer the daemon holds for a client until something it reports is durable
+/// (see [`Control::hold`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldReply {
+    slot: usize,
+    serial: u64,
 }
 
 impl Control {
@@ -467,6 +486,7 @@ impl Control {
             counters: ControlCounters::default(),
             next_slot: 0,
             departed_until_ns: Vec::new(),
+            next_serial: 0,
         })
     }
 
@@ -513,7 +533,10 @@ impl Control {
                         too_long: false,
                         peer_uid: cred.map(|c| c.0),
                         peer_pid: cred.map(|c| c.1),
+                        serial: self.next_serial,
+                        held: false,
                     });
+                    self.next_serial += 1;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -727,6 +750,30 @@ impl Control {
             return;
         }
         c.outbuf.extend_from_slice(line.as_bytes());
+    }
+
+    /// Holds the answer to client `slot`'s current request: nothing more of it is
+    /// served, and it is not closed, until [`Control::reply_held`]. None when there is
+    /// no such client.
+    pub fn hold(&mut self, slot: usize) -> Option<HeldReply> {
+        let c = self.clients.get_mut(slot)?.as_mut()?;
+        c.held = true;
+        Some(HeldReply {
+            slot,
+            serial: c.serial,
+        })
+    }
+
+    /// Sends a held answer, if the connection that asked is still there.
+    pub fn reply_held(&mut self, h: HeldReply, line: &str) {
+        let Some(c) = self.clients.get_mut(h.slot).and_then(Option::as_mut) else {
+            return;
+        };
+        if c.serial != h.serial {
+            return;
+        }
+        c.held = false;
+        self.reply(h.slot, line);
     }
 
     /// The user id of client `slot` (SO_PEERCRED at connect), if known.
@@ -947,6 +994,7 @@ impl Control {
             }
             let idle = c.watching.is_none()
                 && c.sup.is_none()
+                && !c.held
                 && now.duration_since(c.last_active) >= IDLE_TIMEOUT;
             if idle {
                 self.counters.dropped += 1;
@@ -956,7 +1004,7 @@ impl Control {
             let dropped = c
                 .dropping
                 .is_some_and(|t| c.outbuf.is_empty() || (stuck && now.duration_since(t) >= LINGER));
-            let finished = c.eof && !c.has_line() && !c.too_long && c.outbuf.is_empty();
+            let finished = c.eof && !c.held && !c.has_line() && !c.too_long && c.outbuf.is_empty();
             if dropped || finished || idle {
                 self.free(slot, registry);
             }

@@ -14,7 +14,7 @@ mod common;
 
 use common::{Cluster, Mode, Opts, SERIAL, agreed, groups_text, request_at, sh, wait_for};
 use electd::json;
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -262,6 +262,7 @@ fn a_frozen_state_disk_keeps_the_lease_and_status_answers() {
     assert!(sh(&["fsfreeze", "-f", &mnt]), "fsfreeze -f {mnt}");
     let thaw = Thaw(disk.mnt.clone());
     let mut asked = false;
+    let mut drainer: Option<std::os::unix::net::UnixStream> = None;
     let samples = sample(&sock, term_a, || {
         if !asked {
             asked = true;
@@ -270,8 +271,25 @@ fn a_frozen_state_disk_keeps_the_lease_and_status_answers() {
                 a.as_deref().is_some_and(|l| l.contains("\"ok\":true")),
                 "elect b: {a:?}"
             );
+            // A drain is answered only once it is on disk, and the loop must not wait
+            // for that: the status samples go on being answered meanwhile.
+            let mut d = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+            d.write_all(b"drain b\n").unwrap();
+            drainer = Some(d);
         }
     });
+    let mut drainer = drainer.expect("drain sent");
+    drainer.set_nonblocking(true).unwrap();
+    let mut early = [0u8; 256];
+    let answered_early = match drainer.read(&mut early) {
+        Ok(n) => Some(String::from_utf8_lossy(&early[..n]).to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+        Err(e) => panic!("drain connection: {e}"),
+    };
+    assert_eq!(
+        answered_early, None,
+        "a drain must not be answered while its write cannot land"
+    );
     // The write that `elect b` asked for was still in flight at the end of the stall.
     let during = writes();
     let age = common::metric_value::<f64>(
@@ -284,6 +302,17 @@ fn a_frozen_state_disk_keeps_the_lease_and_status_answers() {
     );
     drop(thaw);
     samples.check("state disk frozen 4 s");
+    // Once the write lands, the held answer comes.
+    drainer.set_nonblocking(false).unwrap();
+    drainer
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = std::io::BufReader::new(&drainer).read_line(&mut answer);
+    assert!(
+        answer.contains("\"ok\":true") && answer.contains("\"drained\":true"),
+        "the drain's answer after the thaw: {answer:?}"
+    );
     assert_eq!(during, before, "no state write can finish on a frozen disk");
     // The write that waited lands: group b's round completes in a new term.
     wait_for(

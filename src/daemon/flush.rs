@@ -134,6 +134,7 @@ impl Daemon {
             states.extend(state.map(|s| (i, s)));
         }
         self.extra_dirty = false;
+        self.writes_submitted += 1;
         self.writer
             .submit(all, self.extra.clone())
             .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
@@ -194,22 +195,17 @@ impl Daemon {
         Ok(())
     }
 
-    /// Waits until every write asked for so far is durable and confirmed (`drain`,
-    /// which answers only then). Waits on the disk: used only where a request's answer
-    /// must say that its change is on disk.
-    pub(super) fn wait_for_writes(&mut self) -> Result<(), Fatal> {
-        // Bounded: each pass confirms a write; a confirmation queues at most a few more.
-        for _ in 0..8 {
-            if self.in_flight.is_some() {
-                let r = self.writer.wait_result();
-                self.finish_write(r)?;
-            }
-            self.flush_node()?;
-            if !self.write_pending() {
-                break;
-            }
+    /// The number of the write that will hold everything asked for so far: a write
+    /// counts as done once `metrics.state_writes` reaches it (writes finish in the
+    /// order they are submitted, one at a time). Zero when nothing is pending.
+    pub(super) fn write_holding_all(&self) -> u64 {
+        if !self.write_pending() {
+            0
+        } else if self.extra_dirty || self.groups.iter().any(|g| g.want.is_some()) {
+            self.writes_submitted + 1
+        } else {
+            self.writes_submitted
         }
-        Ok(())
     }
 
     /// Writes the state file as it stands, now (a new boot number must be on disk

@@ -179,6 +179,11 @@ pub struct Daemon {
     in_flight: Option<flush::InFlight>,
     /// `extra` changed (a peer's boot) and is not yet in a write.
     extra_dirty: bool,
+    /// `drain`/`undrain` requests applied and answered once their write is durable.
+    pending_drains: Vec<requests::PendingDrain>,
+    /// Writes handed to the writer thread so far (`metrics.state_writes` counts those
+    /// that finished).
+    writes_submitted: u64,
 }
 
 impl Daemon {
@@ -367,6 +372,8 @@ impl Daemon {
             outbox: Vec::new(),
             config_refused: None,
             http,
+            pending_drains: Vec::new(),
+            writes_submitted: 0,
             writer,
             in_flight: None,
             extra_dirty: false,
@@ -454,6 +461,7 @@ impl Daemon {
                 }
             }
             self.take_write_result()?;
+            self.answer_drains();
             self.on_timeouts()?;
             // Bounded: the rest stays buffered for the next wakeup (finding 7).
             for (slot, req) in self.control.take_requests(Instant::now()) {
