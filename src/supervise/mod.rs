@@ -241,6 +241,8 @@ pub struct Line {
     pub timers: Timers,
     /// The election group the line is about (absent from older daemons' lines).
     pub group: Option<String>,
+    /// The server that leads, as this server knows it (None: none known).
+    pub leader_id: Option<u64>,
 }
 
 /// Parses a supervisor line; Err for anything else (an `{"error":..}` line included).
@@ -258,6 +260,7 @@ pub fn parse_line(text: &str) -> Result<Line, String> {
     let until = v.get("lease_until_ns").and_then(Value::as_u64);
     Ok(Line {
         group: v.get("group").and_then(Value::as_str).map(str::to_string),
+        leader_id: v.get("leader").and_then(Value::as_u64),
         n: num("n")?,
         term: num("term")?,
         lease_until_ns: if leader { until } else { None },
@@ -423,6 +426,9 @@ struct Supervisor<'a> {
     /// Why this supervisor cannot work against the daemon's timers any more (a reload
     /// or restart shortened the lease below `--grace`): reported as unhealthy.
     unfit: Option<String>,
+    /// What the last "waiting" line said (leader, term): one line per change, so an
+    /// operator of a follower sees why nothing runs, and for whom it waits.
+    waiting: Option<(Option<u64>, u64)>,
 }
 
 /// Runs the supervisor until SIGTERM or SIGINT; returns the exit code.
@@ -458,6 +464,7 @@ fn supervise(opts: &RunOptions) -> i32 {
         restarts: opts.restarts.map(|(n, w)| RestartWindow::new(n, w)),
         retired: Vec::new(),
         unfit: None,
+        waiting: None,
         enforcer_lost: false,
     };
     loop {
@@ -637,6 +644,7 @@ impl Supervisor<'_> {
         match l.lease_until_ns {
             Some(u) => {
                 self.leader = true;
+                self.waiting = None;
                 self.until_ns = u;
                 c.last_leader_n = l.n;
             }
@@ -644,6 +652,26 @@ impl Supervisor<'_> {
                 // Planned stop or no lease: confirm once no command runs. The known
                 // lease end stays: it still bounds the SIGKILL of a stopping command.
                 self.leader = false;
+                if self.waiting != Some((l.leader_id, l.term)) {
+                    self.waiting = Some((l.leader_id, l.term));
+                    // The group only when one was named (`--group`): the daemon calls
+                    // the one group of a file without `group` lines `default`.
+                    let group = self
+                        .opts
+                        .group
+                        .as_deref()
+                        .map_or(String::new(), |g| format!(" group {g}"));
+                    match l.leader_id {
+                        Some(id) => say!(
+                            "waiting: server {id} leads{group} (term {}); the command starts when this server holds the lease",
+                            l.term
+                        ),
+                        None => say!(
+                            "waiting: no leader{group} known yet (term {}); the command starts when this server holds the lease",
+                            l.term
+                        ),
+                    }
+                }
                 // Only a leader line since the last confirmation needs one (the
                 // daemon counts a supervisor clear otherwise): an idle follower's
                 // lines cost the daemon nothing more.
