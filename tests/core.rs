@@ -240,6 +240,22 @@ fn single_server_leads_itself_and_renews_its_lease() {
     assert!(!n.is_leader(now));
 }
 
+/// Issue 23 item 9: a claim that cannot win a round (at a cold start a claimant has
+/// heard too few servers yet) is no report of a peer's health: `status` showed a
+/// healthy peer as unfit for K*HBT + HBT after every round.
+#[test]
+fn an_election_claim_is_no_health_report_in_status() {
+    let mut n = Node::new(cfg(1, 3), Durable::default(), ms(0)).unwrap();
+    n.handle_datagram(ms(10), &elect(2, 1, 1)).unwrap();
+    assert_eq!(
+        n.peer_fit(ms(20), 2),
+        None,
+        "a claim says nothing of health"
+    );
+    n.handle_datagram(ms(30), &elect(3, 1, 3)).unwrap();
+    assert_eq!(n.peer_fit(ms(40), 3), None);
+}
+
 #[test]
 fn foreign_and_own_datagrams_are_rejected() {
     let mut n = Node::new(cfg(2, 3), Durable::default(), ms(0)).unwrap();

@@ -275,7 +275,10 @@ fn a_follower_run_says_whom_it_waits_for() {
         if text.contains(&want) {
             break;
         }
-        assert!(Instant::now() < deadline, "no {want:?} in run's log: {text:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no {want:?} in run's log: {text:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // Idle lines (one a second) do not repeat it.

@@ -72,22 +72,21 @@ impl Node {
         self.witness[self.me] || !self.healthy || self.drained
     }
 
-    /// Whether server `id` is known fit at `now`: `Some(true)` when its latest ACK or
-    /// ELECT, heard within K*HBT + HBT, said it could lead; `Some(false)` when it said it
-    /// could not (a witness never can); `None` when no such report came within that
-    /// window (a leader's, for one: LEADs carry none).
+    /// Whether server `id` could take over now, for `status`: `Some(true)` when its
+    /// latest ACK (or, from the followed leader, LEAD) within K*HBT + HBT said it could
+    /// lead; `Some(false)` when it said it could not (a witness never can); `None` when
+    /// no such report came within that window (a follower hears no other follower's
+    /// ACKs). ELECT claims do not count here (see `Peer::report`).
     pub fn peer_fit(&self, now: Time, id: u16) -> Option<bool> {
         let i = usize::from(self.index[usize::from(id.min(255))]?);
         let window = self.hold + self.cfg.heartbeat;
-        // A leader sends no ACKs and no ELECTs: its last report goes stale, and
-        // stale is unknown, not unfit.
-        let reported = self.peers[i]
-            .fit_at
-            .is_some_and(|t| now.saturating_since(t) <= window);
-        if !reported {
+        // A leader sends no ACKs: a follower's reports reach only the leader, and a
+        // report that went stale is unknown, not unfit.
+        let (at, fit) = self.peers[i].report?;
+        if now.saturating_since(at) > window {
             return None;
         }
-        Some(self.known_fit(now, i))
+        Some(fit && !self.witness[i])
     }
 
     /// Records a fitness report from server `s`: `fit_since` restarts after a report

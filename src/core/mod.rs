@@ -267,6 +267,7 @@ impl Node {
                     self.on_lead(now, s, msg.term, seq, hold_ms);
                     if newest && self.leader == Some(s) {
                         self.note_fitness(now, s, !lead_unfit);
+                        self.peers[s].report = Some((now, !lead_unfit));
                     }
                 }
             }
@@ -309,6 +310,7 @@ impl Node {
                 if current {
                     self.peers[s].ack_pos = self.peers[s].ack_pos.max((msg.term, seq));
                     self.note_fitness(now, s, !unfit);
+                    self.peers[s].report = Some((now, !unfit));
                     self.peers[s].fit_ack = if unfit {
                         (0, 0)
                     } else {

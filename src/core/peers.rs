@@ -24,4 +24,10 @@ pub(super) struct Peer {
     pub fit_ack: (u64, u64),
     /// The position of the newest current LEAD it acknowledged (fit or not).
     pub ack_pos: (u64, u64),
+    /// Its latest report of how it is now, from a current ACK or LEAD: when, and
+    /// whether it could take over. An ELECT's claim is not one: it says whether the
+    /// claimant could be chosen in that round (not when it heard too few yet at a cold
+    /// start, or had just resigned), and a healthy server looked "unfit" in `status`
+    /// for K*HBT + HBT after every round (issue 23, item 9).
+    pub report: Option<(Time, bool)>,
 }
