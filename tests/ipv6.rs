@@ -368,6 +368,12 @@ fn late_address(v6: bool) {
         ":4: {} (server 3, this server) is not an address of this host (yet): electd binds it anyway (freebind)",
         at(3).0.trim_matches(['[', ']'])
     );
+    // Log lines leave through the daemon's log writer thread (issue 21): the line
+    // may come a moment after the socket answers.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !c.log(3).contains(&want) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
         c.log(3).contains(&want),
         "wanted '{want}' in:\n{}",
