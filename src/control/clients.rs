@@ -1,0 +1,530 @@
+//! The control socket's clients: slots, accept, bounded reads, round-robin taking of
+//! requests per wakeup, bounded answer buffers, slow readers and idle clients dropped.
+
+use super::registry::Supervisor;
+use super::request::{MAX_REQUEST, Request, error_line};
+use mio::net::{UnixListener, UnixStream};
+use mio::{Interest, Registry, Token};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The most clients served at once.
+pub const MAX_CLIENTS: usize = 64;
+/// The most answer bytes queued for one client before it is dropped.
+pub const MAX_OUTBUF: usize = 64 * 1024;
+/// The longest single answer: one may exceed `MAX_OUTBUF` when nothing else is queued
+/// for the client (`metrics` of 64 election groups is about 100 KiB; the status line of
+/// every group about 20 KiB). Bounded by the configuration, so this never drops a
+/// client that reads.
+pub const MAX_ANSWER: usize = 256 * 1024;
+/// A client that is not watching and sends nothing for this long is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Requests of one client handed to the daemon per wakeup.
+pub const REQUESTS_PER_CLIENT: usize = 4;
+/// Requests of all clients handed to the daemon per wakeup. A `metrics` answer costs
+/// about 21 us to build and write (measured: 5,000 pipelined on one connection in
+/// 0.107 s), so one wakeup's control work stays near 1.4 ms; the daemon also runs the
+/// core's timers between two answers, so a LEAD never waits for a whole batch.
+pub const REQUESTS_PER_WAKEUP: usize = 64;
+/// Bytes buffered per client beyond which the socket is not read (the kernel holds the
+/// rest, and the client blocks once that is full).
+const INBUF_CAP: usize = 4 * 1024;
+/// A client being dropped whose last answer cannot be written is freed after this.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// The user and process ids of the process at the other end of `stream` (SO_PEERCRED).
+fn peer_cred(stream: &UnixStream) -> Option<(u32, u32)> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which we own.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && len as usize == std::mem::size_of::<libc::ucred>())
+        .then_some((cred.uid, cred.pid as u32))
+}
+
+/// What a `watch` client is told of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// One group's status line per change (the group's index in the configuration).
+    Group(usize),
+    /// With several groups, one line holding every group's status per change.
+    All,
+}
+
+#[derive(Debug)]
+pub(super) struct Client {
+    pub(super) stream: UnixStream,
+    pub(super) inbuf: Vec<u8>,
+    pub(super) outbuf: Vec<u8>,
+    /// What a `watch` client is told of: one group's changes, or every group's.
+    pub(super) watching: Option<Scope>,
+    pub(super) sup: Option<Supervisor>,
+    /// A supervisor's report that its command is unhealthy (`health failing`).
+    pub(super) unhealthy: Option<String>,
+    /// The peer finished sending: answer what is buffered, then close.
+    pub(super) eof: bool,
+    /// Being dropped (a limit or an error): nothing more is queued, freed soon.
+    pub(super) dropping: Option<Instant>,
+    pub(super) last_active: Instant,
+    /// The kernel may hold unread bytes: reading stopped before WouldBlock.
+    pub(super) more: bool,
+    /// A line over `MAX_REQUEST` came after the buffered ones: refuse it once they
+    /// are answered.
+    pub(super) too_long: bool,
+    /// The client's user id as the kernel saw it at connect (SO_PEERCRED), if known.
+    pub(super) peer_uid: Option<u32>,
+    /// This connection's number (never reused): a held answer goes only to the
+    /// connection that asked, never to a later client in the same slot.
+    pub(super) serial: u64,
+    /// An answer is held until a write is durable (`drain`): no further request of
+    /// this client is served before it, and the client is not closed meanwhile.
+    pub(super) held: bool,
+    /// The client's process id at connect (SO_PEERCRED), if known.
+    pub(super) peer_pid: Option<u32>,
+}
+
+impl Client {
+    fn has_line(&self) -> bool {
+        self.inbuf.contains(&b'\n')
+    }
+
+    /// Requests of this client may be handed to the daemon now.
+    fn servable(&self) -> bool {
+        !self.held
+            && self.dropping.is_none()
+            && self.outbuf.len() < MAX_OUTBUF / 2
+            && self.has_line()
+    }
+
+    /// The socket should be read again without waiting for an event.
+    fn wants_read(&self) -> bool {
+        self.more && !self.eof && self.dropping.is_none() && self.inbuf.len() < INBUF_CAP
+    }
+
+    fn drop_now(&mut self, now: Instant) {
+        if self.dropping.is_none() {
+            self.dropping = Some(now);
+        }
+    }
+}
+
+/// Counters for metrics.
+#[derive(Clone, Debug, Default)]
+pub struct ControlCounters {
+    /// Requests answered.
+    pub requests: u64,
+    /// Clients refused because the limit was reached.
+    pub refused: u64,
+    /// Clients dropped: too long a request, too slow a reader, or idle.
+    pub dropped: u64,
+    /// Supervisors that left with a lease they had not confirmed the end of.
+    pub departed_unconfirmed: u64,
+}
+
+/// The listening socket and its clients.
+#[derive(Debug)]
+pub struct Control {
+    pub(super) listener: UnixListener,
+    pub(super) path: PathBuf,
+    pub(super) clients: Vec<Option<Client>>,
+    pub(super) first_token: usize,
+    /// Counters for metrics.
+    pub counters: ControlCounters,
+    /// The slot served first at the next wakeup (round-robin).
+    pub(super) next_slot: usize,
+    /// Per group, the latest lease end (boot clock, ns) known to a supervisor that left
+    /// without confirming: its command may run until then.
+    pub(super) departed_until_ns: Vec<u64>,
+    /// The serial of the next connection.
+    pub(super) next_serial: u64,
+}
+
+impl Control {
+    /// Binds the socket at `path` with `mode`, replacing a stale socket file but never a
+    /// live one (another daemon answering there is an error).
+    pub fn bind(path: &Path, mode: u32, first_token: usize) -> io::Result<Control> {
+        if path.exists() {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{} is in use by a running daemon", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        let listener = UnixListener::bind(path).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot bind {}: {e}", path.display()))
+        })?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+        Ok(Control {
+            listener,
+            path: path.to_path_buf(),
+            clients: (0..MAX_CLIENTS).map(|_| None).collect(),
+            first_token: first_token + 1,
+            counters: ControlCounters::default(),
+            next_slot: 0,
+            departed_until_ns: Vec::new(),
+            next_serial: 0,
+        })
+    }
+
+    /// Registers the listener under `token`.
+    pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        registry.register(&mut self.listener, token, Interest::READABLE)
+    }
+
+    /// True if `token` belongs to a client of this control socket.
+    pub fn owns(&self, token: Token) -> bool {
+        (self.first_token..self.first_token + MAX_CLIENTS).contains(&token.0)
+    }
+
+    /// Accepts every pending connection (refusing those over the limit).
+    pub fn accept(&mut self, registry: &Registry, now: Instant) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, _)) => {
+                    let free = self.clients.iter().position(Option::is_none);
+                    let Some(slot) = free.or_else(|| self.evict_idle(registry)) else {
+                        self.counters.refused += 1;
+                        let _ = stream.write(error_line("too many clients").as_bytes());
+                        continue;
+                    };
+                    let token = Token(self.first_token + slot);
+                    if registry
+                        .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    let cred = peer_cred(&stream);
+                    self.clients[slot] = Some(Client {
+                        stream,
+                        inbuf: Vec::new(),
+                        outbuf: Vec::new(),
+                        watching: None,
+                        sup: None,
+                        unhealthy: None,
+                        eof: false,
+                        dropping: None,
+                        last_active: now,
+                        more: false,
+                        too_long: false,
+                        peer_uid: cred.map(|c| c.0),
+                        peer_pid: cred.map(|c| c.1),
+                        serial: self.next_serial,
+                        held: false,
+                    });
+                    self.next_serial += 1;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::warn!("control socket accept: {e}");
+                    break;
+                }
+            }
+        }
+    }
+
+    /// When every slot is taken, frees the one of the client idle longest that is not
+    /// watching or supervising and has nothing in flight: clients that connect and send
+    /// nothing cannot lock everyone else out. Only 64 watchers fill the socket for good.
+    fn evict_idle(&mut self, registry: &Registry) -> Option<usize> {
+        let slot = (0..MAX_CLIENTS)
+            .filter(|&i| {
+                self.clients[i].as_ref().is_some_and(|c| {
+                    c.watching.is_none()
+                        && c.sup.is_none()
+                        && c.dropping.is_none()
+                        && c.outbuf.is_empty()
+                        && c.inbuf.is_empty()
+                        && !c.more
+                })
+            })
+            .min_by_key(|&i| self.clients[i].as_ref().map(|c| c.last_active))?;
+        self.counters.dropped += 1;
+        self.free(slot, registry);
+        Some(slot)
+    }
+
+    /// Frees slot `slot`. A supervisor that was not clear leaves its lease end behind:
+    /// its command may still run until then.
+    fn free(&mut self, slot: usize, registry: &Registry) {
+        let Some(mut c) = self.clients[slot].take() else {
+            return;
+        };
+        let _ = registry.deregister(&mut c.stream);
+        self.depart(slot, &mut c);
+    }
+
+    /// Reads from client `token` after a readiness event.
+    pub fn readable(&mut self, token: Token, now: Instant) {
+        if let Some(slot) = token.0.checked_sub(self.first_token) {
+            self.read_client(slot, now);
+        }
+    }
+
+    /// True when requests are buffered or sockets hold unread bytes: the next wakeup
+    /// must not wait on poll.
+    pub fn has_more(&self) -> bool {
+        self.clients
+            .iter()
+            .flatten()
+            .any(|c| c.servable() || c.wants_read() || (c.too_long && c.dropping.is_none()))
+    }
+
+    /// Reads what a client sent, up to `INBUF_CAP` buffered bytes.
+    fn read_client(&mut self, slot: usize, now: Instant) {
+        let Some(c) = self.clients.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let mut buf = [0u8; 4096];
+        c.more = false;
+        while !c.eof && c.dropping.is_none() {
+            let room = INBUF_CAP.saturating_sub(c.inbuf.len());
+            if room == 0 {
+                c.more = true;
+                break;
+            }
+            let cap = buf.len().min(room);
+            match c.stream.read(&mut buf[..cap]) {
+                Ok(0) => c.eof = true,
+                Ok(n) => {
+                    c.last_active = now;
+                    c.inbuf.extend_from_slice(&buf[..n]);
+                    // A line still open after MAX_REQUEST bytes is too long already.
+                    let open = c.inbuf.iter().rev().take_while(|&&b| b != b'\n').count();
+                    if open > MAX_REQUEST {
+                        Self::line_too_long(c, &mut self.counters, now);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    c.eof = true;
+                    c.drop_now(now);
+                }
+            }
+        }
+    }
+
+    /// A line is over `MAX_REQUEST`: the complete lines before it are answered, then
+    /// the client is told why and closed. Nothing more is read from it.
+    fn line_too_long(c: &mut Client, counters: &mut ControlCounters, now: Instant) {
+        counters.dropped += 1;
+        let keep = c
+            .inbuf
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1);
+        c.inbuf.truncate(keep);
+        c.more = false;
+        c.eof = true;
+        c.too_long = true;
+        if !c.has_line() {
+            Self::refuse_long(c, now);
+        }
+    }
+
+    fn refuse_long(c: &mut Client, now: Instant) {
+        c.inbuf.clear();
+        c.too_long = false;
+        c.outbuf.extend_from_slice(
+            error_line(&format!("request longer than {MAX_REQUEST} bytes")).as_bytes(),
+        );
+        c.drop_now(now);
+    }
+
+    /// The requests to answer in this wakeup: at most `REQUESTS_PER_CLIENT` per client
+    /// and `REQUESTS_PER_WAKEUP` in all, round-robin from where the last wakeup stopped.
+    pub fn take_requests(&mut self, now: Instant) -> Vec<(usize, Request)> {
+        for slot in 0..MAX_CLIENTS {
+            if self.clients[slot].as_ref().is_some_and(Client::wants_read) {
+                self.read_client(slot, now);
+            }
+        }
+        let mut out = Vec::new();
+        let start = self.next_slot;
+        for i in 0..MAX_CLIENTS {
+            if out.len() >= REQUESTS_PER_WAKEUP {
+                break;
+            }
+            let slot = (start + i) % MAX_CLIENTS;
+            let Some(c) = self.clients[slot].as_mut() else {
+                continue;
+            };
+            let mut taken = 0;
+            while taken < REQUESTS_PER_CLIENT && out.len() < REQUESTS_PER_WAKEUP && c.servable() {
+                let pos = c
+                    .inbuf
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .expect("has a line");
+                let line: Vec<u8> = c.inbuf.drain(..=pos).collect();
+                let line = &line[..line.len() - 1];
+                if line.len() > MAX_REQUEST {
+                    // A whole line over the limit arrived in one read.
+                    self.counters.dropped += 1;
+                    Self::refuse_long(c, now);
+                    break;
+                }
+                let text = String::from_utf8_lossy(line);
+                if text.trim().is_empty() {
+                    continue;
+                }
+                c.last_active = now;
+                out.push((slot, Request::parse(&text)));
+                taken += 1;
+            }
+            // Refused at the next wakeup, after the answers to this one's requests.
+            if c.too_long && !c.has_line() && c.dropping.is_none() && taken == 0 {
+                Self::refuse_long(c, now);
+            }
+            if taken > 0 {
+                self.next_slot = (slot + 1) % MAX_CLIENTS;
+            }
+        }
+        self.counters.requests += out.len() as u64;
+        out
+    }
+
+    /// Queues `line` for client `slot`. A client being dropped gets nothing more; one
+    /// whose buffer would exceed `MAX_OUTBUF` is dropped (a single answer up to
+    /// `MAX_ANSWER` is queued when nothing else is).
+    pub fn reply(&mut self, slot: usize, line: &str) {
+        let Some(c) = self.clients.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        if c.dropping.is_some() {
+            return;
+        }
+        let fits = if c.outbuf.is_empty() {
+            line.len() <= MAX_ANSWER
+        } else {
+            c.outbuf.len() + line.len() <= MAX_OUTBUF
+        };
+        if !fits {
+            log::warn!("control client {slot} is not reading its answers: dropped");
+            self.counters.dropped += 1;
+            c.drop_now(Instant::now());
+            c.outbuf.clear();
+            c.inbuf.clear();
+            return;
+        }
+        c.outbuf.extend_from_slice(line.as_bytes());
+    }
+
+    /// The user id of client `slot` (SO_PEERCRED at connect), if known.
+    pub fn peer_uid(&self, slot: usize) -> Option<u32> {
+        self.clients.get(slot)?.as_ref()?.peer_uid
+    }
+
+    /// Marks client `slot` as a watcher of `scope`.
+    pub fn watch(&mut self, slot: usize, scope: Scope) {
+        if let Some(c) = self.clients[slot].as_mut() {
+            c.watching = Some(scope);
+        }
+    }
+
+    /// Queues `line` for every watcher of `scope`.
+    pub fn broadcast(&mut self, scope: Scope, line: &str) {
+        for slot in 0..MAX_CLIENTS {
+            if self.clients[slot]
+                .as_ref()
+                .is_some_and(|c| c.watching == Some(scope) && c.dropping.is_none() && !c.eof)
+            {
+                self.reply(slot, line);
+            }
+        }
+    }
+
+    /// Writes queued answers, closes finished, dropped and idle clients.
+    pub fn flush(&mut self, registry: &Registry, now: Instant) {
+        for slot in 0..MAX_CLIENTS {
+            let Some(c) = self.clients[slot].as_mut() else {
+                continue;
+            };
+            let mut stuck = false;
+            while !c.outbuf.is_empty() {
+                match c.stream.write(&c.outbuf) {
+                    Ok(0) => {
+                        c.drop_now(now);
+                        c.outbuf.clear();
+                    }
+                    Ok(n) => {
+                        c.outbuf.drain(..n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        stuck = true;
+                        break;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => {
+                        c.drop_now(now);
+                        c.outbuf.clear();
+                    }
+                }
+            }
+            let idle = c.watching.is_none()
+                && c.sup.is_none()
+                && !c.held
+                && now.duration_since(c.last_active) >= IDLE_TIMEOUT;
+            if idle {
+                self.counters.dropped += 1;
+            }
+            // A dropped client is freed once its last answer is out, or after LINGER if
+            // it cannot be written: a client that stops reading never keeps its slot.
+            let dropped = c
+                .dropping
+                .is_some_and(|t| c.outbuf.is_empty() || (stuck && now.duration_since(t) >= LINGER));
+            let finished = c.eof && !c.held && !c.has_line() && !c.too_long && c.outbuf.is_empty();
+            if dropped || finished || idle {
+                self.free(slot, registry);
+            }
+        }
+    }
+
+    /// The number of connected clients.
+    pub fn clients(&self) -> usize {
+        self.clients.iter().flatten().count()
+    }
+
+    /// The number of watchers.
+    /// True when a client watches `scope` (and is not being dropped).
+    pub fn watches(&self, scope: Scope) -> bool {
+        self.clients
+            .iter()
+            .flatten()
+            .any(|c| c.watching == Some(scope) && c.dropping.is_none())
+    }
+
+    /// Clients watching.
+    pub fn watchers(&self) -> usize {
+        self.clients
+            .iter()
+            .flatten()
+            .filter(|c| c.watching.is_some())
+            .count()
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}

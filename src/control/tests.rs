@@ -1,0 +1,326 @@
+//! Tests of the client table and the supervisor registry on a real socket.
+
+use super::*;
+use mio::{Poll, Token};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+struct Fixture {
+    poll: Poll,
+    control: Control,
+    path: PathBuf,
+}
+
+impl Fixture {
+    fn new(tag: &str) -> Fixture {
+        let path =
+            std::env::temp_dir().join(format!("electd-control-{tag}-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let poll = Poll::new().unwrap();
+        let mut control = Control::bind(&path, 0o600, 10).unwrap();
+        control.register(poll.registry(), Token(10)).unwrap();
+        Fixture {
+            poll,
+            control,
+            path,
+        }
+    }
+
+    fn connect(&mut self) -> std::os::unix::net::UnixStream {
+        let s = std::os::unix::net::UnixStream::connect(&self.path).unwrap();
+        self.control.accept(self.poll.registry(), Instant::now());
+        s
+    }
+
+    /// Reads every client as if each had a readiness event.
+    fn read_all(&mut self) {
+        for slot in 0..MAX_CLIENTS {
+            if self.control.clients[slot].is_some() {
+                self.control
+                    .readable(Token(self.control.first_token + slot), Instant::now());
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        self.control.flush(self.poll.registry(), Instant::now());
+    }
+}
+
+#[test]
+fn work_per_wakeup_is_bounded_and_shared_round_robin() {
+    let mut f = Fixture::new("budget");
+    let mut socks: Vec<_> = (0..20).map(|_| f.connect()).collect();
+    for s in &mut socks {
+        s.write_all(&b"ping\n".repeat(50)).unwrap();
+    }
+    f.read_all();
+    let first = f.control.take_requests(Instant::now());
+    assert_eq!(first.len(), REQUESTS_PER_WAKEUP);
+    let mut per = [0usize; MAX_CLIENTS];
+    for (slot, r) in &first {
+        assert_eq!(*r, Request::Ping);
+        per[*slot] += 1;
+    }
+    assert!(per.iter().all(|&n| n <= REQUESTS_PER_CLIENT), "{per:?}");
+    // Leftovers stay buffered and the loop must not sleep on them.
+    assert!(f.control.has_more());
+    let second = f.control.take_requests(Instant::now());
+    // The next wakeup starts where this one stopped: the clients left out come first.
+    let served_first: std::collections::BTreeSet<usize> = first.iter().map(|r| r.0).collect();
+    let starved = (0..20).find(|s| !served_first.contains(s)).unwrap();
+    assert_eq!(second[0].0, starved);
+    let mut total = first.len() + second.len();
+    for _ in 0..100 {
+        total += f.control.take_requests(Instant::now()).len();
+    }
+    assert_eq!(total, 20 * 50);
+    assert!(!f.control.has_more());
+}
+
+#[test]
+fn the_peer_uid_is_the_connecting_process_user() {
+    let mut f = Fixture::new("cred");
+    let _s = f.connect();
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    assert_eq!(f.control.peer_uid(0), Some(me));
+    assert_eq!(f.control.peer_uid(1), None, "no client in slot 1");
+}
+
+/// One answer larger than `MAX_OUTBUF` (`metrics` of 64 groups) reaches a client
+/// that reads; a second one queued behind it past the cap drops the client, and
+/// nothing beyond `MAX_ANSWER` is ever queued.
+#[test]
+fn one_large_answer_is_queued_but_not_two() {
+    let mut f = Fixture::new("large");
+    let sock = f.connect();
+    let big = format!("{}\n", "m".repeat(MAX_OUTBUF * 2));
+    f.control.reply(0, &big);
+    assert_eq!(f.control.counters.dropped, 0, "one large answer is queued");
+    f.control.reply(0, "{\"ok\":true}\n");
+    assert_eq!(f.control.counters.dropped, 1, "a second behind it is not");
+    let mut f = Fixture::new("large2");
+    let mut reader = f.connect();
+    f.control.reply(0, &big);
+    let reading = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 65536];
+        while !got.ends_with(b"\n") {
+            let n = std::io::Read::read(&mut reader, &mut buf).unwrap();
+            assert!(n > 0, "closed after {} bytes", got.len());
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.len()
+    });
+    for _ in 0..1000 {
+        f.flush();
+        if reading.is_finished() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(
+        reading.join().unwrap(),
+        big.len(),
+        "the whole answer arrived"
+    );
+    let mut f = Fixture::new("huge");
+    let _c = f.connect();
+    f.control.reply(0, &"h".repeat(MAX_ANSWER + 1));
+    assert_eq!(f.control.counters.dropped, 1, "beyond MAX_ANSWER: dropped");
+    drop(sock);
+}
+
+#[test]
+fn a_reader_that_stops_never_keeps_its_slot() {
+    let mut f = Fixture::new("slow");
+    let _watcher = f.connect();
+    f.control.watch(0, Scope::Group(0));
+    let line = format!("{}\n", "x".repeat(1000));
+    // The kernel buffer fills, then ours: the watcher is marked for dropping.
+    for _ in 0..2000 {
+        f.control.broadcast(Scope::Group(0), &line);
+        if f.control.counters.dropped > 0 {
+            break;
+        }
+        f.flush();
+    }
+    assert_eq!(f.control.counters.dropped, 1);
+    // One more answer (to a request read with the last bytes) must not refill the
+    // buffer of a client being dropped: it could never be written, and the slot
+    // would stay taken for ever (issue 10, finding 7).
+    f.control.reply(0, &line);
+    f.flush();
+    assert_eq!(f.control.clients(), 0, "the watcher kept its slot");
+}
+
+#[test]
+fn long_requests_are_answered_in_order_then_refused() {
+    let mut f = Fixture::new("long");
+    let s = f.connect();
+    let mut w = s.try_clone().unwrap();
+    w.write_all(b"ping\n").unwrap();
+    w.write_all(&vec![b'a'; MAX_REQUEST + 10]).unwrap();
+    f.read_all();
+    let reqs = f.control.take_requests(Instant::now());
+    assert_eq!(reqs, vec![(0, Request::Ping)]);
+    f.control.reply(0, "{\"ok\":true}\n");
+    f.flush();
+    assert!(f.control.has_more(), "the refusal is still to come");
+    assert!(f.control.take_requests(Instant::now()).is_empty());
+    f.flush();
+    assert_eq!(f.control.clients(), 0);
+    let mut r = std::io::BufReader::new(s);
+    let mut l = String::new();
+    r.read_line(&mut l).unwrap();
+    assert_eq!(l, "{\"ok\":true}\n");
+    l.clear();
+    r.read_line(&mut l).unwrap();
+    assert!(l.contains("longer than 1024"), "{l}");
+}
+
+#[test]
+fn supervisors_are_clear_only_after_confirming_a_later_line() {
+    let mut f = Fixture::new("sup");
+    let s = f.connect();
+    assert!(f.control.supervisors_clear(0, 0));
+    f.control.supervise(0, 0, None).unwrap();
+    assert!(f.control.supervisors_clear(0, 0), "no lease told yet");
+    f.control
+        .push_supervisor(0, "\"role\":\"leader\"", Some(5_000));
+    assert!(!f.control.supervisors_clear(0, 0));
+    f.control
+        .push_supervisor(0, "\"role\":\"leader\"", Some(6_000));
+    assert!(f.control.confirm(0, 3).is_err(), "line 3 was never sent");
+    f.control.confirm(0, 2).unwrap();
+    assert!(
+        !f.control.supervisors_clear(0, 0),
+        "line 2 is a leader line"
+    );
+    f.control.push_supervisor(0, "\"role\":\"follower\"", None);
+    f.control.confirm(0, 3).unwrap();
+    assert!(f.control.supervisors_clear(0, 0));
+    // Told of a new lease, then gone without confirming: no confirmation, but
+    // only until the lease end it was told of.
+    f.control
+        .push_supervisor(0, "\"role\":\"leader\"", Some(9_000));
+    drop(s);
+    f.read_all();
+    f.flush();
+    assert_eq!(f.control.supervisors(0), 0);
+    assert!(!f.control.supervisors_clear(0, 8_999));
+    assert!(f.control.supervisors_clear(0, 9_000));
+    assert_eq!(f.control.counters.departed_unconfirmed, 1);
+}
+
+#[test]
+fn a_supervisors_health_report_goes_with_it() {
+    let mut f = Fixture::new("health");
+    let s = f.connect();
+    let _other = f.connect();
+    assert!(
+        f.control
+            .set_supervisor_health(1, Some("x".into()))
+            .is_err(),
+        "only a supervisor reports health"
+    );
+    f.control.supervise(0, 0, None).unwrap();
+    f.control
+        .set_supervisor_health(0, Some("3 exits in 60s".into()))
+        .unwrap();
+    let all: Vec<_> = f.control.unhealthy_supervisors(0).collect();
+    assert_eq!(all, vec![(0, "3 exits in 60s")]);
+    f.control.set_supervisor_health(0, None).unwrap();
+    assert_eq!(f.control.unhealthy_supervisors(0).count(), 0);
+    f.control
+        .set_supervisor_health(0, Some("again".into()))
+        .unwrap();
+    drop(s);
+    f.read_all();
+    f.flush();
+    assert_eq!(f.control.unhealthy_supervisors(0).count(), 0);
+    // `leave` takes it too.
+    let _t = f.connect();
+    let slot = (0..MAX_CLIENTS)
+        .find(|&i| f.control.clients[i].is_some() && i != 1)
+        .unwrap();
+    f.control.supervise(slot, 0, None).unwrap();
+    f.control
+        .set_supervisor_health(slot, Some("x".into()))
+        .unwrap();
+    f.control.leave(slot);
+    assert_eq!(f.control.unhealthy_supervisors(0).count(), 0);
+}
+
+#[test]
+fn a_supervisor_that_leaves_cleanly_holds_nothing() {
+    let mut f = Fixture::new("leave");
+    let s = f.connect();
+    f.control.supervise(0, 0, None).unwrap();
+    f.control
+        .push_supervisor(0, "\"role\":\"leader\"", Some(9_000));
+    f.control.leave(0);
+    drop(s);
+    f.read_all();
+    f.flush();
+    assert!(f.control.supervisors_clear(0, 0));
+    assert!(f.control.confirm(0, 1).is_err());
+}
+
+/// SPEC section 15: a group's handoff waits only for that group's supervisors, a
+/// supervisor that leaves unconfirmed holds back only its own group, and a
+/// connection supervises one group.
+#[test]
+fn supervisors_and_watchers_belong_to_one_group() {
+    let mut f = Fixture::new("groups");
+    let a = f.connect();
+    let _b = f.connect();
+    f.control.supervise(0, 0, None).unwrap();
+    f.control.supervise(1, 1, None).unwrap();
+    assert!(
+        f.control.supervise(1, 0, None).is_err(),
+        "one group per connection"
+    );
+    assert_eq!(f.control.supervised_group(1), Some(1));
+    f.control
+        .push_supervisors(1, "\"role\":\"leader\"", Some(7_000));
+    assert!(
+        f.control.supervisors_clear(0, 0),
+        "group 0 was told of no lease"
+    );
+    assert!(!f.control.supervisors_clear(1, 0));
+    assert_eq!((f.control.supervisors(0), f.control.supervisors(1)), (1, 1));
+    f.control
+        .push_supervisors(0, "\"role\":\"leader\"", Some(9_000));
+    drop(a);
+    f.read_all();
+    f.flush();
+    assert_eq!(f.control.departed_until_ns(0), 9_000);
+    assert_eq!(
+        f.control.departed_until_ns(1),
+        0,
+        "group 1's supervisor stayed"
+    );
+    assert!(!f.control.supervisors_clear(0, 8_999));
+    assert!(f.control.supervisors_clear(0, 9_000));
+    // Watchers hear only their scope.
+    let w = f.connect();
+    let slot = (0..MAX_CLIENTS)
+        .find(|&i| {
+            f.control.clients[i]
+                .as_ref()
+                .is_some_and(|c| c.sup.is_none())
+        })
+        .unwrap();
+    f.control.watch(slot, Scope::Group(1));
+    f.control.broadcast(Scope::Group(0), "zero\n");
+    f.control.broadcast(Scope::All, "all\n");
+    f.control.broadcast(Scope::Group(1), "one\n");
+    f.flush();
+    let mut r = std::io::BufReader::new(w);
+    let mut l = String::new();
+    r.read_line(&mut l).unwrap();
+    assert_eq!(l, "one\n");
+}
