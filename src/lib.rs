@@ -16,6 +16,7 @@ pub mod access;
 pub mod addr;
 pub mod auth;
 pub mod config;
+pub mod conns;
 pub mod control;
 pub mod core;
 pub mod daemon;

@@ -1,11 +1,13 @@
-//! The control socket's clients: slots, accept, bounded reads, round-robin taking of
-//! requests per wakeup, bounded answer buffers, slow readers and idle clients dropped.
+//! The control socket's clients on the shared connection table (`crate::conns`):
+//! accept, request lines read and taken round-robin, bounded answer buffers, slow
+//! readers and idle clients dropped, each with the control socket's own limits.
 
 use super::registry::Supervisor;
 use super::request::{MAX_REQUEST, Request, error_line};
+use crate::conns::{Conn, Table, Take, Written};
 use mio::net::{UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -66,23 +68,19 @@ pub enum Scope {
     All,
 }
 
+/// A client of the control socket: the shared connection (its `closing` is "being
+/// dropped": a limit or an error; nothing more is queued, freed soon) and its state.
+pub(super) type Client = Conn<UnixStream, ClientState>;
+
+/// What the control socket tracks of one client beyond its bytes.
 #[derive(Debug)]
-pub(super) struct Client {
-    pub(super) stream: UnixStream,
-    pub(super) inbuf: Vec<u8>,
-    pub(super) outbuf: Vec<u8>,
+pub(super) struct ClientState {
     /// What a `watch` client is told of: one group's changes, or every group's.
     pub(super) watching: Option<Scope>,
     pub(super) sup: Option<Supervisor>,
     /// A supervisor's report that its command is unhealthy (`health failing`).
     pub(super) unhealthy: Option<String>,
-    /// The peer finished sending: answer what is buffered, then close.
-    pub(super) eof: bool,
-    /// Being dropped (a limit or an error): nothing more is queued, freed soon.
-    pub(super) dropping: Option<Instant>,
     pub(super) last_active: Instant,
-    /// The kernel may hold unread bytes: reading stopped before WouldBlock.
-    pub(super) more: bool,
     /// A line over `MAX_REQUEST` came after the buffered ones: refuse it once they
     /// are answered.
     pub(super) too_long: bool,
@@ -106,20 +104,14 @@ impl Client {
     /// Requests of this client may be handed to the daemon now.
     fn servable(&self) -> bool {
         !self.held
-            && self.dropping.is_none()
+            && self.closing.is_none()
             && self.outbuf.len() < MAX_OUTBUF / 2
             && self.has_line()
     }
 
     /// The socket should be read again without waiting for an event.
     fn wants_read(&self) -> bool {
-        self.more && !self.eof && self.dropping.is_none() && self.inbuf.len() < INBUF_CAP
-    }
-
-    fn drop_now(&mut self, now: Instant) {
-        if self.dropping.is_none() {
-            self.dropping = Some(now);
-        }
+        self.more && !self.eof && self.closing.is_none() && self.inbuf.len() < INBUF_CAP
     }
 }
 
@@ -141,12 +133,9 @@ pub struct ControlCounters {
 pub struct Control {
     pub(super) listener: UnixListener,
     pub(super) path: PathBuf,
-    pub(super) clients: Vec<Option<Client>>,
-    pub(super) first_token: usize,
+    pub(super) clients: Table<UnixStream, ClientState>,
     /// Counters for metrics.
     pub counters: ControlCounters,
-    /// The slot served first at the next wakeup (round-robin).
-    pub(super) next_slot: usize,
     /// Per group, the latest lease end (boot clock, ns) known to a supervisor that left
     /// without confirming: its command may run until then.
     pub(super) departed_until_ns: Vec<u64>,
@@ -174,10 +163,8 @@ impl Control {
         Ok(Control {
             listener,
             path: path.to_path_buf(),
-            clients: (0..MAX_CLIENTS).map(|_| None).collect(),
-            first_token: first_token + 1,
+            clients: Table::new(MAX_CLIENTS, first_token + 1),
             counters: ControlCounters::default(),
-            next_slot: 0,
             departed_until_ns: Vec::new(),
             next_serial: 0,
         })
@@ -190,7 +177,7 @@ impl Control {
 
     /// True if `token` belongs to a client of this control socket.
     pub fn owns(&self, token: Token) -> bool {
-        (self.first_token..self.first_token + MAX_CLIENTS).contains(&token.0)
+        self.clients.owns(token)
     }
 
     /// Accepts every pending connection (refusing those over the limit).
@@ -198,38 +185,30 @@ impl Control {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, _)) => {
-                    let free = self.clients.iter().position(Option::is_none);
+                    let free = self.clients.free_slot();
                     let Some(slot) = free.or_else(|| self.evict_idle(registry)) else {
                         self.counters.refused += 1;
                         let _ = stream.write(error_line("too many clients").as_bytes());
                         continue;
                     };
-                    let token = Token(self.first_token + slot);
-                    if registry
-                        .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
-                        .is_err()
-                    {
-                        continue;
-                    }
                     let cred = peer_cred(&stream);
-                    self.clients[slot] = Some(Client {
-                        stream,
-                        inbuf: Vec::new(),
-                        outbuf: Vec::new(),
+                    let state = ClientState {
                         watching: None,
                         sup: None,
                         unhealthy: None,
-                        eof: false,
-                        dropping: None,
                         last_active: now,
-                        more: false,
                         too_long: false,
                         peer_uid: cred.map(|c| c.0),
                         peer_pid: cred.map(|c| c.1),
                         serial: self.next_serial,
                         held: false,
-                    });
-                    self.next_serial += 1;
+                    };
+                    if self
+                        .clients
+                        .insert(registry, slot, Conn::new(stream, false, state))
+                    {
+                        self.next_serial += 1;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -245,18 +224,18 @@ impl Control {
     /// watching or supervising and has nothing in flight: clients that connect and send
     /// nothing cannot lock everyone else out. Only 64 watchers fill the socket for good.
     fn evict_idle(&mut self, registry: &Registry) -> Option<usize> {
-        let slot = (0..MAX_CLIENTS)
-            .filter(|&i| {
-                self.clients[i].as_ref().is_some_and(|c| {
-                    c.watching.is_none()
-                        && c.sup.is_none()
-                        && c.dropping.is_none()
-                        && c.outbuf.is_empty()
-                        && c.inbuf.is_empty()
-                        && !c.more
-                })
+        let (slot, _) = self
+            .clients
+            .iter()
+            .filter(|(_, c)| {
+                c.watching.is_none()
+                    && c.sup.is_none()
+                    && c.closing.is_none()
+                    && c.outbuf.is_empty()
+                    && c.inbuf.is_empty()
+                    && !c.more
             })
-            .min_by_key(|&i| self.clients[i].as_ref().map(|c| c.last_active))?;
+            .min_by_key(|(_, c)| c.last_active)?;
         self.counters.dropped += 1;
         self.free(slot, registry);
         Some(slot)
@@ -265,16 +244,14 @@ impl Control {
     /// Frees slot `slot`. A supervisor that was not clear leaves its lease end behind:
     /// its command may still run until then.
     fn free(&mut self, slot: usize, registry: &Registry) {
-        let Some(mut c) = self.clients[slot].take() else {
-            return;
-        };
-        let _ = registry.deregister(&mut c.stream);
-        self.depart(slot, &mut c);
+        if let Some(mut c) = self.clients.remove(registry, slot) {
+            self.depart(slot, &mut c);
+        }
     }
 
     /// Reads from client `token` after a readiness event.
     pub fn readable(&mut self, token: Token, now: Instant) {
-        if let Some(slot) = token.0.checked_sub(self.first_token) {
+        if let Some(slot) = self.clients.slot(token) {
             self.read_client(slot, now);
         }
     }
@@ -284,42 +261,29 @@ impl Control {
     pub fn has_more(&self) -> bool {
         self.clients
             .iter()
-            .flatten()
-            .any(|c| c.servable() || c.wants_read() || (c.too_long && c.dropping.is_none()))
+            .any(|(_, c)| c.servable() || c.wants_read() || (c.too_long && c.closing.is_none()))
     }
 
     /// Reads what a client sent, up to `INBUF_CAP` buffered bytes.
     fn read_client(&mut self, slot: usize, now: Instant) {
-        let Some(c) = self.clients.get_mut(slot).and_then(Option::as_mut) else {
+        let Some(c) = self.clients.get_mut(slot) else {
             return;
         };
-        let mut buf = [0u8; 4096];
-        c.more = false;
-        while !c.eof && c.dropping.is_none() {
-            let room = INBUF_CAP.saturating_sub(c.inbuf.len());
-            if room == 0 {
-                c.more = true;
-                break;
-            }
-            let cap = buf.len().min(room);
-            match c.stream.read(&mut buf[..cap]) {
-                Ok(0) => c.eof = true,
-                Ok(n) => {
-                    c.last_active = now;
-                    c.inbuf.extend_from_slice(&buf[..n]);
-                    // A line still open after MAX_REQUEST bytes is too long already.
-                    let open = c.inbuf.iter().rev().take_while(|&&b| b != b'\n').count();
-                    if open > MAX_REQUEST {
-                        Self::line_too_long(c, &mut self.counters, now);
-                    }
+        let counters = &mut self.counters;
+        let read = c.read(
+            |c| INBUF_CAP.saturating_sub(c.inbuf.len()),
+            |c, bytes| {
+                c.last_active = now;
+                c.inbuf.extend_from_slice(bytes);
+                // A line still open after MAX_REQUEST bytes is too long already.
+                let open = c.inbuf.iter().rev().take_while(|&&b| b != b'\n').count();
+                if open > MAX_REQUEST {
+                    Self::line_too_long(c, counters, now);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    c.eof = true;
-                    c.drop_now(now);
-                }
-            }
+            },
+        );
+        if read.is_err() {
+            c.close(now);
         }
     }
 
@@ -347,70 +311,70 @@ impl Control {
         c.outbuf.extend_from_slice(
             error_line(&format!("request longer than {MAX_REQUEST} bytes")).as_bytes(),
         );
-        c.drop_now(now);
+        c.close(now);
     }
 
     /// The requests to answer in this wakeup: at most `REQUESTS_PER_CLIENT` per client
     /// and `REQUESTS_PER_WAKEUP` in all, round-robin from where the last wakeup stopped.
     pub fn take_requests(&mut self, now: Instant) -> Vec<(usize, Request)> {
         for slot in 0..MAX_CLIENTS {
-            if self.clients[slot].as_ref().is_some_and(Client::wants_read) {
+            if self.clients.get(slot).is_some_and(Client::wants_read) {
                 self.read_client(slot, now);
             }
         }
-        let mut out = Vec::new();
-        let start = self.next_slot;
-        for i in 0..MAX_CLIENTS {
-            if out.len() >= REQUESTS_PER_WAKEUP {
-                break;
-            }
-            let slot = (start + i) % MAX_CLIENTS;
-            let Some(c) = self.clients[slot].as_mut() else {
-                continue;
-            };
-            let mut taken = 0;
-            while taken < REQUESTS_PER_CLIENT && out.len() < REQUESTS_PER_WAKEUP && c.servable() {
-                let pos = c
-                    .inbuf
-                    .iter()
-                    .position(|&b| b == b'\n')
-                    .expect("has a line");
-                let line: Vec<u8> = c.inbuf.drain(..=pos).collect();
-                let line = &line[..line.len() - 1];
-                if line.len() > MAX_REQUEST {
-                    // A whole line over the limit arrived in one read.
-                    self.counters.dropped += 1;
-                    Self::refuse_long(c, now);
-                    break;
-                }
-                let text = String::from_utf8_lossy(line);
-                if text.trim().is_empty() {
-                    continue;
-                }
-                c.last_active = now;
-                out.push((slot, Request::parse(&text)));
-                taken += 1;
-            }
-            // Refused at the next wakeup, after the answers to this one's requests.
-            if c.too_long && !c.has_line() && c.dropping.is_none() && taken == 0 {
-                Self::refuse_long(c, now);
-            }
-            if taken > 0 {
-                self.next_slot = (slot + 1) % MAX_CLIENTS;
-            }
-        }
+        let counters = &mut self.counters;
+        let out = self
+            .clients
+            .round_robin(REQUESTS_PER_CLIENT, REQUESTS_PER_WAKEUP, |c, taken| {
+                Self::next_request(c, taken, counters, now)
+            });
         self.counters.requests += out.len() as u64;
         out
+    }
+
+    /// The next request line of client `c`, of which `taken` were taken in this wakeup.
+    fn next_request(
+        c: &mut Client,
+        taken: usize,
+        counters: &mut ControlCounters,
+        now: Instant,
+    ) -> Take<Request> {
+        if !c.servable() {
+            // Refused at the next wakeup, after the answers to this one's requests.
+            if c.too_long && !c.has_line() && c.closing.is_none() && taken == 0 {
+                Self::refuse_long(c, now);
+            }
+            return Take::Stop;
+        }
+        let pos = c
+            .inbuf
+            .iter()
+            .position(|&b| b == b'\n')
+            .expect("has a line");
+        let line: Vec<u8> = c.inbuf.drain(..=pos).collect();
+        let line = &line[..line.len() - 1];
+        if line.len() > MAX_REQUEST {
+            // A whole line over the limit arrived in one read.
+            counters.dropped += 1;
+            Self::refuse_long(c, now);
+            return Take::Stop;
+        }
+        let text = String::from_utf8_lossy(line);
+        if text.trim().is_empty() {
+            return Take::Skip;
+        }
+        c.last_active = now;
+        Take::Request(Request::parse(&text))
     }
 
     /// Queues `line` for client `slot`. A client being dropped gets nothing more; one
     /// whose buffer would exceed `MAX_OUTBUF` is dropped (a single answer up to
     /// `MAX_ANSWER` is queued when nothing else is).
     pub fn reply(&mut self, slot: usize, line: &str) {
-        let Some(c) = self.clients.get_mut(slot).and_then(Option::as_mut) else {
+        let Some(c) = self.clients.get_mut(slot) else {
             return;
         };
-        if c.dropping.is_some() {
+        if c.closing.is_some() {
             return;
         }
         let fits = if c.outbuf.is_empty() {
@@ -421,7 +385,7 @@ impl Control {
         if !fits {
             log::warn!("control client {slot} is not reading its answers: dropped");
             self.counters.dropped += 1;
-            c.drop_now(Instant::now());
+            c.close(Instant::now());
             c.outbuf.clear();
             c.inbuf.clear();
             return;
@@ -431,12 +395,12 @@ impl Control {
 
     /// The user id of client `slot` (SO_PEERCRED at connect), if known.
     pub fn peer_uid(&self, slot: usize) -> Option<u32> {
-        self.clients.get(slot)?.as_ref()?.peer_uid
+        self.clients.get(slot)?.peer_uid
     }
 
     /// Marks client `slot` as a watcher of `scope`.
     pub fn watch(&mut self, slot: usize, scope: Scope) {
-        if let Some(c) = self.clients[slot].as_mut() {
+        if let Some(c) = self.clients.get_mut(slot) {
             c.watching = Some(scope);
         }
     }
@@ -444,9 +408,10 @@ impl Control {
     /// Queues `line` for every watcher of `scope`.
     pub fn broadcast(&mut self, scope: Scope, line: &str) {
         for slot in 0..MAX_CLIENTS {
-            if self.clients[slot]
-                .as_ref()
-                .is_some_and(|c| c.watching == Some(scope) && c.dropping.is_none() && !c.eof)
+            if self
+                .clients
+                .get(slot)
+                .is_some_and(|c| c.watching == Some(scope) && c.closing.is_none() && !c.eof)
             {
                 self.reply(slot, line);
             }
@@ -456,30 +421,15 @@ impl Control {
     /// Writes queued answers, closes finished, dropped and idle clients.
     pub fn flush(&mut self, registry: &Registry, now: Instant) {
         for slot in 0..MAX_CLIENTS {
-            let Some(c) = self.clients[slot].as_mut() else {
+            let Some(c) = self.clients.get_mut(slot) else {
                 continue;
             };
-            let mut stuck = false;
-            while !c.outbuf.is_empty() {
-                match c.stream.write(&c.outbuf) {
-                    Ok(0) => {
-                        c.drop_now(now);
-                        c.outbuf.clear();
-                    }
-                    Ok(n) => {
-                        c.outbuf.drain(..n);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        stuck = true;
-                        break;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => {
-                        c.drop_now(now);
-                        c.outbuf.clear();
-                    }
-                }
+            let written = c.write();
+            if written == Written::Gone {
+                c.close(now);
+                c.outbuf.clear();
             }
+            let stuck = written == Written::Blocked;
             let idle = c.watching.is_none()
                 && c.sup.is_none()
                 && !c.held
@@ -490,7 +440,7 @@ impl Control {
             // A dropped client is freed once its last answer is out, or after LINGER if
             // it cannot be written: a client that stops reading never keeps its slot.
             let dropped = c
-                .dropping
+                .closing
                 .is_some_and(|t| c.outbuf.is_empty() || (stuck && now.duration_since(t) >= LINGER));
             let finished = c.eof && !c.held && !c.has_line() && !c.too_long && c.outbuf.is_empty();
             if dropped || finished || idle {
@@ -501,24 +451,21 @@ impl Control {
 
     /// The number of connected clients.
     pub fn clients(&self) -> usize {
-        self.clients.iter().flatten().count()
+        self.clients.len()
     }
 
-    /// The number of watchers.
     /// True when a client watches `scope` (and is not being dropped).
     pub fn watches(&self, scope: Scope) -> bool {
         self.clients
             .iter()
-            .flatten()
-            .any(|c| c.watching == Some(scope) && c.dropping.is_none())
+            .any(|(_, c)| c.watching == Some(scope) && c.closing.is_none())
     }
 
     /// Clients watching.
     pub fn watchers(&self) -> usize {
         self.clients
             .iter()
-            .flatten()
-            .filter(|c| c.watching.is_some())
+            .filter(|(_, c)| c.watching.is_some())
             .count()
     }
 }

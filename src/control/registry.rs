@@ -44,7 +44,7 @@ impl Control {
     /// served, and it is not closed, until [`Control::reply_held`]. None when there is
     /// no such client.
     pub fn hold(&mut self, slot: usize) -> Option<HeldReply> {
-        let c = self.clients.get_mut(slot)?.as_mut()?;
+        let c = self.clients.get_mut(slot)?;
         c.held = true;
         Some(HeldReply {
             slot,
@@ -54,7 +54,7 @@ impl Control {
 
     /// Sends a held answer, if the connection that asked is still there.
     pub fn reply_held(&mut self, h: HeldReply, line: &str) {
-        let Some(c) = self.clients.get_mut(h.slot).and_then(Option::as_mut) else {
+        let Some(c) = self.clients.get_mut(h.slot) else {
             return;
         };
         if c.serial != h.serial {
@@ -73,7 +73,7 @@ impl Control {
         group: usize,
         grace: Option<Duration>,
     ) -> Result<(), String> {
-        let Some(c) = self.clients[slot].as_mut() else {
+        let Some(c) = self.clients.get_mut(slot) else {
             return Ok(());
         };
         let s = c.sup.get_or_insert(Supervisor {
@@ -94,28 +94,24 @@ impl Control {
         &self,
         group: usize,
     ) -> impl Iterator<Item = (usize, Option<u32>, Duration)> + '_ {
-        self.clients
-            .iter()
-            .enumerate()
-            .filter_map(move |(slot, c)| {
-                let c = c.as_ref()?;
-                let s = c.sup.filter(|s| s.group == group)?;
-                Some((slot, c.peer_pid, s.grace?))
-            })
+        self.clients.iter().filter_map(move |(slot, c)| {
+            let s = c.sup.filter(|s| s.group == group)?;
+            Some((slot, c.peer_pid, s.grace?))
+        })
     }
 
     /// The group supervised by client `slot`, if it is a supervisor.
     pub fn supervised_group(&self, slot: usize) -> Option<usize> {
-        Some(self.clients.get(slot)?.as_ref()?.sup?.group)
+        Some(self.clients.get(slot)?.sup?.group)
     }
 
     /// Sends supervisor `slot` its next numbered line: `{"n":N,` then `fields` (JSON
     /// members without braces) then `}`. `leader_until_ns` is Some for a leader line.
     pub fn push_supervisor(&mut self, slot: usize, fields: &str, leader_until_ns: Option<u64>) {
-        let Some(c) = self.clients.get_mut(slot).and_then(Option::as_mut) else {
+        let Some(c) = self.clients.get_mut(slot) else {
             return;
         };
-        if c.dropping.is_some() || c.eof {
+        if c.closing.is_some() || c.eof {
             return;
         }
         let Some(s) = c.sup.as_mut() else { return };
@@ -139,7 +135,7 @@ impl Control {
 
     /// Records `released n` from client `slot`.
     pub fn confirm(&mut self, slot: usize, n: u64) -> Result<(), String> {
-        let Some(s) = self.clients[slot].as_mut().and_then(|c| c.sup.as_mut()) else {
+        let Some(s) = self.clients.get_mut(slot).and_then(|c| c.sup.as_mut()) else {
             return Err("released: not a supervisor (send 'supervise' first)".into());
         };
         if n > s.sent {
@@ -152,7 +148,7 @@ impl Control {
     /// Client `slot` stops supervising: its command has exited and none will start, so
     /// its departure is no unconfirmed lease.
     pub fn leave(&mut self, slot: usize) {
-        if let Some(c) = self.clients[slot].as_mut() {
+        if let Some(c) = self.clients.get_mut(slot) {
             if let Some(why) = c.unhealthy.take().filter(|_| c.sup.is_some()) {
                 log::info!(
                     "supervisor on control client {slot} left: its unhealthy report ({why}) goes with it"
@@ -169,7 +165,7 @@ impl Control {
         slot: usize,
         report: Option<String>,
     ) -> Result<(), String> {
-        let Some(c) = self.clients[slot].as_mut().filter(|c| c.sup.is_some()) else {
+        let Some(c) = self.clients.get_mut(slot).filter(|c| c.sup.is_some()) else {
             return Err("health: not a supervisor (send 'supervise' first)".into());
         };
         match (&c.unhealthy, &report) {
@@ -189,16 +185,12 @@ impl Control {
 
     /// The supervisors of `group` that report their command unhealthy: (slot, reason).
     pub fn unhealthy_supervisors(&self, group: usize) -> impl Iterator<Item = (usize, &str)> + '_ {
-        self.clients
-            .iter()
-            .enumerate()
-            .filter_map(move |(slot, c)| {
-                let c = c.as_ref()?;
-                if c.sup?.group != group {
-                    return None;
-                }
-                Some((slot, c.unhealthy.as_deref()?))
-            })
+        self.clients.iter().filter_map(move |(slot, c)| {
+            if c.sup?.group != group {
+                return None;
+            }
+            Some((slot, c.unhealthy.as_deref()?))
+        })
     }
 
     /// True when every supervisor of `group` is clear and none that left unconfirmed can
@@ -208,7 +200,7 @@ impl Control {
             && self
                 .clients
                 .iter()
-                .flatten()
+                .map(|(_, c)| c)
                 .filter_map(|c| c.sup)
                 .filter(|s| s.group == group)
                 .all(|s| s.clear())
@@ -224,7 +216,7 @@ impl Control {
     pub fn supervisors(&self, group: usize) -> usize {
         self.clients
             .iter()
-            .flatten()
+            .map(|(_, c)| c)
             .filter(|c| c.sup.is_some_and(|s| s.group == group))
             .count()
     }

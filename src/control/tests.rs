@@ -36,9 +36,9 @@ impl Fixture {
     /// Reads every client as if each had a readiness event.
     fn read_all(&mut self) {
         for slot in 0..MAX_CLIENTS {
-            if self.control.clients[slot].is_some() {
+            if self.control.clients.get(slot).is_some() {
                 self.control
-                    .readable(Token(self.control.first_token + slot), Instant::now());
+                    .readable(self.control.clients.token(slot), Instant::now());
             }
         }
     }
@@ -244,7 +244,7 @@ fn a_supervisors_health_report_goes_with_it() {
     // `leave` takes it too.
     let _t = f.connect();
     let slot = (0..MAX_CLIENTS)
-        .find(|&i| f.control.clients[i].is_some() && i != 1)
+        .find(|&i| f.control.clients.get(i).is_some() && i != 1)
         .unwrap();
     f.control.supervise(slot, 0, None).unwrap();
     f.control
@@ -308,11 +308,7 @@ fn supervisors_and_watchers_belong_to_one_group() {
     // Watchers hear only their scope.
     let w = f.connect();
     let slot = (0..MAX_CLIENTS)
-        .find(|&i| {
-            f.control.clients[i]
-                .as_ref()
-                .is_some_and(|c| c.sup.is_none())
-        })
+        .find(|&i| f.control.clients.get(i).is_some_and(|c| c.sup.is_none()))
         .unwrap();
     f.control.watch(slot, Scope::Group(1));
     f.control.broadcast(Scope::Group(0), "zero\n");
