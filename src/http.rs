@@ -21,7 +21,8 @@
 //! `REQUESTS_PER_CLIENT` requests of one connection and `REQUESTS_PER_WAKEUP` in all per
 //! wakeup, round-robin, `ACCEPTS_PER_WAKEUP` new connections per wakeup, at most
 //! `MAX_HEAD` bytes buffered per connection, and no request served to a connection with
-//! `BACKPRESSURE` bytes of answers unread. A connection gets `REQUEST_TIMEOUT` from its accept or its last answer
+//! `BACKPRESSURE` bytes of answers unread. The slots, reads, writes and the round-robin
+//! scheduler are the connection table the control socket uses too (`crate::conns`). A connection gets `REQUEST_TIMEOUT` from its accept or its last answer
 //! to complete its next request (a slowloris client sending a byte at a time gets no
 //! more), so every slot frees itself; the daemon sweeps at least once a second.
 
@@ -32,9 +33,10 @@ pub use parse::{
     parse_head, parse_listen, render,
 };
 
+use crate::conns::{self, Table, Take, Written};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -65,23 +67,19 @@ const LINGER_BYTES: usize = 64 * 1024;
 /// The status codes this server answers with, in the order of `Counters::answers`.
 pub const CODES: [u16; 9] = [200, 400, 404, 405, 408, 413, 431, 501, 505];
 
+/// A connection of the metrics listener: the shared connection (its `closing`: no more
+/// requests, since when the close was decided) and its HTTP state.
+type Conn = conns::Conn<TcpStream, ConnState>;
+
+/// What the listener tracks of one connection beyond its bytes.
 #[derive(Debug)]
-struct Conn {
-    stream: TcpStream,
-    inbuf: Vec<u8>,
-    outbuf: Vec<u8>,
+struct ConnState {
     /// Body bytes of the last request still to read and discard.
     skip: u64,
     /// Since when the next request is awaited: the accept, or the last answer queued.
     since: Instant,
-    /// The peer sends nothing more.
-    eof: bool,
-    /// The kernel may hold unread bytes: reading stopped before WouldBlock.
-    more: bool,
     /// The buffered bytes are a partial head: nothing to do until more arrive.
     partial: bool,
-    /// No more requests: when the close was decided.
-    closing: Option<Instant>,
     /// Our side is shut down (the answer is out): lingering.
     shut: bool,
     /// Bytes read and discarded while lingering.
@@ -106,10 +104,6 @@ impl Conn {
         self.inbuf.is_empty() && self.outbuf.is_empty() && self.skip == 0
     }
 
-    fn close(&mut self, now: Instant) {
-        self.closing.get_or_insert(now);
-    }
-
     /// Drops body bytes still owed by the last request from the buffer.
     fn consume_skip(&mut self) {
         let n = self.inbuf.len().min(self.skip as usize);
@@ -119,37 +113,27 @@ impl Conn {
 
     /// Reads what the peer sent, up to `MAX_HEAD` buffered bytes (body bytes owed by the
     /// last request are discarded as they come).
-    fn read(&mut self, now: Instant) {
-        self.more = false;
+    fn receive(&mut self, now: Instant) {
         if self.shut {
+            self.more = false;
             return self.discard();
         }
-        let mut buf = [0u8; 4096];
-        while !self.eof && self.closing.is_none() {
-            let room = MAX_HEAD.saturating_sub(self.inbuf.len());
-            if room == 0 && self.skip == 0 {
-                self.more = true;
-                break;
-            }
-            let cap = buf
-                .len()
-                .min(room.saturating_add(self.skip.min(MAX_BODY) as usize));
-            match self.stream.read(&mut buf[..cap]) {
-                Ok(0) => self.eof = true,
-                Ok(n) => {
-                    let k = n.min(self.skip as usize);
-                    self.skip -= k as u64;
-                    self.inbuf.extend_from_slice(&buf[k..n]);
-                    self.partial = false;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    self.eof = true;
-                    self.outbuf.clear();
-                    self.close(now);
-                }
-            }
+        let read = self.read(
+            |c| {
+                MAX_HEAD
+                    .saturating_sub(c.inbuf.len())
+                    .saturating_add(c.skip.min(MAX_BODY) as usize)
+            },
+            |c, bytes| {
+                let k = bytes.len().min(c.skip as usize);
+                c.skip -= k as u64;
+                c.inbuf.extend_from_slice(&bytes[k..]);
+                c.partial = false;
+            },
+        );
+        if read.is_err() {
+            self.outbuf.clear();
+            self.close(now);
         }
     }
 
@@ -166,22 +150,6 @@ impl Conn {
                 Err(_) => self.eof = true,
             }
         }
-    }
-
-    /// Writes what is queued; false if the socket is gone.
-    fn write(&mut self) -> bool {
-        while !self.outbuf.is_empty() {
-            match self.stream.write(&self.outbuf) {
-                Ok(0) => return false,
-                Ok(n) => {
-                    self.outbuf.drain(..n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return false,
-            }
-        }
-        true
     }
 }
 
@@ -210,10 +178,7 @@ pub struct Counters {
 pub struct Http {
     listener: TcpListener,
     addr: SocketAddr,
-    conns: Vec<Option<Conn>>,
-    first_token: usize,
-    /// The slot served first at the next wakeup (round-robin).
-    next_slot: usize,
+    conns: Table<TcpStream, ConnState>,
     /// The listener may hold more connections than the last wakeup accepted.
     accept_more: bool,
     /// When an accept error was last logged (rate limit).
@@ -229,9 +194,7 @@ impl Http {
         Ok(Http {
             addr: listener.local_addr().unwrap_or(addr),
             listener,
-            conns: (0..MAX_CLIENTS).map(|_| None).collect(),
-            first_token: first_token + 1,
-            next_slot: 0,
+            conns: Table::new(MAX_CLIENTS, first_token + 1),
             accept_more: false,
             warned: None,
             counters: Counters::default(),
@@ -250,7 +213,7 @@ impl Http {
 
     /// True if `token` belongs to a connection of this listener.
     pub fn owns(&self, token: Token) -> bool {
-        (self.first_token..self.first_token + MAX_CLIENTS).contains(&token.0)
+        self.conns.owns(token)
     }
 
     /// Accepts up to `ACCEPTS_PER_WAKEUP` pending connections, evicting when full.
@@ -258,31 +221,23 @@ impl Http {
         self.accept_more = false;
         for _ in 0..ACCEPTS_PER_WAKEUP {
             match self.listener.accept() {
-                Ok((mut stream, _)) => {
-                    let free = self.conns.iter().position(Option::is_none);
+                Ok((stream, _)) => {
+                    let free = self.conns.free_slot();
                     let slot = free.unwrap_or_else(|| self.evict(registry));
-                    let token = Token(self.first_token + slot);
-                    if registry
-                        .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
-                        .is_err()
-                    {
-                        continue;
-                    }
                     let _ = stream.set_nodelay(true);
-                    self.counters.accepted += 1;
-                    self.conns[slot] = Some(Conn {
-                        stream,
-                        inbuf: Vec::new(),
-                        outbuf: Vec::new(),
+                    let state = ConnState {
                         skip: 0,
                         since: now,
-                        eof: false,
-                        more: true,
                         partial: false,
-                        closing: None,
                         shut: false,
                         discarded: 0,
-                    });
+                    };
+                    if self
+                        .conns
+                        .insert(registry, slot, conns::Conn::new(stream, true, state))
+                    {
+                        self.counters.accepted += 1;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -309,16 +264,9 @@ impl Http {
     /// byte at a time, cannot lock it out.
     fn evict(&mut self, registry: &Registry) -> usize {
         let slot = (0..MAX_CLIENTS)
-            .min_by_key(|&i| {
-                self.conns[i]
-                    .as_ref()
-                    .map(|c| (c.closing.is_none(), c.since))
-            })
+            .min_by_key(|&i| self.conns.get(i).map(|c| (c.closing.is_none(), c.since)))
             .unwrap_or(0);
-        if self.conns[slot]
-            .as_ref()
-            .is_some_and(|c| c.closing.is_none())
-        {
+        if self.conns.get(slot).is_some_and(|c| c.closing.is_none()) {
             self.counters.evicted += 1;
         }
         self.free(slot, registry);
@@ -326,18 +274,16 @@ impl Http {
     }
 
     fn free(&mut self, slot: usize, registry: &Registry) {
-        if let Some(mut c) = self.conns[slot].take() {
-            let _ = registry.deregister(&mut c.stream);
-        }
+        self.conns.remove(registry, slot);
     }
 
     /// Reads from connection `token` after a readiness event.
     pub fn readable(&mut self, token: Token, now: Instant) {
-        let Some(slot) = token.0.checked_sub(self.first_token) else {
+        let Some(slot) = self.conns.slot(token) else {
             return;
         };
-        if let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) {
-            c.read(now);
+        if let Some(c) = self.conns.get_mut(slot) {
+            c.receive(now);
         }
     }
 
@@ -348,8 +294,7 @@ impl Http {
             || self
                 .conns
                 .iter()
-                .flatten()
-                .any(|c| c.servable() || c.wants_read())
+                .any(|(_, c)| c.servable() || c.wants_read())
     }
 
     /// The requests to answer in this wakeup, in order per connection: at most
@@ -359,58 +304,50 @@ impl Http {
         if self.accept_more {
             self.accept(registry, now);
         }
-        for c in self.conns.iter_mut().flatten() {
+        for c in self.conns.iter_mut() {
             if c.wants_read() {
-                c.read(now);
+                c.receive(now);
             }
         }
-        let mut out = Vec::new();
-        let start = self.next_slot;
-        for i in 0..MAX_CLIENTS {
-            if out.len() >= REQUESTS_PER_WAKEUP {
-                break;
-            }
-            let slot = (start + i) % MAX_CLIENTS;
-            let Some(c) = self.conns[slot].as_mut() else {
-                continue;
-            };
-            let mut taken = 0;
-            while taken < REQUESTS_PER_CLIENT && out.len() < REQUESTS_PER_WAKEUP && c.servable() {
-                let reply = match parse_head(&c.inbuf) {
-                    Parsed::Partial => {
-                        c.partial = true;
-                        break;
-                    }
-                    Parsed::Complete { head, len } => {
-                        c.inbuf.drain(..len);
-                        c.skip = head.body;
-                        c.consume_skip();
-                        Reply::route(head)
-                    }
-                    Parsed::Refused { code, why } => Reply {
-                        code,
-                        head_only: false,
-                        close: true,
-                        why,
-                    },
-                };
-                if reply.close {
-                    // Nothing after this request is read as a request.
-                    c.close(now);
-                }
-                out.push((slot, reply));
-                taken += 1;
-            }
-            if taken > 0 {
-                self.next_slot = (slot + 1) % MAX_CLIENTS;
-            }
+        self.conns
+            .round_robin(REQUESTS_PER_CLIENT, REQUESTS_PER_WAKEUP, |c, _| {
+                Self::next_request(c, now)
+            })
+    }
+
+    /// The next request of connection `c`, parsed and routed.
+    fn next_request(c: &mut Conn, now: Instant) -> Take<Reply> {
+        if !c.servable() {
+            return Take::Stop;
         }
-        out
+        let reply = match parse_head(&c.inbuf) {
+            Parsed::Partial => {
+                c.partial = true;
+                return Take::Stop;
+            }
+            Parsed::Complete { head, len } => {
+                c.inbuf.drain(..len);
+                c.skip = head.body;
+                c.consume_skip();
+                Reply::route(head)
+            }
+            Parsed::Refused { code, why } => Reply {
+                code,
+                head_only: false,
+                close: true,
+                why,
+            },
+        };
+        if reply.close {
+            // Nothing after this request is read as a request.
+            c.close(now);
+        }
+        Take::Request(reply)
     }
 
     /// Queues the answer `reply` for connection `slot`; `metrics` is the body of a 200.
     pub fn answer(&mut self, slot: usize, reply: &Reply, metrics: Option<&str>, now: Instant) {
-        let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+        let Some(c) = self.conns.get_mut(slot) else {
             return;
         };
         Self::queue(c, &mut self.counters, reply, metrics, now);
@@ -443,7 +380,7 @@ impl Http {
     /// Writes queued answers; closes finished, refused, timed-out and idle connections.
     pub fn flush(&mut self, registry: &Registry, now: Instant) {
         for slot in 0..MAX_CLIENTS {
-            let Some(c) = self.conns[slot].as_mut() else {
+            let Some(c) = self.conns.get_mut(slot) else {
                 continue;
             };
             if c.closing.is_none() && now.duration_since(c.since) >= REQUEST_TIMEOUT {
@@ -472,7 +409,7 @@ impl Http {
             if c.eof && c.closing.is_none() && (c.skip > 0 || c.inbuf.is_empty() || c.partial) {
                 c.close(now);
             }
-            if !c.write() {
+            if c.write() == Written::Gone {
                 c.outbuf.clear();
                 c.eof = true;
                 c.close(now);
@@ -495,7 +432,7 @@ impl Http {
 
     /// The number of open connections.
     pub fn clients(&self) -> usize {
-        self.conns.iter().flatten().count()
+        self.conns.len()
     }
 
     /// This listener's metrics families (Prometheus text format 0.0.4).
@@ -532,7 +469,7 @@ impl Http {
 mod tests {
     use super::*;
     use mio::Poll;
-    use std::io::BufRead;
+    use std::io::{BufRead, Write};
 
     struct Fixture {
         poll: Poll,
@@ -567,7 +504,7 @@ mod tests {
         fn read_all(&mut self) {
             for slot in 0..MAX_CLIENTS {
                 self.http
-                    .readable(Token(self.http.first_token + slot), Instant::now());
+                    .readable(self.http.conns.token(slot), Instant::now());
             }
         }
 
