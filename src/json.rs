@@ -1,5 +1,7 @@
-//! A small JSON reader for the control protocol's answers (used by `electctl` and the
-//! tests). It accepts standard JSON, bounded in depth, and never panics on bad input.
+//! A small JSON reader and writer for the control protocol's answers. The reader
+//! (used by `electctl` and the tests) accepts standard JSON, bounded in depth, and never
+//! panics on bad input; the writer ([`Obj`]) builds the daemon's answers, so no answer
+//! escapes a string by hand.
 
 use std::collections::BTreeMap;
 
@@ -216,9 +218,155 @@ pub fn parse(text: &str) -> Result<Value, String> {
     Ok(v)
 }
 
+/// Escapes `s` as a JSON string literal, quotes included.
+pub fn string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    push_string(&mut out, s);
+    out
+}
+
+fn push_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Writes one JSON object, members in the order they are added.
+#[derive(Clone, Debug)]
+pub struct Obj {
+    s: String,
+    empty: bool,
+}
+
+impl Default for Obj {
+    fn default() -> Self {
+        Obj::new()
+    }
+}
+
+impl Obj {
+    /// An object with no members yet.
+    pub fn new() -> Obj {
+        Obj {
+            s: String::from("{"),
+            empty: true,
+        }
+    }
+
+    fn key(&mut self, k: &str) {
+        if !self.empty {
+            self.s.push(',');
+        }
+        self.empty = false;
+        push_string(&mut self.s, k);
+        self.s.push(':');
+    }
+
+    /// Adds `k` with a string value.
+    pub fn str(mut self, k: &str, v: &str) -> Obj {
+        self.key(k);
+        push_string(&mut self.s, v);
+        self
+    }
+
+    /// Adds `k` with a number.
+    pub fn num(mut self, k: &str, v: u64) -> Obj {
+        self.key(k);
+        self.s.push_str(&v.to_string());
+        self
+    }
+
+    /// Adds `k` with a boolean.
+    pub fn bool(mut self, k: &str, v: bool) -> Obj {
+        self.key(k);
+        self.s.push_str(if v { "true" } else { "false" });
+        self
+    }
+
+    /// Adds `k` with `null`.
+    pub fn null(mut self, k: &str) -> Obj {
+        self.key(k);
+        self.s.push_str("null");
+        self
+    }
+
+    /// Adds `k` with a number, or `null` when there is none.
+    pub fn opt_num(self, k: &str, v: Option<u64>) -> Obj {
+        match v {
+            Some(v) => self.num(k, v),
+            None => self.null(k),
+        }
+    }
+
+    /// Adds `k` with a boolean, or `null` when there is none.
+    pub fn opt_bool(self, k: &str, v: Option<bool>) -> Obj {
+        match v {
+            Some(v) => self.bool(k, v),
+            None => self.null(k),
+        }
+    }
+
+    /// Adds `k` with an array of values already written as JSON (objects, say).
+    pub fn arr<I: IntoIterator<Item = String>>(mut self, k: &str, items: I) -> Obj {
+        self.key(k);
+        self.s.push('[');
+        for (i, v) in items.into_iter().enumerate() {
+            if i > 0 {
+                self.s.push(',');
+            }
+            self.s.push_str(&v);
+        }
+        self.s.push(']');
+        self
+    }
+
+    /// Adds `k` with an array of strings.
+    pub fn strs<'a, I: IntoIterator<Item = &'a str>>(self, k: &str, items: I) -> Obj {
+        self.arr(k, items.into_iter().map(string))
+    }
+
+    /// The object's text.
+    pub fn finish(mut self) -> String {
+        self.s.push('}');
+        self.s
+    }
+
+    /// The object's text as one answer line (newline-terminated).
+    pub fn line(mut self) -> String {
+        self.s.push_str("}\n");
+        self.s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_writer_escapes_and_keeps_the_order_of_members() {
+        let line = Obj::new()
+            .bool("ok", true)
+            .num("to", 3)
+            .opt_bool("to_fit", None)
+            .str("note", "a\"b\\c\n")
+            .strs("groups", ["a", "b"])
+            .arr("objs", [Obj::new().null("x").finish()])
+            .opt_num("n", Some(7))
+            .line();
+        assert_eq!(
+            line,
+            "{\"ok\":true,\"to\":3,\"to_fit\":null,\"note\":\"a\\\"b\\\\c\\u000a\",\"groups\":[\"a\",\"b\"],\"objs\":[{\"x\":null}],\"n\":7}\n"
+        );
+        assert!(parse(line.trim_end()).is_ok());
+        assert_eq!(Obj::new().finish(), "{}");
+    }
 
     #[test]
     fn parses_a_status_line_and_refuses_garbage() {

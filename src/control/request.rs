@@ -236,25 +236,14 @@ pub fn connect_error(path: &Path, e: &io::Error) -> String {
     }
 }
 
-/// Escapes a string for a JSON string literal.
+/// Escapes a string for a JSON string literal (see [`crate::json::string`]).
 pub fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    crate::json::string(s)
 }
 
 /// An `{"error": ...}` answer.
 pub fn error_line(msg: &str) -> String {
-    format!("{{\"error\":{}}}\n", json_str(msg))
+    crate::json::Obj::new().str("error", msg).line()
 }
 
 #[cfg(test)]

@@ -286,14 +286,14 @@ impl Daemon {
             }
         }
         match self.reload() {
-            Ok(()) => format!(
-                "{{\"ok\":true,\"config\":{}}}\n",
-                json_str(&self.cfg.path.display().to_string())
-            ),
-            Err(why) => format!(
-                "{{\"error\":{},\"refused\":true}}\n",
-                json_str(&format!("{RELOAD_REFUSED}: {why}"))
-            ),
+            Ok(()) => crate::json::Obj::new()
+                .bool("ok", true)
+                .str("config", &self.cfg.path.display().to_string())
+                .line(),
+            Err(why) => crate::json::Obj::new()
+                .str("error", &format!("{RELOAD_REFUSED}: {why}"))
+                .bool("refused", true)
+                .line(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! elect, yield, drain, reload...
 
 use super::*;
+use crate::json::Obj;
 
 /// The server `yield ID` may name: one in the list that may lead and is not this one.
 pub(super) fn yield_target(cfg: &Config, id: u64) -> Result<u16, String> {
@@ -63,7 +64,7 @@ impl Daemon {
                 }
                 Err(e) => error_line(&e),
             },
-            Request::Ping => "{\"ok\":true}\n".into(),
+            Request::Ping => Obj::new().bool("ok", true).line(),
             Request::Reload => self.reload_request(slot),
             Request::Metrics => self.metrics_text(),
             Request::Elect(g) => match self.groups_of(g.as_deref()) {
@@ -77,7 +78,7 @@ impl Daemon {
                         self.groups[g].node.handle_elect(now);
                     }
                     self.flush_node()?;
-                    "{\"ok\":true}\n".into()
+                    Obj::new().bool("ok", true).line()
                 }
                 Err(e) => error_line(&e),
             },
@@ -122,17 +123,22 @@ impl Daemon {
                     "{}leadership yielded on request",
                     self.groups[g].tag(several)
                 );
-                yielded.push(json_str(&self.groups[g].name));
+                yielded.push(g);
             }
         }
         if yielded.is_empty() {
             return Ok(error_line(NOT_LEADER));
         }
         self.flush_node()?;
+        let ok = Obj::new().bool("ok", true);
         Ok(if several {
-            format!("{{\"ok\":true,\"groups\":[{}]}}\n", yielded.join(","))
+            ok.strs(
+                "groups",
+                yielded.iter().map(|&g| self.groups[g].name.as_str()),
+            )
+            .line()
         } else {
-            "{\"ok\":true}\n".into()
+            ok.line()
         })
     }
 
@@ -157,25 +163,25 @@ impl Daemon {
             self.cfg.name_of(to)
         );
         self.flush_node()?;
-        let note = match fit {
-            Some(true) => String::new(),
-            Some(false) => format!(
-                ",\"note\":{}",
-                json_str(&format!(
-                    "server {to} last reported itself unfit (unhealthy or drained): voters choose it only if it claims eligibly, otherwise the usual choice"
-                ))
-            ),
-            None => format!(
-                ",\"note\":{}",
-                json_str(&format!(
-                    "server {to} has not been heard recently: voters choose it only if it claims eligibly, otherwise the usual choice"
-                ))
-            ),
+        let why = match fit {
+            Some(true) => None,
+            Some(false) => Some("last reported itself unfit (unhealthy or drained)"),
+            None => Some("has not been heard recently"),
         };
-        Ok(format!(
-            "{{\"ok\":true,\"to\":{to},\"to_fit\":{}{note}}}\n",
-            fit.map_or("null".into(), |f| f.to_string())
-        ))
+        let answer = Obj::new()
+            .bool("ok", true)
+            .num("to", u64::from(to))
+            .opt_bool("to_fit", fit);
+        Ok(match why {
+            Some(why) => answer.str(
+                "note",
+                &format!(
+                    "server {to} {why}: voters choose it only if it claims eligibly, otherwise the usual choice"
+                ),
+            ),
+            None => answer,
+        }
+        .line())
     }
 
     /// `drain` and `undrain` of the groups `gs` (SPEC section 13) for client `slot`:
@@ -248,39 +254,39 @@ impl Daemon {
                 info!("{tag}undrained on request: this server may lead again");
             }
             let node = &group.node;
-            let handover = if !drain {
-                "null".to_string()
+            let o = if several {
+                Obj::new().str("group", &group.name)
+            } else {
+                Obj::new().bool("ok", true)
+            };
+            let o = o
+                .bool("drained", node.drained())
+                .bool("changed", changed)
+                .str("role", node.status(boot_now()).role.name());
+            let o = if !drain {
+                o.null("handover")
             } else if group.metrics.handoffs > handoffs {
-                format!(
-                    "\"started\",\"to\":{}",
-                    group
-                        .last_handover_to
-                        .map_or("null".into(), |t| t.to_string())
-                )
+                o.str("handover", "started")
+                    .opt_num("to", group.last_handover_to.map(u64::from))
             } else if node.resign_pending() {
-                "\"started\"".into()
+                o.str("handover", "started")
             } else if node.leads().is_some() {
-                json_str(
+                o.str(
+                    "handover",
                     "waiting: no other fit server known; this server leads on and hands over as soon as one is",
                 )
             } else {
-                "null".into()
+                o.null("handover")
             };
-            parts.push(format!(
-                "\"drained\":{},\"changed\":{changed},\"role\":\"{}\",\"handover\":{handover}",
-                node.drained(),
-                node.status(boot_now()).role.name()
-            ));
+            parts.push(o);
         }
         if several {
-            let groups: Vec<String> = gs
-                .iter()
-                .zip(&parts)
-                .map(|(&g, p)| format!("{{\"group\":{},{p}}}", json_str(&self.groups[g].name)))
-                .collect();
-            format!("{{\"ok\":true,\"groups\":[{}]}}\n", groups.join(","))
+            Obj::new()
+                .bool("ok", true)
+                .arr("groups", parts.into_iter().map(Obj::finish))
+                .line()
         } else {
-            format!("{{\"ok\":true,{}}}\n", parts[0])
+            parts.remove(0).line()
         }
     }
 }
