@@ -276,10 +276,10 @@ impl Obj {
         self
     }
 
-    /// Adds `k` with a number.
-    pub fn num(mut self, k: &str, v: u64) -> Obj {
+    /// Adds `k` with an unsigned integer.
+    pub fn num(mut self, k: &str, v: impl Into<u128>) -> Obj {
         self.key(k);
-        self.s.push_str(&v.to_string());
+        self.s.push_str(&v.into().to_string());
         self
     }
 
@@ -298,9 +298,17 @@ impl Obj {
     }
 
     /// Adds `k` with a number, or `null` when there is none.
-    pub fn opt_num(self, k: &str, v: Option<u64>) -> Obj {
+    pub fn opt_num<T: Into<u128>>(self, k: &str, v: Option<T>) -> Obj {
         match v {
             Some(v) => self.num(k, v),
+            None => self.null(k),
+        }
+    }
+
+    /// Adds `k` with a string, or `null` when there is none.
+    pub fn opt_str(self, k: &str, v: Option<&str>) -> Obj {
+        match v {
+            Some(v) => self.str(k, v),
             None => self.null(k),
         }
     }
@@ -353,16 +361,17 @@ mod tests {
     fn the_writer_escapes_and_keeps_the_order_of_members() {
         let line = Obj::new()
             .bool("ok", true)
-            .num("to", 3)
+            .num("to", 3u64)
             .opt_bool("to_fit", None)
             .str("note", "a\"b\\c\n")
             .strs("groups", ["a", "b"])
             .arr("objs", [Obj::new().null("x").finish()])
-            .opt_num("n", Some(7))
+            .opt_num("n", Some(7u64))
+            .opt_str("s", None)
             .line();
         assert_eq!(
             line,
-            "{\"ok\":true,\"to\":3,\"to_fit\":null,\"note\":\"a\\\"b\\\\c\\u000a\",\"groups\":[\"a\",\"b\"],\"objs\":[{\"x\":null}],\"n\":7}\n"
+            "{\"ok\":true,\"to\":3,\"to_fit\":null,\"note\":\"a\\\"b\\\\c\\u000a\",\"groups\":[\"a\",\"b\"],\"objs\":[{\"x\":null}],\"n\":7,\"s\":null}\n"
         );
         assert!(parse(line.trim_end()).is_ok());
         assert_eq!(Obj::new().finish(), "{}");

@@ -2,6 +2,7 @@
 //! supervisor lines, and the reactions to a change of role, leader, term or health.
 
 use super::*;
+use crate::json::Obj;
 
 /// What applications see; a change is reported to watchers and logged.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -230,91 +231,61 @@ impl Daemon {
         out
     }
 
-    /// The members of group `g`'s status that are its own (role, term, lease, health...),
-    /// ending with a comma.
-    fn group_fields(&self, g: usize, now: Time) -> String {
+    /// Adds the members of group `g`'s status that are its own (role, term, lease,
+    /// health...) to `o`.
+    fn group_fields(&self, o: Obj, g: usize, now: Time) -> Obj {
         let group = &self.groups[g];
         let st = group.node.status(now);
-        let mut s = format!(
-            "\"group\":{},\"role\":\"{}\",\"leader\":{},\"term\":{},",
-            json_str(&group.name),
-            st.role.name(),
-            st.leader.map_or("null".into(), |l| l.to_string()),
-            st.term
-        );
-        match st.lease_until {
-            Some(u) => write!(
-                s,
-                "\"lease_ms\":{},\"lease_until_ns\":{},",
-                u.saturating_since(now).as_millis(),
-                u.as_nanos()
-            ),
-            None => write!(s, "\"lease_ms\":null,\"lease_until_ns\":null,"),
-        }
-        .expect("write to String");
+        let o = o
+            .str("group", &group.name)
+            .str("role", st.role.name())
+            .opt_num("leader", st.leader)
+            .num("term", st.term);
+        let o = match st.lease_until {
+            Some(u) => o
+                .num("lease_ms", u.saturating_since(now).as_millis())
+                .num("lease_until_ns", u.as_nanos()),
+            None => o.null("lease_ms").null("lease_until_ns"),
+        };
         let (health, cause) = self.health(g);
-        write!(
-            s,
-            "\"elector\":\"{}\",\"voted_term\":{},\"healthy\":{},\"drained\":{},\"health\":\"{}\",\"health_cause\":{},",
-            st.elector.name(),
-            st.voted_term,
-            group.node.healthy(),
-            group.node.drained(),
-            health.name(),
-            cause.as_deref().map_or("null".into(), json_str),
-        )
-        .expect("write to String");
-        s
+        o.str("elector", st.elector.name())
+            .num("voted_term", st.voted_term)
+            .bool("healthy", group.node.healthy())
+            .bool("drained", group.node.drained())
+            .str("health", health.name())
+            .opt_str("health_cause", cause.as_deref())
     }
 
-    /// `"peers":[...]`: when each peer was last heard (by any group) and, with `fit`
+    /// The `peers` array: when each peer was last heard (by any group) and, with `fit`
     /// from group `g`, whether it last reported itself fit to lead that group.
-    fn peers_json(&self, fit: Option<usize>, now: Time) -> String {
-        let mut s = String::from("\"peers\":[");
-        for (i, (id, heard)) in self.peers_heard().into_iter().enumerate() {
-            let ago = heard.map_or("null".into(), |t| {
-                now.saturating_since(t).as_millis().to_string()
-            });
-            write!(
-                s,
-                "{}{{\"id\":{id},\"heard_ms_ago\":{ago}",
-                if i > 0 { "," } else { "" }
-            )
-            .expect("write to String");
-            if let Some(g) = fit {
-                let fit = self.groups[g]
-                    .node
-                    .peer_fit(now, id)
-                    .map_or("null".into(), |f| f.to_string());
-                write!(s, ",\"healthy\":{fit}").expect("write to String");
-            }
-            s.push('}');
+    fn peers_json(&self, fit: Option<usize>, now: Time) -> Vec<String> {
+        let mut out = Vec::new();
+        for (id, heard) in self.peers_heard() {
+            let o = Obj::new().num("id", id).opt_num(
+                "heard_ms_ago",
+                heard.map(|t| now.saturating_since(t).as_millis()),
+            );
+            let o = match fit {
+                Some(g) => o.opt_bool("healthy", self.groups[g].node.peer_fit(now, id)),
+                None => o,
+            };
+            out.push(o.finish());
         }
-        s.push(']');
-        s
+        out
     }
 
     /// The status line of group `g` (SPEC section 11): the shape a one-group daemon has
     /// always answered, with the group's name.
     pub(super) fn status_line(&self, g: usize) -> String {
         let now = boot_now();
-        let mut s = format!(
-            "{{\"id\":{},\"name\":{},",
-            self.cfg.id,
-            json_str(&self.cfg.name_of(self.cfg.id)),
-        );
-        s.push_str(&self.group_fields(g, now));
-        writeln!(
-            s,
-            "\"config_refused\":{},\"now_ns\":{},{}}}",
-            self.config_refused
-                .as_deref()
-                .map_or("null".into(), json_str),
-            now.as_nanos(),
-            self.peers_json(Some(g), now)
-        )
-        .expect("write to String");
-        s
+        let o = Obj::new()
+            .num("id", self.cfg.id)
+            .str("name", &self.cfg.name_of(self.cfg.id));
+        self.group_fields(o, g, now)
+            .opt_str("config_refused", self.config_refused.as_deref())
+            .num("now_ns", now.as_nanos())
+            .arr("peers", self.peers_json(Some(g), now))
+            .line()
     }
 
     /// The status of every group in one line (SPEC section 15: `status` and `watch`
@@ -322,13 +293,8 @@ impl Daemon {
     /// role, term, lease, health and peers' fitness.
     pub(super) fn all_status_line(&self) -> String {
         let now = boot_now();
-        let mut s = format!(
-            "{{\"id\":{},\"name\":{},\"groups\":[",
-            self.cfg.id,
-            json_str(&self.cfg.name_of(self.cfg.id)),
-        );
+        let mut groups = Vec::new();
         for g in 0..self.groups.len() {
-            let fields = self.group_fields(g, now);
             // Each peer's fitness in this group, compactly: ids reported fit, ids
             // reported unfit (unknown: in neither), so 64 groups of 255 servers stay
             // within the control socket's answer bound.
@@ -341,26 +307,16 @@ impl Daemon {
                     None => {}
                 }
             }
-            write!(
-                s,
-                "{}{{{}\"peers_fit\":[{}],\"peers_unfit\":[{}]}}",
-                if g > 0 { "," } else { "" },
-                fields,
-                fit.join(","),
-                unfit.join(",")
-            )
-            .expect("write to String");
+            let o = self.group_fields(Obj::new(), g, now);
+            groups.push(o.arr("peers_fit", fit).arr("peers_unfit", unfit).finish());
         }
-        writeln!(
-            s,
-            "],\"config_refused\":{},\"now_ns\":{},{}}}",
-            self.config_refused
-                .as_deref()
-                .map_or("null".into(), json_str),
-            now.as_nanos(),
-            self.peers_json(None, now)
-        )
-        .expect("write to String");
-        s
+        Obj::new()
+            .num("id", self.cfg.id)
+            .str("name", &self.cfg.name_of(self.cfg.id))
+            .arr("groups", groups)
+            .opt_str("config_refused", self.config_refused.as_deref())
+            .num("now_ns", now.as_nanos())
+            .arr("peers", self.peers_json(None, now))
+            .line()
     }
 }
