@@ -21,6 +21,7 @@ pub mod core;
 pub mod daemon;
 pub mod health;
 pub mod hooks;
+pub mod host;
 pub mod http;
 pub mod json;
 pub mod logsink;
