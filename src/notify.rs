@@ -7,6 +7,14 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::Duration;
 
+/// An unbound datagram socket that never blocks a send: when the service manager's
+/// queue is full, the send fails with WouldBlock instead of stalling the event loop.
+fn unbound_nonblocking() -> io::Result<UnixDatagram> {
+    let s = UnixDatagram::unbound()?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
 /// A connection to the service manager, if there is one.
 #[derive(Debug)]
 pub struct Notifier {
@@ -25,7 +33,7 @@ impl Notifier {
                     Some(name) => SocketAddr::from_abstract_name(name.as_bytes())?,
                     None => SocketAddr::from_pathname(&p)?,
                 };
-                Some((UnixDatagram::unbound()?, addr))
+                Some((unbound_nonblocking()?, addr))
             }
         };
         let for_us = std::env::var("WATCHDOG_PID")
@@ -45,12 +53,52 @@ impl Notifier {
         self.sock.as_ref().and(self.watchdog).map(|w| w / 2)
     }
 
-    /// Sends one notification; failures are logged, never fatal.
+    /// Sends one notification; failures are logged, never fatal. Never waits: a
+    /// service manager that stops reading costs lost notifications (a later STATUS=
+    /// says the same again), never a stalled event loop (SPEC section 12).
     pub fn send(&self, msg: &str) {
         if let Some((s, addr)) = &self.sock {
             if let Err(e) = s.send_to_addr(msg.as_bytes(), addr) {
                 log::debug!("sd_notify '{msg}': {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A service manager that never reads: sends fail fast instead of blocking.
+    #[test]
+    fn a_stuck_service_manager_never_blocks_a_send() {
+        let dir = std::env::temp_dir().join(format!("electd-notify-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("notify.sock");
+        let _ = std::fs::remove_file(&path);
+        let _stuck = UnixDatagram::bind(&path).unwrap();
+        let n = Notifier {
+            sock: Some((
+                unbound_nonblocking().unwrap(),
+                SocketAddr::from_pathname(&path).unwrap(),
+            )),
+            watchdog: None,
+        };
+        // Far more than the receive queue holds (net.unix.max_dgram_qlen, 512 by
+        // default, or the socket buffer): a blocking socket would hang there, so the
+        // sends run on a thread and the test fails instead of hanging.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let status = "STATUS=".to_string() + &"x".repeat(1000);
+            for _ in 0..5000 {
+                n.send(&status);
+            }
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_secs(20)).is_ok(),
+            "a send blocked on a service manager that does not read"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
