@@ -519,7 +519,7 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
                     "host {} local {:?}: {:#?}",
                     h.id,
                     h.clock.local(s.now),
-                    h.nodes
+                    h.nodes().collect::<Vec<_>>()
                 );
             }
         }

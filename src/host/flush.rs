@@ -21,6 +21,10 @@ pub trait FlushSteps {
     fn start_write(&mut self);
     /// True when a LEAD is about to leave.
     fn has_heartbeat(&self) -> bool;
+    /// False only when alignment is switched off (a negative control).
+    fn may_align(&self) -> bool {
+        true
+    }
     /// Lets every led group send its LEAD now if due within HBT/2.
     fn align(&mut self, now: Time);
 }
@@ -37,7 +41,7 @@ pub fn flush_passes<S: FlushSteps>(s: &mut S, now: Time) {
     for _ in 0..64 {
         s.drain(now);
         s.start_write();
-        if !aligned && s.has_heartbeat() {
+        if !aligned && s.may_align() && s.has_heartbeat() {
             aligned = true;
             s.align(now);
             continue;
@@ -57,6 +61,10 @@ impl FlushSteps for Host {
 
     fn has_heartbeat(&self) -> bool {
         self.outbox.iter().any(|(_, e)| is_heartbeat(&e.msg))
+    }
+
+    fn may_align(&self) -> bool {
+        !self.sabotage.no_align
     }
 
     fn align(&mut self, now: Time) {

@@ -122,6 +122,8 @@ pub struct HostSabotage {
     pub skip_heard: bool,
     /// Entries of groups 0 and 1 are handed to the other group's core.
     pub misroute_groups: bool,
+    /// No heartbeat alignment: each group's LEAD leaves on its own timer (SPEC 15).
+    pub no_align: bool,
 }
 
 /// The write handed to the driver: the groups that asked and the state it holds for
@@ -220,6 +222,16 @@ impl Host {
     /// [`Host::flush`] after changing it.
     pub fn group_mut(&mut self, g: usize) -> &mut HostGroup {
         &mut self.groups[g]
+    }
+
+    /// Every group's core (for inputs that go to all groups: timers, health).
+    pub fn nodes_mut(&mut self) -> impl Iterator<Item = &mut Node> {
+        self.groups.iter_mut().map(|g| &mut g.node)
+    }
+
+    /// Every group's core, to read.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.groups.iter().map(|g| &g.node)
     }
 
     /// Group `g`, to read.
