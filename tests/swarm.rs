@@ -90,6 +90,8 @@ struct Breakage {
     misroute_group: bool,
     /// `yield GROUP` resigns group 0 (issue 12).
     yield_wrong_group: bool,
+    /// The host confirms a state write to the cores before it is durable (issue 24).
+    confirm_early: bool,
 }
 
 /// What one seed found.
@@ -253,6 +255,7 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
     let groups = group_plan(seed, &mut o);
     o.misroute_group = broken.misroute_group;
     o.yield_wrong_group = broken.yield_wrong_group;
+    o.confirm_early = broken.confirm_early;
     o.sabotage = broken.sabotage.clone();
     o.monotonic_suspend = broken.monotonic;
     o.ignore_health = broken.ignore_health;
@@ -1780,5 +1783,34 @@ fn negative_control_yield_target_dropped() {
             ..Breakage::default()
         },
         &["H-yield"],
+    );
+}
+
+/// Issue 24, a shell rule broken in the host the daemon runs: a write confirmed to the
+/// cores when it is handed out, before the disk has it. A crash in the write then
+/// loses a vote or a term that already left: the persistence checks must see it.
+#[test]
+fn negative_control_host_confirms_write_early() {
+    let seed = catch_broken(
+        "negative_control_host_confirms_write_early",
+        "host confirms writes early",
+        &Breakage {
+            confirm_early: true,
+            ..Breakage::default()
+        },
+        &["S1", "S2", "S3", "S4", "S5"],
+    );
+    eprintln!("host confirms writes early: first caught at seed {seed}");
+    // Seed 91 is caught whatever the search order (asserted, so a change of the host or
+    // of the simulator that hides this breakage shows).
+    let broken = Breakage {
+        confirm_early: true,
+        ..Breakage::default()
+    };
+    let o = run_seed(91, &broken);
+    assert!(
+        o.violations.iter().any(|v| v.starts_with("S4")),
+        "seed 91 no longer catches a write confirmed early: {:?}",
+        o.violations
     );
 }

@@ -84,12 +84,32 @@ impl Host {
     /// `handle_*` ends with it; call it after changing a core through `group_mut`.
     pub fn flush(&mut self, now: Time) -> Result<(), HostError> {
         flush_passes(self, now);
+        if self.sabotage.confirm_early {
+            self.confirm_now(now);
+        }
         self.send_outbox()?;
         if self.boot_pending {
             // A new boot number goes to disk before a datagram that carries it leaves.
             self.submit_write();
         }
         Ok(())
+    }
+
+    /// The sabotage `confirm_early`: the write in flight is confirmed before it is
+    /// durable, and what it released is drained into this flush.
+    fn confirm_now(&mut self, now: Time) {
+        let Some(f) = self.in_flight.as_mut() else {
+            return;
+        };
+        let states = std::mem::take(&mut f.states);
+        if states.is_empty() {
+            return;
+        }
+        for (g, state) in states {
+            self.groups[g].durable = state;
+            self.groups[g].node.handle_persisted(now, state);
+        }
+        flush_passes(self, now);
     }
 
     /// Hands out the state file as it should be (every group's newest state) when some

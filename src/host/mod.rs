@@ -118,12 +118,13 @@ impl std::fmt::Display for HostError {
 /// Rules of the host broken on purpose, for the simulator's negative controls.
 #[derive(Clone, Debug, Default)]
 pub struct HostSabotage {
-    /// Groups a datagram carried nothing for do not hear its sender (SPEC section 4).
-    pub skip_heard: bool,
     /// Entries of groups 0 and 1 are handed to the other group's core.
     pub misroute_groups: bool,
     /// No heartbeat alignment: each group's LEAD leaves on its own timer (SPEC 15).
     pub no_align: bool,
+    /// A write is confirmed to the cores as soon as it is handed out, before it is
+    /// durable: what waited for it leaves at once (breaks SPEC section 4).
+    pub confirm_early: bool,
 }
 
 /// The write handed to the driver: the groups that asked and the state it holds for

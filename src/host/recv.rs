@@ -71,7 +71,7 @@ impl Host {
             // Any valid datagram is news of its sender, for every group (SPEC section 4):
             // the groups this one carried nothing for hear it too.
             for (g, group) in self.groups.iter_mut().enumerate() {
-                if !has[g] && !self.sabotage.skip_heard {
+                if !has[g] {
                     group.node.handle_heard(now, bundle.sender);
                 }
             }

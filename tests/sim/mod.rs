@@ -131,9 +131,9 @@ pub struct Options {
     /// (`Node::handle_heartbeat_due`); off: a negative control for the traffic figure
     /// (`HostSabotage::no_align`).
     pub align_heartbeats: bool,
-    /// Negative control: the host does not let the groups a datagram carried nothing
-    /// for hear its sender (`HostSabotage::skip_heard`, SPEC section 4).
-    pub skip_heard: bool,
+    /// Negative control: the host confirms a write to the cores when it hands it out,
+    /// before the disk has it (`HostSabotage::confirm_early`, SPEC section 4).
+    pub confirm_early: bool,
     /// Negative control: server 1's driver swaps groups 0 and 1 on receipt (hands each
     /// one's entries to the other's node), as a daemon whose group table is out of
     /// order would.
@@ -209,7 +209,7 @@ impl Options {
             groups: 1,
             prefer: vec![],
             align_heartbeats: true,
-            skip_heard: false,
+            confirm_early: false,
             misroute_group: false,
             yield_wrong_group: false,
         }
@@ -1209,9 +1209,9 @@ impl Sim {
     /// The host rules the options break on purpose on `host` (negative controls).
     fn host_sabotage(&self, host: usize) -> HostSabotage {
         HostSabotage {
-            skip_heard: self.opts.skip_heard,
             misroute_groups: self.opts.misroute_group && host == 0,
             no_align: !self.opts.align_heartbeats,
+            confirm_early: self.opts.confirm_early,
         }
     }
 
@@ -1220,9 +1220,11 @@ impl Sim {
     /// write to the disk, its datagrams to the network. The rules (write before what
     /// waits for it, alignment, bundling per destination) are the host's.
     fn drive(&mut self, host: usize) {
+        let sabotage = self.host_sabotage(host);
         let h = &mut self.hosts[host];
         let local = h.clock.local(self.now);
         let Some(sh) = h.shell.as_mut() else { return };
+        sh.set_sabotage(sabotage);
         sh.flush(local).expect("host");
         while let Some(Notice::Event { group, event, .. }) =
             self.hosts[host].shell.as_mut().and_then(|s| s.poll_event())
