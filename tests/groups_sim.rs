@@ -86,6 +86,7 @@ fn balance_crash_and_return() {
 fn balance_run(seed: u64, name: &str, order: fn(usize, usize) -> Vec<u16>) {
     let replay = format!("{REPLAY} balance_crash_and_return -- --nocapture  (seed {seed})");
     let mut o = Options::new(seed, 3);
+    o.check_support = true;
     o.groups = 6;
     o.prefer = (0..6).map(|k| order(3, k)).collect();
     let delay = ms(1000);
@@ -207,6 +208,7 @@ fn balance_run(seed: u64, name: &str, order: fn(usize, usize) -> Vec<u16>) {
 /// preferred leader.
 fn settled_groups(seed: u64, n: usize, groups: usize, tweak: impl Fn(&mut Options)) -> Sim {
     let mut o = Options::new(seed, n);
+    o.check_support = true;
     o.balance(groups);
     o.preempt_delay = Some(Duration::from_millis(300));
     tweak(&mut o);

@@ -945,3 +945,206 @@ fn a_leader_re_elected_right_after_resigning_can_yield_again() {
         }
     }
 }
+
+/// Issue 20's cluster: N=5 (Q=3), heartbeat 100 ms, RTT 20 ms, K=3, perfect clocks
+/// (drift 0), fixed 1 ms delays and writes, no timer slop; priorities make n1 win the
+/// first round and n2 the next. Datagrams matching `f` are held back (never delivered).
+fn issue20_cluster(broken: bool, f: Box<sim::Filter>) -> Sim {
+    let mut o = Options::new(20, 5);
+    o.drift_ppm = 0;
+    o.clock_error_ppm = 0;
+    o.delay_min = ms(1);
+    o.delay_max = ms(1);
+    o.persist_max = 0;
+    o.start_spread = 0;
+    o.timer_slop = 0;
+    o.priorities = vec![(1, 2), (2, 1)];
+    o.sabotage.reelect_keeps_acks = broken;
+    let mut s = Sim::new(o);
+    s.hold_back(f);
+    s
+}
+
+/// Runs until server `id` is elected in `term` (at most `limit`); false if it is not.
+fn run_until_elected(s: &mut Sim, id: u16, term: u64, limit: Real) -> bool {
+    let end = s.now + limit;
+    while s.now < end && s.check.violations.is_empty() {
+        if s.check.won.iter().any(|w| w.1 == id && w.2 == term) {
+            return true;
+        }
+        s.run_for(ms(1));
+    }
+    s.check.won.iter().any(|w| w.1 == id && w.2 == term)
+}
+
+/// Issue 20, script 1 (SPEC 6, re-election: the lease rests only on ACKs of the new
+/// term). n1 is elected in term 1; only n3 hears its LEADs and ACKs them. n2, n4, n5
+/// elect n2 in term 2 (n3's term-2 claim, which would win, is held back; n1 hears
+/// nothing of term 2); n3 follows n2. n2 yields to n1: the RESIGN releases n3. The
+/// round re-elects n1 in term 3 as a sitting leader; its term-3 LEADs reach only n4.
+/// With the old-term ACKs counted, n1's own, n4's fresh and n3's stale term-1 ACK give
+/// it a lease, while n2, n3, n5 (who hear neither n1's term-3 LEADs nor n1's or n4's
+/// term-4 claims) elect n2 in term 4: two leases overlap (S2). (n1 never hears n2's
+/// LEADs: one of term 4 would make it step down and end its lease early.)
+#[test]
+fn issue_20_script_1_reelection_after_a_resign() {
+    use electd::wire::Body;
+    let run = |broken: bool| {
+        let f = Box::new(
+            |from: u16, to: u16, m: &electd::wire::Message| match m.body {
+                Body::Lead { .. } if from == 1 => match m.term {
+                    1 => to != 3,
+                    _ => to != 4,
+                },
+                Body::Lead { .. } if from == 2 => to == 1,
+                Body::Elect { .. } if m.term == 2 && from == 3 => true,
+                Body::Elect { .. } if m.term == 4 && (from == 1 || from == 4) => to != 1 && to != 4,
+                _ => to == 1 && m.term == 2,
+            },
+        );
+        let mut s = issue20_cluster(broken, f);
+        assert!(
+            run_until_elected(&mut s, 1, 1, ms(2000)),
+            "n1 elected in term 1"
+        );
+        assert!(
+            run_until_elected(&mut s, 2, 2, ms(1000)),
+            "n2 elected in term 2"
+        );
+        while s.status(2).is_some_and(|st| st.lease_until.is_none()) && s.now < ms(5000) {
+            s.run_for(ms(1));
+        }
+        assert_eq!(
+            s.status(3).and_then(|st| st.leader),
+            Some(2),
+            "n3 follows n2"
+        );
+        assert!(s.yield_to(2, Some(1)), "n2 yields to n1");
+        assert!(
+            run_until_elected(&mut s, 1, 3, ms(500)),
+            "n1 re-elected in term 3"
+        );
+        assert!(
+            run_until_elected(&mut s, 2, 4, ms(500)),
+            "n2 elected in term 4"
+        );
+        s.run_for(ms(1000));
+        let mut v = s.check.violations.clone();
+        v.sort_by_key(|x| !x.starts_with("S2"));
+        v
+    };
+    fixed_and_broken("issue_20_script_1_reelection_after_a_resign", run, &["S2"]);
+}
+
+/// Issue 20, script 2 (no RESIGN at all). n1's term-1 LEADs reach n3 only, its later
+/// ones n4 only; n2's term-2 LEADs reach n3 only, its later ones n3 and n5 only. n1 is
+/// elected in 1 and n3 ACKs it; n2 is elected in 2 (n1 hears nothing of term 2, n3's
+/// term-2 claim is held back) and n3 follows n2; n4 and n5 re-elect n1 in 3 (n2's and
+/// n3's claims do not reach them then): n1's lease rests on itself, n4's fresh ACK and
+/// n3's stale one; n3 and n5 re-elect n2 in 4 (n1's and n4's claims do not reach n5
+/// then): two leases overlap (S2) with the old-term ACKs counted.
+#[test]
+fn issue_20_script_2_reelections_without_a_resign() {
+    use electd::wire::Body;
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let run = |broken: bool| {
+        // 0: until n2 is elected in 2; 1: until n1 is re-elected in 3; 2: after.
+        let phase = Rc::new(Cell::new(0u8));
+        let p = Rc::clone(&phase);
+        let f = Box::new(
+            move |from: u16, to: u16, m: &electd::wire::Message| match m.body {
+                Body::Lead { .. } if from == 1 => match m.term {
+                    1 => to != 3,
+                    _ => to != 4,
+                },
+                Body::Lead { .. } if from == 2 => match m.term {
+                    2 => to != 3,
+                    _ => to != 3 && to != 5,
+                },
+                Body::Elect { .. } if m.term == 2 && from == 3 => true,
+                Body::Elect { .. } if p.get() == 1 && (from == 2 || from == 3) => {
+                    to == 4 || to == 5
+                }
+                Body::Elect { .. } if p.get() == 2 && (from == 1 || from == 4) => to == 5,
+                _ => to == 1 && m.term == 2,
+            },
+        );
+        let mut s = issue20_cluster(broken, f);
+        assert!(
+            run_until_elected(&mut s, 1, 1, ms(2000)),
+            "n1 elected in term 1"
+        );
+        assert!(
+            run_until_elected(&mut s, 2, 2, ms(1000)),
+            "n2 elected in term 2"
+        );
+        phase.set(1);
+        assert!(
+            run_until_elected(&mut s, 1, 3, ms(500)),
+            "n1 re-elected in term 3"
+        );
+        phase.set(2);
+        assert!(
+            run_until_elected(&mut s, 2, 4, ms(500)),
+            "n2 re-elected in term 4"
+        );
+        s.run_for(ms(1000));
+        let mut v = s.check.violations.clone();
+        v.sort_by_key(|x| !x.starts_with("S2"));
+        v
+    };
+    fixed_and_broken(
+        "issue_20_script_2_reelections_without_a_resign",
+        run,
+        &["S2"],
+    );
+}
+
+/// Issue 21 (SPEC 8, S5 through stalls): the leader's `electctl run` is stopped for two
+/// seconds (SIGSTOP), then the leader yields, or its daemon is killed, or it is cut off
+/// from the others. The stopped supervisor confirms nothing and learns no later lease;
+/// its lease-end enforcer, a process of its own, still ends the command at the last
+/// lease end it was told, so the next leader's command never overlaps it. With the
+/// enforcer stopped too (`stall_enforcer`: only a frozen host does that) the command
+/// runs to the end of the stall and S5 fails.
+#[test]
+fn issue_21_stalled_supervisor_cannot_outlive_its_lease() {
+    for trigger in ["yield", "crash", "cut"] {
+        let run = |broken: bool| {
+            let mut o = Options::new(21, 3);
+            o.stall_enforcer = broken;
+            o.confirm_max = ms(5);
+            let mut s = Sim::new(o);
+            let (l, _) = s.run_until_leader(ms(3000)).expect("a leader");
+            s.run_for(ms(500));
+            s.stall_supervisor(l, ms(2000));
+            s.run_for(ms(50));
+            match trigger {
+                "yield" => assert!(s.resign(l), "the leader yields"),
+                "crash" => s.crash(l),
+                _ => s.isolate(l),
+            }
+            let next = s.run_until_new_leader(l, ms(3000));
+            assert!(
+                next.is_some() || !s.check.violations.is_empty(),
+                "{trigger}: a new leader"
+            );
+            s.run_for(ms(3000));
+            if trigger == "yield" && !broken && s.check.violations.is_empty() {
+                // Nothing confirmed the stop: the RESIGN waited for the lease end, by
+                // which the enforcer had ended the command.
+                let h = s.check.handoffs.last().expect("the yield's handoff");
+                let c = s.check.commands.iter().rev().find(|c| c.holder == l);
+                let end = c.expect("the leader's command").end;
+                assert!(h.sent.is_some_and(|t| t >= end), "{h:?} before {end}");
+            }
+            s.check.violations.clone()
+        };
+        fixed_and_broken(
+            &format!("issue_21_stalled_supervisor_cannot_outlive_its_lease ({trigger})"),
+            run,
+            &["S5"],
+        );
+    }
+}

@@ -9,7 +9,10 @@
 //!   The simulator models each host's supervisor: the command runs from the moment the
 //!   host reports a lease until the supervisor confirms a planned stop, or otherwise
 //!   until the last lease end the host reported (the supervisor enforces it itself, so
-//!   a crashed or frozen daemon does not end the command early, nor late).
+//!   a crashed or frozen daemon does not end the command early, nor late). A stalled
+//!   supervisor (issue 21, `Sim::stall_supervisor`) learns no later lease: its enforcer
+//!   ends the command at the last end it was told; with `stall_enforcer` (a negative
+//!   control) the command runs on to the end of the stall (`cmd_extend`).
 //!
 //! With election groups (SPEC section 15, issue 12) there is one checker per group:
 //! every check above holds per group, and a violation names its group (other than 0).

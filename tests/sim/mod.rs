@@ -141,6 +141,14 @@ pub struct Options {
     /// Negative control: `yield` in any group resigns group 0 (a driver that ignores
     /// the group argument).
     pub yield_wrong_group: bool,
+    /// Negative control (issue 21): a supervisor stall (`stall_supervisor`) stops its
+    /// lease-end enforcer too, as only a frozen host could: the command runs on until
+    /// the stall ends.
+    pub stall_enforcer: bool,
+    /// Check after every event that every lease rests on a majority that cannot vote
+    /// for anyone else before it ends ("S2-support", `Sim::check_support`): what S2
+    /// needs, seen before any second lease exists.
+    pub check_support: bool,
 }
 
 /// Server ids 1..=n rotated left by `k`: group k's preference order with `balance`.
@@ -212,6 +220,8 @@ impl Options {
             confirm_early: false,
             misroute_group: false,
             yield_wrong_group: false,
+            stall_enforcer: false,
+            check_support: false,
         }
     }
 
@@ -409,6 +419,12 @@ enum Ev {
         host: usize,
         life: u64,
     },
+    /// A stalled supervisor runs again (issue 21), unless a later stall superseded it.
+    SupWake {
+        host: usize,
+        group: usize,
+        until: Real,
+    },
 }
 
 struct Entry {
@@ -464,6 +480,10 @@ struct Supervisor {
     lines: u64,
     /// The planned stop whose command the supervisor last confirmed exited.
     confirmed: u64,
+    /// The supervisor process is stopped until then (issue 21: SIGSTOP, a debugger, a
+    /// blocked write): it reads no line and confirms nothing, while its lease-end
+    /// enforcer, a process of its own, still ends the command at `end`.
+    stalled_until: Option<Real>,
 }
 
 /// One simulated server process and its disk.
@@ -581,6 +601,55 @@ pub struct Sim {
     /// (`hold_back`) until `release_held`.
     filter: Option<Box<Filter>>,
     held_back: Vec<(usize, usize, Rc<Vec<u8>>)>,
+    /// lead_holds[from][to][kind]: messages of that kind (`Kind`; LEADs with their
+    /// RESIGNs) on that link are caught until the real time given, and lost, held back
+    /// or delayed (issue 20, `hold_leads`, `hold_kind`).
+    lead_holds: Vec<Vec<LinkHolds>>,
+    /// Some link holds some kind (a hint: transmit decodes only then).
+    any_hold: bool,
+    /// Called when a server is elected or re-elected in group 0, before its first LEAD
+    /// of the term leaves (issue 20: an adversary that steers a new leadership's
+    /// traffic); kept while it returns true.
+    pub on_elected: Option<Box<ElectedHook>>,
+}
+
+/// An adversary's hook on elections: (the simulator, the server, the term).
+pub type ElectedHook = dyn FnMut(&mut Sim, u16, u64) -> bool;
+
+/// Per message kind (`Kind as usize`), the hold on one link: until when, and how.
+type LinkHolds = [Option<(Real, LeadHold)>; 4];
+
+/// A message kind a link hold can catch (issue 20).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Lead = 0,
+    Elect = 1,
+    Vote = 2,
+    Ack = 3,
+}
+
+impl Kind {
+    /// The kind of a message.
+    pub fn of(m: &wire::Message) -> Kind {
+        match m.body {
+            wire::Body::Lead { .. } => Kind::Lead,
+            wire::Body::Elect { .. } => Kind::Elect,
+            wire::Body::Vote { .. } => Kind::Vote,
+            _ => Kind::Ack,
+        }
+    }
+}
+
+/// What a per-link LEAD hold does with the LEADs it catches (issue 20): only LEADs, so
+/// ELECTs, VOTEs and ACKs still pass, as on a path where one queue stalls.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LeadHold {
+    /// Lost.
+    Drop,
+    /// Held back and delivered when the hold ends (with the link's delay).
+    Hold,
+    /// Delivered this much later than the link's delay.
+    Delay(Real),
 }
 
 /// A predicate on (from id, to id, message), for scenarios that steer the network.
@@ -635,6 +704,17 @@ pub struct Stats {
     pub yields_to: u64,
     /// Handovers begun, by reason (`Handover as usize`: yield, health, drain, preempt).
     pub handovers: [u64; 4],
+    /// LEADs caught by a per-link LEAD hold (issue 20).
+    pub leads_held: u64,
+    /// Supervisor stalls (issue 21).
+    pub sup_stalls: u64,
+    /// Issue 20's episodes: begun, with a second leader elected while the first sat,
+    /// and with the first re-elected after that.
+    pub lead_episodes: u64,
+    pub concurrent: u64,
+    pub reelected_after: u64,
+    /// Re-elections of a leader while its lease was valid, under `floor_episode`.
+    pub floors: u64,
 }
 
 impl Stats {
@@ -658,6 +738,12 @@ impl Stats {
         for (a, b) in self.handovers.iter_mut().zip(x.handovers) {
             *a += b;
         }
+        self.leads_held += x.leads_held;
+        self.sup_stalls += x.sup_stalls;
+        self.lead_episodes += x.lead_episodes;
+        self.concurrent += x.concurrent;
+        self.reelected_after += x.reelected_after;
+        self.floors += x.floors;
     }
 }
 
@@ -770,6 +856,9 @@ impl Sim {
             stats: Stats::default(),
             filter: None,
             held_back: Vec::new(),
+            lead_holds: vec![vec![[None; 4]; n]; n],
+            any_hold: false,
+            on_elected: None,
             opts,
         };
         for h in 0..n {
@@ -817,6 +906,9 @@ impl Sim {
             self.now = e.at;
             self.events += 1;
             self.dispatch(e.ev);
+            if self.opts.check_support {
+                self.check_support();
+            }
         }
         self.now = self.now.max(t);
     }
@@ -829,7 +921,51 @@ impl Sim {
         self.now = e.at;
         self.events += 1;
         self.dispatch(e.ev);
+        if self.opts.check_support {
+            self.check_support();
+        }
         true
+    }
+
+    /// "S2-support" (issue 20): a server that holds a lease until L must have a majority
+    /// (itself included) that cannot vote for anyone else before L: servers that follow
+    /// it with faith until L or later, servers that are down, and servers whose startup
+    /// quiet period lasts until L (the last two leniently: they cannot vote before they
+    /// run and are quiet). This is the assumption S2's argument rests on; a lease that
+    /// loses it (an acknowledgement of one leadership counted for another, a faith cut
+    /// by someone else's RESIGN) is reported here even when no second lease follows.
+    pub fn check_support(&mut self) {
+        let (now, n, q) = (self.now, self.opts.n, self.opts.n / 2 + 1);
+        for g in 0..self.opts.groups.max(1) {
+            for a in 0..n {
+                let h = &self.hosts[a];
+                let Some(node) = h.node_of(g) else { continue };
+                let Some(u) = node.status(h.clock.local(now)).lease_until else {
+                    continue;
+                };
+                let (id, end) = (h.id, h.clock.real(u));
+                let support = 1
+                    + (0..n)
+                        .filter(|&o| o != a)
+                        .filter(|&o| {
+                            let x = &self.hosts[o];
+                            let Some(on) = x.node_of(g) else {
+                                return true;
+                            };
+                            x.quiet_end >= end
+                                || (on.status(x.clock.local(now)).leader == Some(id)
+                                    && x.clock.real(on.faith_until()) >= end)
+                        })
+                        .count();
+                if support < q {
+                    self.checker(g).violate(format!(
+                        "S2-support: {id} holds a lease until {end} that only {support} \
+                         servers support (t={now})"
+                    ));
+                }
+            }
+        }
+        self.gather();
     }
 
     /// Runs for `d` more simulated time.
@@ -927,6 +1063,7 @@ impl Sim {
                 inc,
                 stop,
             } => self.released(host, group, inc, stop),
+            Ev::SupWake { host, group, until } => self.sup_wake(host, group, until),
             Ev::Reload { host, timers } => {
                 let h = &mut self.hosts[host];
                 if h.paused {
@@ -1045,6 +1182,11 @@ impl Sim {
         if h.suspended_at.is_some() {
             // The supervisor is frozen with its host: it confirms on waking.
             h.backlog.push(again);
+            return;
+        }
+        if h.sup[group].stalled_until.is_some() {
+            // A stalled supervisor confirms nothing; once it runs again it confirms
+            // the stop then under way, if any (`sup_wake`).
             return;
         }
         let sup = &mut h.sup[group];
@@ -1168,7 +1310,9 @@ impl Sim {
             match ev {
                 Ev::Deliver { to, from, bytes } => self.deliver(to, from, &bytes),
                 Ev::PersistDone { host, state, .. } => self.persisted(host, &state),
-                ev @ (Ev::Released { .. } | Ev::Reload { .. }) => self.dispatch(ev),
+                ev @ (Ev::Released { .. } | Ev::Reload { .. } | Ev::SupWake { .. }) => {
+                    self.dispatch(ev)
+                }
                 _ => {}
             }
         }
@@ -1321,8 +1465,15 @@ impl Sim {
         if let electd::node::Event::Resigning { .. } = e {
             self.plan_stop(host, g);
         }
-        if let electd::node::Event::Elected { .. } = e {
+        if let electd::node::Event::Elected { term } = e {
             self.mark();
+            if g == 0 {
+                if let Some(mut f) = self.on_elected.take() {
+                    if f(self, id, term) && self.on_elected.is_none() {
+                        self.on_elected = Some(f);
+                    }
+                }
+            }
         }
     }
 
@@ -1345,12 +1496,16 @@ impl Sim {
             if let (Some(u), Some(end)) = (status.lease_until, lease_end) {
                 // The supervisor learns the lease (at once: the soonest it could start)
                 // and runs the command until that end at least. A leader line: no
-                // confirmation of an earlier stop counts any more.
+                // confirmation of an earlier stop counts any more. A stalled one reads
+                // the line only when it runs again (`sup_wake`): its enforcer keeps
+                // the end it was told last.
                 let sup = &mut h.sup[g];
                 sup.stopping = false;
                 sup.lines += 1;
-                sup.end = Some(u);
-                self.checker(g).cmd_lease(now, id, end);
+                if sup.stalled_until.is_none() {
+                    sup.end = Some(u);
+                    self.checker(g).cmd_lease(now, id, end);
+                }
             }
             self.checker(g)
                 .on_status(now, id, &status, lease_end, leads);
@@ -1395,6 +1550,16 @@ impl Sim {
             inc,
             stop,
         };
+        if let Some(until) = self.hosts[host].sup[group].stalled_until {
+            // Told while stalled: it reads the line when it runs again (`sup_wake`).
+            if self.opts.trace {
+                self.trace.push(format!(
+                    "{now} {id}{tag} supervisor: told to stop (stop {stop}) while stalled \
+                     until {until}"
+                ));
+            }
+            return;
+        }
         if !self.checker(group).cmd_running(now, id) {
             // No command runs: the supervisor was never told of this lease (elected and
             // handing over within one input, as a preemption right after an election
@@ -1463,7 +1628,31 @@ impl Sim {
         if self.cut[from][to] || self.rng.below(1000) < u64::from(self.opts.loss_pm) {
             return;
         }
-        if self.opts.aim_pm > 0 && self.rng.below(1000) < u64::from(self.opts.aim_pm) {
+        // Issue 20: a LEAD hold on this link catches LEADs only (decoded only while one
+        // is set, so runs without holds draw and cost what they did).
+        let mut extra = 0;
+        if self.any_hold
+            && self.lead_holds[from][to]
+                .iter()
+                .flatten()
+                .any(|h| h.0 > self.now)
+        {
+            let now = self.now;
+            let slots = self.lead_holds[from][to];
+            let caught = decode_all(bytes)
+                .iter()
+                .find_map(|e| slots[Kind::of(&e.msg) as usize].filter(|h| h.0 > now));
+            if let Some((until, how)) = caught {
+                self.stats.leads_held += 1;
+                extra = match how {
+                    LeadHold::Drop => return,
+                    LeadHold::Hold => until - now,
+                    LeadHold::Delay(d) => d,
+                };
+            }
+        }
+        if extra == 0 && self.opts.aim_pm > 0 && self.rng.below(1000) < u64::from(self.opts.aim_pm)
+        {
             if let Some(at) = self.aim(to) {
                 self.stats.aimed += 1;
                 self.push(
@@ -1491,7 +1680,7 @@ impl Sim {
             .unwrap_or((self.opts.delay_min, self.opts.delay_max));
         for _ in 0..copies {
             let spread = hi.saturating_sub(lo);
-            let at = self.now + lo + self.rng.below(spread + 1);
+            let at = self.now + extra + lo + self.rng.below(spread + 1);
             self.push(
                 at,
                 Ev::Deliver {
@@ -1595,6 +1784,128 @@ impl Sim {
     pub fn drop_held(&mut self) {
         self.filter = None;
         self.held_back.clear();
+    }
+
+    /// From now until real time `until`, LEADs (RESIGNs included) from `from` to `to`
+    /// are lost, held back until `until`, or delayed (issue 20: asymmetric LEAD
+    /// delivery; ELECTs, VOTEs and ACKs on that link still pass). `until` at or before
+    /// now ends the hold.
+    pub fn hold_leads(&mut self, from: u16, to: u16, until: Real, how: LeadHold) {
+        self.hold_kind(Kind::Lead, from, to, until, how);
+    }
+
+    /// As `hold_leads`, for messages of `kind` (a one-way cut of one kind of message
+    /// for a while).
+    pub fn hold_kind(&mut self, kind: Kind, from: u16, to: u16, until: Real, how: LeadHold) {
+        let (f, t) = (self.idx(from), self.idx(to));
+        let on = until > self.now;
+        self.lead_holds[f][t][kind as usize] = Some((until, how)).filter(|_| on);
+        self.any_hold |= on;
+        if self.opts.trace {
+            self.trace.push(format!(
+                "{} hold {kind:?} {from}->{to} {how:?} until {until}",
+                self.now
+            ));
+        }
+    }
+
+    /// Ends every LEAD hold (what a `Hold` caught is still delivered at its end).
+    pub fn free_leads(&mut self) {
+        self.lead_holds
+            .iter_mut()
+            .for_each(|row| row.iter_mut().for_each(|h| *h = [None; 4]));
+        self.any_hold = false;
+    }
+
+    /// True while some link holds LEADs.
+    pub fn leads_held_now(&self) -> bool {
+        self.lead_holds
+            .iter()
+            .flatten()
+            .flatten()
+            .any(|h| h.is_some_and(|h| h.0 > self.now))
+    }
+
+    /// Stops the supervisors of `id` (every group's) for `d` (issue 21: SIGSTOP of
+    /// `electctl run`, a debugger, a write that blocks): they read no line and confirm
+    /// no stop until then, while each one's lease-end enforcer still ends the command
+    /// at the last lease end it was told. With `stall_enforcer` (a negative control)
+    /// the enforcer stops too, as only a frozen host could: the command runs on until
+    /// the stall ends.
+    pub fn stall_supervisor(&mut self, id: u16, d: Real) {
+        let (host, now) = (self.idx(id), self.now);
+        self.stats.sup_stalls += 1;
+        for group in 0..self.hosts[host].sup.len() {
+            let sup = &mut self.hosts[host].sup[group];
+            let until = sup.stalled_until.map_or(now + d, |u| u.max(now + d));
+            sup.stalled_until = Some(until);
+            self.push(until, Ev::SupWake { host, group, until });
+            if self.opts.stall_enforcer {
+                self.checker(group).cmd_extend(now, id, now, until);
+            }
+        }
+        self.gather();
+        if self.opts.trace {
+            self.trace
+                .push(format!("{now} {id} supervisor stalled for {d}"));
+        }
+    }
+
+    /// True while a supervisor of `id` is stalled.
+    pub fn supervisor_stalled(&self, id: u16) -> bool {
+        self.hosts[self.idx(id)]
+            .sup
+            .iter()
+            .any(|s| s.stalled_until.is_some())
+    }
+
+    /// A stalled supervisor runs again: it reads the lines queued meanwhile (the newest
+    /// lease, or a stop, which it then carries out and confirms).
+    fn sup_wake(&mut self, host: usize, group: usize, until: Real) {
+        let now = self.now;
+        let h = &mut self.hosts[host];
+        if h.sup[group].stalled_until != Some(until) {
+            return;
+        }
+        if h.suspended_at.is_some() {
+            // Frozen with its host meanwhile: it runs when the host wakes.
+            h.backlog.push(Ev::SupWake { host, group, until });
+            return;
+        }
+        h.sup[group].stalled_until = None;
+        let id = h.id;
+        if self.opts.trace {
+            self.trace
+                .push(format!("{now} {id}{} supervisor runs again", tag(group)));
+        }
+        let h = &self.hosts[host];
+        let lease = h
+            .node_of(group)
+            .and_then(|n| n.status(h.clock.local(now)).lease_until)
+            .map(|u| (u, h.clock.real(u)));
+        if let Some((u, end)) = lease {
+            self.hosts[host].sup[group].end = Some(u);
+            self.checker(group).cmd_lease(now, id, end);
+        }
+        let h = &self.hosts[host];
+        let sup = &h.sup[group];
+        if sup.stopping && h.up() {
+            // The stop line it had not read: carried out now, confirmed as usual.
+            let ev = Ev::Released {
+                host,
+                group,
+                inc: h.life,
+                stop: sup.lines,
+            };
+            let d = if self.checker(group).cmd_running(now, id) {
+                let min = self.opts.confirm_min.min(self.opts.confirm_max);
+                min + self.rng.below(self.opts.confirm_max - min + 1)
+            } else {
+                0
+            };
+            self.push(now + d, ev);
+        }
+        self.gather();
     }
 
     /// Delivers the held-back datagrams now, the last sent first (a reordering), and
@@ -1731,8 +2042,12 @@ impl Sim {
         h.clock.start(self.now);
         // Only the daemon dies: its supervisor keeps the command to the lease end, and
         // a confirmation already under way still comes (and stops the command).
-        h.backlog
-            .retain(|e| matches!(e, Ev::Released { .. } | Ev::Reload { .. }));
+        h.backlog.retain(|e| {
+            matches!(
+                e,
+                Ev::Released { .. } | Ev::Reload { .. } | Ev::SupWake { .. }
+            )
+        });
         let keep = std::mem::take(&mut h.backlog);
         h.timer_at = None;
         for ev in keep {
