@@ -103,6 +103,28 @@ fn groups(user: &User) -> Result<Vec<libc::gid_t>, String> {
 /// child switches to the user's uid, gid and groups and opens it. The error names the
 /// owner and mode and how to fix them.
 pub fn readable_as(path: &Path, user: &User) -> Result<(), String> {
+    can_as(path, user, Can::Read).map_err(|e| {
+        format!(
+            "key file {} is not readable by user {} (uid {}): {e}",
+            path.display(),
+            user.name,
+            user.uid
+        )
+    })
+}
+
+/// What `can_as` checks that a user can do with a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Can {
+    /// Open it for reading (a key file, the configuration).
+    Read,
+    /// Execute it (a check command).
+    Run,
+}
+
+/// Checks that `user` can read or run `path`, from a process running as root, as
+/// `readable_as` does; the error is the system's reason, the owner and mode, and a fix.
+pub fn can_as(path: &Path, user: &User, can: Can) -> Result<(), String> {
     let groups = groups(user)?;
     let cpath = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| format!("{} holds a NUL", path.display()))?;
@@ -124,8 +146,11 @@ pub fn readable_as(path: &Path, user: &User) -> Result<(), String> {
             {
                 libc::_exit(SWITCH_FAILED);
             }
-            let fd = libc::open(cpath.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-            if fd < 0 {
+            let ok = match can {
+                Can::Read => libc::open(cpath.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) >= 0,
+                Can::Run => libc::access(cpath.as_ptr(), libc::X_OK) == 0,
+            };
+            if !ok {
                 let errno = *libc::__errno_location();
                 libc::_exit(errno.clamp(1, SWITCH_FAILED - 1));
             }
@@ -155,23 +180,26 @@ pub fn readable_as(path: &Path, user: &User) -> Result<(), String> {
         0 => Ok(()),
         SWITCH_FAILED => Err(format!("cannot act as {who} to check {}", path.display())),
         errno => Err(format!(
-            "key file {} is not readable by {who}: {}{}",
-            path.display(),
+            "{}{}",
             std::io::Error::from_raw_os_error(errno),
-            remedy(path, user)
+            remedy(path, user, can)
         )),
     }
 }
 
 /// "; it is owned by root:root with mode 0600; to let user electd read it: ...".
-fn remedy(path: &Path, user: &User) -> String {
+fn remedy(path: &Path, user: &User, can: Can) -> String {
     let Ok(m) = std::fs::metadata(path) else {
         return String::new();
     };
     let p = path.display();
     let group = group_name(user.gid).unwrap_or_else(|| user.gid.to_string());
+    let (verb, mode) = match can {
+        Can::Read => ("read it (and no one else)", "0640"),
+        Can::Run => ("run it", "0750"),
+    };
     format!(
-        "; it is owned by uid {} gid {} with mode {:04o}; to let {} read it (and no one else): chown root:{group} {p} && chmod 0640 {p}",
+        "; it is owned by uid {} gid {} with mode {:04o}; to let {} {verb}: chown root:{group} {p} && chmod {mode} {p}",
         m.uid(),
         m.gid(),
         m.permissions().mode() & 0o7777,

@@ -37,6 +37,11 @@ impl Keys {
 pub fn load_key(path: &Path) -> Result<Key, String> {
     let name = path.display();
     let meta = std::fs::metadata(path).map_err(|e| format!("key file {name}: {e}"))?;
+    if meta.is_dir() {
+        return Err(format!(
+            "key file {name} is a directory: key-file names a file holding the secret"
+        ));
+    }
     if meta.permissions().mode() & 0o004 != 0 {
         return Err(format!(
             "key file {name} is readable by others; run: chmod o-rwx {name}"

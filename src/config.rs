@@ -8,13 +8,14 @@ mod cluster;
 mod groups;
 mod parse;
 
-pub use parse::parse_duration;
 use parse::{Raw, expand, one, parse_line};
+pub use parse::{closest, parse_duration, socket_in};
 
 pub use groups::balanced_order;
 
 use crate::addr::{self, Address, Claim, Family};
 use crate::node::{NodeConfig, Sabotage, ServerInfo};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -239,6 +240,9 @@ pub struct Config {
     /// (group index, line): a `check-interval` or `check-timeout` a group sets while
     /// it has no check, its own or inherited (a warning, like `unused_check_settings`).
     pub group_unused_check_settings: Vec<(usize, usize)>,
+    /// The line of each cluster-wide directive the file gives (each is given once), so
+    /// that checks made later (this host's, the daemon's) can name it.
+    pub lines: BTreeMap<String, usize>,
 }
 
 /// A configuration error: file, line (when it is about one line) and problem.
@@ -290,14 +294,49 @@ impl Config {
             msg,
         };
         let mut raw = Raw::default();
+        // (section, directive) -> (line, as written): section 0 is the cluster-wide
+        // part, n the n-th group. A directive other than `server` and `group` is given
+        // once per section; `unicast` and `multicast` are one directive (issue 23).
+        let mut given: BTreeMap<(usize, &str), (usize, &str)> = BTreeMap::new();
         for (i, line) in text.lines().enumerate() {
             let content = line.split('#').next().unwrap_or("");
             let words: Vec<&str> = content.split_whitespace().collect();
-            if words.is_empty() {
+            let Some(&directive) = words.first() else {
                 continue;
-            }
+            };
+            // A value's own error first; then the repeat.
             parse_line(&mut raw, i + 1, &words).map_err(|m| at(Some(i + 1), m))?;
+            if !matches!(directive, "server" | "group") {
+                let key = match directive {
+                    "unicast" | "multicast" => "transport",
+                    d => d,
+                };
+                // parse_line has taken a `group` line's section already.
+                let section = raw.groups.len();
+                if let Some(&(first, was)) = given.get(&(section, key)) {
+                    let msg = if was == directive {
+                        format!("'{directive}' is given twice (first on line {first}): keep one")
+                    } else {
+                        format!(
+                            "'{directive}' and '{was}' (line {first}) together: choose one transport"
+                        )
+                    };
+                    return Err(at(Some(i + 1), msg));
+                }
+                given.insert((section, key), (i + 1, directive));
+            }
         }
+        let lines: BTreeMap<String, usize> = given
+            .iter()
+            .filter(|((section, _), _)| *section == 0)
+            .map(|(_, &(line, directive))| (directive.to_string(), line))
+            .collect();
+        // A rule about several directives names the last line among them it mentions.
+        let line_in = |msg: &str| {
+            msg.split(|c: char| !(c.is_ascii_lowercase() || c == '-'))
+                .filter_map(|w| lines.get(w).copied())
+                .max()
+        };
         let check = raw.top.check(&at)?;
         let raw_preempt = raw.preempt_delay;
         let cluster = raw
@@ -305,6 +344,12 @@ impl Config {
             .ok_or_else(|| at(None, "missing 'cluster NAME'".into()))?;
         if raw.servers.is_empty() {
             return Err(at(None, "no 'server' lines".into()));
+        }
+        if raw.servers.iter().all(|(_, s)| s.witness) {
+            return Err(at(
+                Some(raw.servers[0].0),
+                "every server is a witness: none can lead (a witness only votes); drop 'witness' from at least one".into(),
+            ));
         }
         if raw.servers.len() > crate::node::MAX_SERVERS {
             return Err(at(
@@ -390,6 +435,7 @@ impl Config {
             balance: raw.balance.is_some_and(|(_, on)| on),
             balance_line: raw.balance.map(|(l, _)| l),
             group_unused_check_settings: Vec::new(),
+            lines: Default::default(),
         };
         cfg.groups = groups::groups(&raw.top, &raw.groups, &cfg.servers, cfg.balance, &at)?;
         for (i, (g, s)) in cfg.groups.iter().zip(&raw.groups).enumerate() {
@@ -398,16 +444,33 @@ impl Config {
             }
         }
         if cfg.key_file.is_none() && cfg.key_file_next.is_some() {
-            return Err(at(None, "key-file-next needs key-file".into()));
+            let msg = "key-file-next needs key-file".to_string();
+            return Err(at(line_in(&msg), msg));
         }
-        cfg.node_config(0)
-            .validate()
-            .map_err(|e| at(None, e.to_string()))?;
+        cfg.node_config(0).validate().map_err(|e| {
+            let msg = e.to_string();
+            at(line_in(&msg), msg)
+        })?;
         if cfg.hook_timeout.is_zero() {
             return Err(at(None, "hook-timeout must be positive".into()));
         }
         cfg.preempt_delay = preempt_delay(raw_preempt, &cfg, &at)?;
+        cfg.lines = lines;
         Ok(cfg)
+    }
+
+    /// The line of cluster-wide directive `directive`, if the file gives it.
+    pub fn line_of(&self, directive: &str) -> Option<usize> {
+        self.lines.get(directive).copied()
+    }
+
+    /// `FILE:LINE` of `directive` (`FILE` alone when the file does not give it), to
+    /// start a message about it.
+    pub fn place(&self, directive: &str) -> String {
+        match self.line_of(directive) {
+            Some(l) => format!("{}:{l}", self.path.display()),
+            None => self.path.display().to_string(),
+        }
     }
 
     /// Things that do not stop the daemon but that an operator should know

@@ -76,8 +76,9 @@ pub enum Request {
     /// The status line, then one line per change (of a group, or of every group).
     Watch(Option<String>),
     /// Register as a supervisor of a group's lease (or, registered, ask again):
-    /// numbered lines.
-    Supervise(Option<String>),
+    /// numbered lines. `supervise [GROUP] [grace_ms=N]`: the supervisor's `--grace`,
+    /// which a reload must leave room for (absent from older clients).
+    Supervise(Option<String>, Option<Duration>),
     /// A supervisor confirms that its command has exited after line N.
     Released(u64),
     /// A supervisor leaves: no command of its runs and none will be started.
@@ -173,6 +174,32 @@ fn yield_args(args: &[&str]) -> Result<Request, Request> {
     }
 }
 
+/// `supervise [GROUP] [grace_ms=N]`.
+fn supervise_args(args: &[&str]) -> Request {
+    let (grace, rest): (Vec<&str>, Vec<&str>) =
+        args.iter().partition(|a| a.starts_with("grace_ms="));
+    let grace = match grace[..] {
+        [] => None,
+        [g] => match g["grace_ms=".len()..].parse::<u64>() {
+            Ok(ms) if ms <= MAX_GRACE_MS => Some(Duration::from_millis(ms)),
+            _ => {
+                return Request::Invalid(format!(
+                    "supervise: '{}' is not a grace in ms (grace_ms=N, N at most {MAX_GRACE_MS})",
+                    shown(g)
+                ));
+            }
+        },
+        _ => return Request::Invalid("usage: supervise [GROUP] [grace_ms=N]".into()),
+    };
+    match group_arg("supervise", &rest) {
+        Ok(g) => Request::Supervise(g, grace),
+        Err(e) => e,
+    }
+}
+
+/// The largest grace a supervisor may announce (a day: far above any lease).
+const MAX_GRACE_MS: u64 = 86_400_000;
+
 impl Request {
     fn parse(line: &str) -> Request {
         let mut words = line.split_whitespace();
@@ -190,7 +217,7 @@ impl Request {
         match (word, r) {
             ("status", _) => grouped(Request::Status),
             ("watch", _) => grouped(Request::Watch),
-            ("supervise", _) => grouped(Request::Supervise),
+            ("supervise", _) => supervise_args(r),
             ("elect", _) => grouped(Request::Elect),
             ("drain", _) => grouped(Request::Drain),
             ("undrain", _) => grouped(Request::Undrain),
@@ -236,8 +263,8 @@ impl Request {
     }
 }
 
-/// The user id of the process at the other end of `stream` (SO_PEERCRED).
-fn peer_uid(stream: &UnixStream) -> Option<u32> {
+/// The user and process ids of the process at the other end of `stream` (SO_PEERCRED).
+fn peer_cred(stream: &UnixStream) -> Option<(u32, u32)> {
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred {
         pid: 0,
@@ -255,7 +282,8 @@ fn peer_uid(stream: &UnixStream) -> Option<u32> {
             &mut len,
         )
     };
-    (rc == 0 && len as usize == std::mem::size_of::<libc::ucred>()).then_some(cred.uid)
+    (rc == 0 && len as usize == std::mem::size_of::<libc::ucred>())
+        .then_some((cred.uid, cred.pid as u32))
 }
 
 /// What a client (`electctl`) says when it cannot connect to the socket at `path`: a
@@ -325,6 +353,8 @@ pub struct Supervisor {
     pub confirmed: u64,
     /// The election group (index in the configuration) whose lease it supervises.
     pub group: usize,
+    /// Its `--grace`, if it said (older clients do not).
+    pub grace: Option<Duration>,
 }
 
 impl Supervisor {
@@ -357,6 +387,14 @@ struct Client {
     too_long: bool,
     /// The client's user id as the kernel saw it at connect (SO_PEERCRED), if known.
     peer_uid: Option<u32>,
+    /// This connection's number (never reused): a held answer goes only to the
+    /// connection that asked, never to a later client in the same slot.
+    serial: u64,
+    /// An answer is held until a write is durable (`drain`): no further request of
+    /// this client is served before it, and the client is not closed meanwhile.
+    held: bool,
+    /// The client's process id at connect (SO_PEERCRED), if known.
+    peer_pid: Option<u32>,
 }
 
 impl Client {
@@ -366,7 +404,10 @@ impl Client {
 
     /// Requests of this client may be handed to the daemon now.
     fn servable(&self) -> bool {
-        self.dropping.is_none() && self.outbuf.len() < MAX_OUTBUF / 2 && self.has_line()
+        !self.held
+            && self.dropping.is_none()
+            && self.outbuf.len() < MAX_OUTBUF / 2
+            && self.has_line()
     }
 
     /// The socket should be read again without waiting for an event.
@@ -408,6 +449,16 @@ pub struct Control {
     /// Per group, the latest lease end (boot clock, ns) known to a supervisor that left
     /// without confirming: its command may run until then.
     departed_until_ns: Vec<u64>,
+    /// The serial of the next connection.
+    next_serial: u64,
+}
+
+/// An answer the daemon holds for a client until something it reports is durable
+/// (see [`Control::hold`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldReply {
+    slot: usize,
+    serial: u64,
 }
 
 impl Control {
@@ -435,6 +486,7 @@ impl Control {
             counters: ControlCounters::default(),
             next_slot: 0,
             departed_until_ns: Vec::new(),
+            next_serial: 0,
         })
     }
 
@@ -466,7 +518,7 @@ impl Control {
                     {
                         continue;
                     }
-                    let peer_uid = peer_uid(&stream);
+                    let cred = peer_cred(&stream);
                     self.clients[slot] = Some(Client {
                         stream,
                         inbuf: Vec::new(),
@@ -479,8 +531,12 @@ impl Control {
                         last_active: now,
                         more: false,
                         too_long: false,
-                        peer_uid,
+                        peer_uid: cred.map(|c| c.0),
+                        peer_pid: cred.map(|c| c.1),
+                        serial: self.next_serial,
+                        held: false,
                     });
+                    self.next_serial += 1;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -696,6 +752,30 @@ impl Control {
         c.outbuf.extend_from_slice(line.as_bytes());
     }
 
+    /// Holds the answer to client `slot`'s current request: nothing more of it is
+    /// served, and it is not closed, until [`Control::reply_held`]. None when there is
+    /// no such client.
+    pub fn hold(&mut self, slot: usize) -> Option<HeldReply> {
+        let c = self.clients.get_mut(slot)?.as_mut()?;
+        c.held = true;
+        Some(HeldReply {
+            slot,
+            serial: c.serial,
+        })
+    }
+
+    /// Sends a held answer, if the connection that asked is still there.
+    pub fn reply_held(&mut self, h: HeldReply, line: &str) {
+        let Some(c) = self.clients.get_mut(h.slot).and_then(Option::as_mut) else {
+            return;
+        };
+        if c.serial != h.serial {
+            return;
+        }
+        c.held = false;
+        self.reply(h.slot, line);
+    }
+
     /// The user id of client `slot` (SO_PEERCRED at connect), if known.
     pub fn peer_uid(&self, slot: usize) -> Option<u32> {
         self.clients.get(slot)?.as_ref()?.peer_uid
@@ -723,7 +803,12 @@ impl Control {
     /// Marks client `slot` as a supervisor of `group`'s lease (once; later `supervise`
     /// requests only ask for a fresh line). A connection supervises one group: asking
     /// for another is an error.
-    pub fn supervise(&mut self, slot: usize, group: usize) -> Result<(), String> {
+    pub fn supervise(
+        &mut self,
+        slot: usize,
+        group: usize,
+        grace: Option<Duration>,
+    ) -> Result<(), String> {
         let Some(c) = self.clients[slot].as_mut() else {
             return Ok(());
         };
@@ -734,7 +819,25 @@ impl Control {
         if s.group != group {
             return Err("supervise: this connection supervises another group".into());
         }
+        if grace.is_some() {
+            s.grace = grace;
+        }
         Ok(())
+    }
+
+    /// The supervisors of `group` that announced a grace: (slot, peer pid, grace).
+    pub fn supervisor_graces(
+        &self,
+        group: usize,
+    ) -> impl Iterator<Item = (usize, Option<u32>, Duration)> + '_ {
+        self.clients
+            .iter()
+            .enumerate()
+            .filter_map(move |(slot, c)| {
+                let c = c.as_ref()?;
+                let s = c.sup.filter(|s| s.group == group)?;
+                Some((slot, c.peer_pid, s.grace?))
+            })
     }
 
     /// The group supervised by client `slot`, if it is a supervisor.
@@ -891,6 +994,7 @@ impl Control {
             }
             let idle = c.watching.is_none()
                 && c.sup.is_none()
+                && !c.held
                 && now.duration_since(c.last_active) >= IDLE_TIMEOUT;
             if idle {
                 self.counters.dropped += 1;
@@ -900,7 +1004,7 @@ impl Control {
             let dropped = c
                 .dropping
                 .is_some_and(|t| c.outbuf.is_empty() || (stuck && now.duration_since(t) >= LINGER));
-            let finished = c.eof && !c.has_line() && !c.too_long && c.outbuf.is_empty();
+            let finished = c.eof && !c.held && !c.has_line() && !c.too_long && c.outbuf.is_empty();
             if dropped || finished || idle {
                 self.free(slot, registry);
             }
@@ -947,7 +1051,19 @@ mod tests {
     fn requests_parse_and_json_escapes() {
         assert_eq!(Request::parse("status\r"), Request::Status(None));
         assert_eq!(Request::parse(" watch "), Request::Watch(None));
-        assert_eq!(Request::parse("supervise"), Request::Supervise(None));
+        assert_eq!(Request::parse("supervise"), Request::Supervise(None, None));
+        assert_eq!(
+            Request::parse("supervise grace_ms=250"),
+            Request::Supervise(None, Some(Duration::from_millis(250)))
+        );
+        assert!(matches!(
+            Request::parse("supervise grace_ms=x"),
+            Request::Invalid(_)
+        ));
+        assert!(matches!(
+            Request::parse("supervise grace_ms=1 grace_ms=2"),
+            Request::Invalid(_)
+        ));
         assert_eq!(Request::parse("released 7"), Request::Released(7));
         assert!(matches!(Request::parse("released 0"), Request::Invalid(_)));
         assert!(matches!(Request::parse("released x"), Request::Invalid(_)));
@@ -998,7 +1114,14 @@ mod tests {
         let g = || Some("orders".to_string());
         assert_eq!(Request::parse("status orders"), Request::Status(g()));
         assert_eq!(Request::parse("watch orders"), Request::Watch(g()));
-        assert_eq!(Request::parse("supervise orders"), Request::Supervise(g()));
+        assert_eq!(
+            Request::parse("supervise orders"),
+            Request::Supervise(g(), None)
+        );
+        assert_eq!(
+            Request::parse("supervise orders grace_ms=7"),
+            Request::Supervise(g(), Some(Duration::from_millis(7)))
+        );
         assert_eq!(Request::parse("elect orders"), Request::Elect(g()));
         assert_eq!(Request::parse("drain orders"), Request::Drain(g()));
         assert_eq!(Request::parse("undrain orders"), Request::Undrain(g()));
@@ -1233,7 +1356,7 @@ mod tests {
         let mut f = Fixture::new("sup");
         let s = f.connect();
         assert!(f.control.supervisors_clear(0, 0));
-        f.control.supervise(0, 0).unwrap();
+        f.control.supervise(0, 0, None).unwrap();
         assert!(f.control.supervisors_clear(0, 0), "no lease told yet");
         f.control
             .push_supervisor(0, "\"role\":\"leader\"", Some(5_000));
@@ -1273,7 +1396,7 @@ mod tests {
                 .is_err(),
             "only a supervisor reports health"
         );
-        f.control.supervise(0, 0).unwrap();
+        f.control.supervise(0, 0, None).unwrap();
         f.control
             .set_supervisor_health(0, Some("3 exits in 60s".into()))
             .unwrap();
@@ -1293,7 +1416,7 @@ mod tests {
         let slot = (0..MAX_CLIENTS)
             .find(|&i| f.control.clients[i].is_some() && i != 1)
             .unwrap();
-        f.control.supervise(slot, 0).unwrap();
+        f.control.supervise(slot, 0, None).unwrap();
         f.control
             .set_supervisor_health(slot, Some("x".into()))
             .unwrap();
@@ -1305,7 +1428,7 @@ mod tests {
     fn a_supervisor_that_leaves_cleanly_holds_nothing() {
         let mut f = Fixture::new("leave");
         let s = f.connect();
-        f.control.supervise(0, 0).unwrap();
+        f.control.supervise(0, 0, None).unwrap();
         f.control
             .push_supervisor(0, "\"role\":\"leader\"", Some(9_000));
         f.control.leave(0);
@@ -1324,10 +1447,10 @@ mod tests {
         let mut f = Fixture::new("groups");
         let a = f.connect();
         let _b = f.connect();
-        f.control.supervise(0, 0).unwrap();
-        f.control.supervise(1, 1).unwrap();
+        f.control.supervise(0, 0, None).unwrap();
+        f.control.supervise(1, 1, None).unwrap();
         assert!(
-            f.control.supervise(1, 0).is_err(),
+            f.control.supervise(1, 0, None).is_err(),
             "one group per connection"
         );
         assert_eq!(f.control.supervised_group(1), Some(1));

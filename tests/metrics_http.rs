@@ -902,7 +902,7 @@ fn metrics_listen_values_and_a_busy_port() {
 
     // --check-config: the listener has no freebind, so an address that is not this
     // host's is an error there too (the daemon could not start); a privileged port is
-    // a warning for a user without the capability (the unit's ExecStartPre).
+    // a warning for a user without the capability (the unit's user, electd).
     let check = |line: &str, as_nobody: bool| {
         c.set_server_conf(1, line);
         let mut cmd = if as_nobody {
@@ -944,5 +944,180 @@ fn metrics_listen_values_and_a_busy_port() {
     } else {
         assert!(std::env::var_os("CI").is_none(), "CI runs as root");
         eprintln!("SKIPPED: the privileged-port warning as another user needs root");
+    }
+}
+
+/// Server `id`'s `electd_leader_changes_total` by cause: start, handover, failover
+/// (None where a sample is missing).
+fn leader_changes(c: &Cluster, id: u16) -> [Option<u64>; 3] {
+    let text = c.request(id, "metrics").unwrap_or_default();
+    ["start", "handover", "failover"].map(|cause| {
+        common::metric_value(
+            &text,
+            &format!("electd_leader_changes_total{{cause=\"{cause}\"}}"),
+        )
+    })
+}
+
+/// Waits until every running server counts `want` leader changes by cause.
+fn changes_become(c: &Cluster, want: [u64; 3], what: &str) {
+    let want = want.map(Some);
+    let limit = slacked(Duration::from_secs(5));
+    let end = Instant::now() + limit;
+    loop {
+        let got: Vec<_> = c
+            .up()
+            .iter()
+            .map(|&id| (id, leader_changes(c, id)))
+            .collect();
+        if got.iter().all(|(_, g)| *g == want) {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "{what}: want {want:?} on every server, got {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What alert rules need (issue 23, item 2): `electd_leader_changes_total` counts each
+/// change of leader once, on every server, with its cause (a cold start, a yield, a
+/// crash); `electd_lease_expiry_timestamp_seconds` is the leader's lease end on the
+/// wall clock (0 elsewhere); `electd_server_info` names the server;
+/// `electd_peers_heard` counts the servers heard within the hold.
+#[test]
+fn leader_changes_once_by_cause_lease_expiry_and_server_info() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let o = Opts::new(Mode::Unicast, 3);
+    let (mut c, _ports) = metrics_cluster(&o, "127.0.0.1");
+    let (leader, _) = c.agreement(o.failover_bound());
+    changes_become(&c, [1, 0, 0], "a cold start");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    for id in 1..=3u16 {
+        let text = c.request(id, "metrics").unwrap();
+        let expiry: f64 =
+            common::metric_value(&text, "electd_lease_expiry_timestamp_seconds").unwrap();
+        if id == leader {
+            let lease = o.failover_bound().as_secs_f64();
+            assert!(
+                expiry > now - 1.0 && expiry < now + lease + 1.0,
+                "leader {id}: lease expiry {expiry}, now {now}"
+            );
+        } else {
+            assert_eq!(expiry, 0.0, "follower {id}");
+        }
+        let info: Option<u64> = text.lines().find_map(|l| {
+            l.strip_prefix(&format!("electd_server_info{{id=\"{id}\",name=\""))?
+                .rsplit_once(' ')?
+                .1
+                .parse()
+                .ok()
+        });
+        assert_eq!(info, Some(1), "server_info of {id}:\n{text}");
+        assert!(
+            text.contains(&format!("version=\"{}\"}} 1\n", env!("CARGO_PKG_VERSION"))),
+            "{text}"
+        );
+        assert_eq!(
+            common::metric_value::<u64>(&text, "electd_peers_heard"),
+            Some(2)
+        );
+    }
+    // A yield: one change on every server, the old leader's included (it was two: the
+    // leader, none, the successor).
+    assert!(c.request(leader, "yield").is_some());
+    let t0 = Instant::now();
+    let (next, _) = c.new_leader_since(leader, 0, t0, o.failover_bound());
+    c.agreement(o.failover_bound());
+    changes_become(&c, [1, 1, 0], &format!("a yield from {leader} to {next}"));
+    // A crash: one failover on the survivors.
+    c.kill(next);
+    c.new_leader_since(next, 0, Instant::now(), o.failover_bound() * 2);
+    c.agreement(o.failover_bound() * 2);
+    changes_become(&c, [1, 1, 1], &format!("a crash of {next}"));
+    for id in c.up() {
+        let text = c.request(id, "metrics").unwrap();
+        assert_eq!(
+            common::metric_value::<u64>(&text, "electd_peers_heard"),
+            Some(1)
+        );
+    }
+}
+
+/// A server that hears nobody says so (issue 23, item 4): once, as a warning, when no
+/// datagram from any server has arrived for missed-heartbeats x heartbeat after its
+/// start, and once more when one arrives; `electd_peers_heard` shows 0, then more.
+#[test]
+fn a_server_that_hears_nobody_says_so_once() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = Opts::new(Mode::Unicast, 3);
+    o.run = 1;
+    let mut c = Cluster::build(&o);
+    let deaf = "hears no other server";
+    let hold = Duration::from_millis(o.hbt_ms * u64::from(o.k));
+    wait_for("the warning", slacked(hold * 4), || {
+        c.log(1).contains(deaf).then_some(())
+    });
+    let line = c
+        .log(1)
+        .lines()
+        .find(|l| l.contains(deaf))
+        .unwrap()
+        .to_string();
+    assert!(line.contains(" WARN "), "{line}");
+    assert!(
+        line.contains("no datagram from any of the 2 other servers"),
+        "{line}"
+    );
+    assert_eq!(c.metric(1, "electd_peers_heard"), 0);
+    std::thread::sleep(hold * 3);
+    assert_eq!(
+        c.log(1).matches(deaf).count(),
+        1,
+        "said once:\n{}",
+        c.log(1)
+    );
+    c.spawn(2);
+    wait_for("hearing again", slacked(hold * 4), || {
+        c.log(1).contains("hears server 2 (s2) again").then_some(())
+    });
+    assert_eq!(c.metric(1, "electd_peers_heard"), 1);
+    assert_eq!(c.log(1).matches(deaf).count(), 1);
+}
+
+/// A re-election of the same leader in a new term is logged on every server ("role
+/// follower, term 5, leader 1 (s1)"; issue 23, item 9: followers said nothing, the
+/// term they follow changed silently), and counts as no change of leader.
+#[test]
+fn a_re_election_of_the_same_leader_is_logged() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let o = Opts::new(Mode::Unicast, 3);
+    let c = Cluster::build(&o);
+    let (leader, term) = c.agreement(o.failover_bound());
+    let f = (1..=3u16).find(|&i| i != leader).unwrap();
+    let e = c.request(f, "elect").unwrap_or_default();
+    assert!(e.contains("\"ok\":true"), "{e}");
+    let (again, new_term) = wait_for("a new term", slacked(o.failover_bound()), || {
+        let (l, t) = c.agreement(o.failover_bound());
+        (t > term).then_some((l, t))
+    });
+    if again != leader {
+        eprintln!("SKIPPED: the round elected {again}, not {leader} again");
+        return;
+    }
+    for id in 1..=3u16 {
+        let want = format!("term {new_term}, leader {leader} (s{leader})");
+        wait_for("the log line", slacked(Duration::from_secs(2)), || {
+            c.log(id).contains(&want).then_some(())
+        });
+        let changes: Option<u64> = common::metric_value(
+            &c.request(id, "metrics").unwrap(),
+            "electd_leader_changes_total{cause=\"start\"}",
+        );
+        assert_eq!(changes, Some(1), "server {id}");
     }
 }

@@ -127,9 +127,7 @@ fn install_script_honours_prefix_and_keeps_an_edited_config() {
             "ExecStart=/opt/electd/sbin/electd --config /etc/electd/electd.conf --id %i\n"
         )
     );
-    assert!(unit.contains(
-        "ExecReload=/opt/electd/bin/electctl --socket /run/electd/electd-%i.sock reload\n"
-    ));
+    assert!(unit.contains("ExecReload=/opt/electd/bin/electctl --id %i reload\n"));
     // A second run (an upgrade) never overwrites the operator's file, only the example.
     let conf = root.join("etc/electd/electd.conf");
     std::fs::write(&conf, "# edited\n").unwrap();
@@ -350,10 +348,9 @@ fn example(directive: &str) -> Option<String> {
 fn units_and_example_config_agree() {
     let plain = settings("systemd/electd.service");
     let template = settings("systemd/electd@.service");
-    let reload = "ExecReload=/usr/bin/electctl --socket /run/electd/electd.sock reload";
+    let reload = "ExecReload=/usr/bin/electctl reload";
     let start = "ExecStart=/usr/sbin/electd --config /etc/electd/electd.conf";
-    let check = "ExecStartPre=/usr/sbin/electd --config /etc/electd/electd.conf --check-config";
-    for must in [reload, start, check] {
+    for must in [reload, start] {
         assert!(
             plain.iter().any(|l| l == must),
             "electd.service lacks {must}"
@@ -377,17 +374,14 @@ fn units_and_example_config_agree() {
     let conf = std::fs::read_to_string("conf/electd.conf").unwrap();
     assert!(
         conf.contains("#   socket /run/electd/electd-{id}.sock"),
-        "the example must tell template users the socket their reload uses"
+        "the example must tell users of several instances on one host a socket each"
     );
     // The template: the same lines, with --id %i and the per-id socket.
     let expect: Vec<String> = plain
         .iter()
         .map(|l| match l.as_str() {
-            l if l == reload => {
-                "ExecReload=/usr/bin/electctl --socket /run/electd/electd-%i.sock reload".into()
-            }
+            l if l == reload => "ExecReload=/usr/bin/electctl --id %i reload".into(),
             l if l == start => format!("{start} --id %i"),
-            l if l == check => l.replace(" --check-config", " --id %i --check-config"),
             "Description=electd leader election daemon" => {
                 "Description=electd leader election daemon, server %i".into()
             }
@@ -403,6 +397,14 @@ fn units_and_example_config_agree() {
     );
     got.remove(preserve.unwrap());
     assert_eq!(got, expect, "electd@.service differs from electd.service");
+}
+
+/// `cargo deb` into `out`, one build at a time (concurrent builds share cargo deb's
+/// staging directory).
+fn build_deb(out: &Path) -> PathBuf {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    debpkg::build(out).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn dpkg_deb(args: &[&str], deb: &Path) -> String {
@@ -428,7 +430,7 @@ fn deb_package_holds_files_conffile_scripts_and_dependencies() {
         return;
     }
     let out = scratch("deb");
-    let deb = debpkg::build(&out).unwrap_or_else(|e| panic!("{e}"));
+    let deb = build_deb(&out);
     // Files: `dpkg-deb -c` lines end with "./path".
     let listed: BTreeSet<String> = dpkg_deb(&["-c"], &deb)
         .lines()
@@ -449,6 +451,11 @@ fn deb_package_holds_files_conffile_scripts_and_dependencies() {
         "usr/share/man/man1/electctl.1.gz",
         "usr/share/doc/electd/README.md",
         "usr/share/doc/electd/copyright",
+        "usr/share/doc/electd/changelog.gz",
+        PROCESSOR_EXAMPLE_INSTALLED,
+        "usr/share/doc/electd/examples/electd-alerts.yml",
+        "usr/share/doc/electd/examples/electd-dashboard.json",
+        "usr/share/bash-completion/completions/electctl",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -460,7 +467,18 @@ fn deb_package_holds_files_conffile_scripts_and_dependencies() {
         info.contains(&format!("Version: {}\n", env!("CARGO_PKG_VERSION"))),
         "{info}"
     );
-    assert!(info.contains("Depends: libc6"), "{info}");
+    let depends = info
+        .lines()
+        .find(|l| l.starts_with(" Depends: "))
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(depends.contains("libc6"), "{info}");
+    // pkg/deb/changelog's first entry is this version (dpkg and lintian read it).
+    let changelog = std::fs::read_to_string("pkg/deb/changelog").unwrap();
+    assert!(
+        changelog.starts_with(&format!("electd ({}) ", env!("CARGO_PKG_VERSION"))),
+        "pkg/deb/changelog: {}",
+        changelog.lines().next().unwrap_or("")
+    );
     assert!(info.contains("Section: net"), "{info}");
     // The shipped files, byte for byte: units, sysusers, tmpfiles, the configuration.
     let tree = out.join("tree");
@@ -483,6 +501,7 @@ fn deb_package_holds_files_conffile_scripts_and_dependencies() {
         ("usr/lib/sysusers.d/electd.conf", "systemd/electd.sysusers"),
         ("usr/lib/tmpfiles.d/electd.conf", "systemd/electd.tmpfiles"),
         ("etc/electd/electd.conf", "conf/electd.conf"),
+        (PROCESSOR_EXAMPLE_INSTALLED, PROCESSOR_EXAMPLE),
     ] {
         assert_eq!(
             std::fs::read(tree.join(inside)).unwrap(),
@@ -562,12 +581,459 @@ fn maintainer_scripts_parse_and_enable_nothing() {
             );
         }
     }
+    for script in ["postinst", "prerm", "postrm"] {
+        // Debian's way (lintian maintainer-script-calls-systemctl): units are started
+        // and stopped through deb-systemd-invoke, which honours policy-rc.d.
+        let text = std::fs::read_to_string(Path::new("pkg/deb").join(script)).unwrap();
+        for l in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+            assert!(
+                !l.contains("systemctl ") || l.contains("systemctl --system daemon-reload"),
+                "{script} calls systemctl: {l}"
+            );
+        }
+    }
     let postinst = std::fs::read_to_string("pkg/deb/postinst").unwrap();
-    assert!(postinst.contains("systemctl try-restart electd.service 'electd@*.service'"));
+    assert!(postinst.contains("deb-systemd-invoke try-restart electd.service 'electd@*.service'"));
     assert!(
         postinst.contains("if [ -n \"$2\" ]; then"),
         "restart on upgrades only"
     );
     let prerm = std::fs::read_to_string("pkg/deb/prerm").unwrap();
-    assert!(prerm.contains("systemctl stop electd.service 'electd@*.service'"));
+    assert!(prerm.contains("deb-systemd-invoke stop electd.service 'electd@*.service'"));
+}
+
+/// Where the package puts electd's programs: a unit that names them anywhere else
+/// fails with exit 203 (issue 23, item 1).
+const PACKAGE_PROGRAMS: [&str; 2] = ["/usr/sbin/electd", "/usr/bin/electctl"];
+/// The processor unit the package ships as an example, and where it installs it.
+const PROCESSOR_EXAMPLE: &str = "pkg/examples/electd-processor.service";
+const PROCESSOR_EXAMPLE_INSTALLED: &str = "usr/share/doc/electd/examples/electd-processor.service";
+
+/// The units shown in README.md: each fenced block that holds an `Exec...=` line.
+fn readme_units() -> Vec<(usize, String)> {
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let mut units = Vec::new();
+    let mut block: Option<(usize, String)> = None;
+    for (n, line) in readme.lines().enumerate() {
+        if line.starts_with("```") {
+            match block.take() {
+                Some((at, text)) => {
+                    if text.lines().any(|l| l.starts_with("Exec")) {
+                        units.push((at, text));
+                    }
+                }
+                None => block = Some((n + 1, String::new())),
+            }
+        } else if let Some((_, text)) = block.as_mut() {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    units
+}
+
+/// What is wrong with the program paths of a unit's `Exec...=` lines: a program that
+/// is not an absolute path, or an electd program where the package does not put it.
+fn unit_path_problems(unit: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for line in unit.lines().map(str::trim) {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if !key.starts_with("Exec") || value.is_empty() {
+            continue;
+        }
+        let program = value
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .trim_start_matches(['-', '@', ':', '+', '!']);
+        if !program.starts_with('/') {
+            problems.push(format!(
+                "{line}: the program {program} is not an absolute path"
+            ));
+        }
+        for word in value.split_whitespace() {
+            let word = word.trim_start_matches(['-', '@', ':', '+', '!']);
+            let named = Path::new(word).file_name().and_then(|f| f.to_str());
+            if word.starts_with('/')
+                && matches!(named, Some("electd" | "electctl"))
+                && !PACKAGE_PROGRAMS.contains(&word)
+            {
+                problems.push(format!("{line}: the package installs no {word}"));
+            }
+        }
+    }
+    problems
+}
+
+/// The README's processor units, the man pages' and the shipped example run electctl
+/// where the package installs it; the README's units are ordered on electd and can be
+/// enabled, as the example is.
+#[test]
+fn documented_units_use_the_packages_paths() {
+    let units = readme_units();
+    assert!(units.len() >= 3, "README units: {units:?}");
+    let mut problems = Vec::new();
+    for (at, unit) in &units {
+        for p in unit_path_problems(unit) {
+            problems.push(format!("README.md:{at}: {p}"));
+        }
+        if unit.contains("electctl run") {
+            for must in [
+                "After=electd",
+                "Requires=electd",
+                "[Install]",
+                "SupplementaryGroups=electd",
+            ] {
+                if !unit.contains(must) {
+                    problems.push(format!("README.md:{at}: the processor unit lacks {must}"));
+                }
+            }
+        }
+    }
+    for man in [
+        "docs/man/man1/electctl.1",
+        "docs/man/man8/electd.8",
+        "docs/man/man5/electd.conf.5",
+    ] {
+        let text = std::fs::read_to_string(man).unwrap().replace("\\-", "-");
+        let units: String = text
+            .lines()
+            .filter_map(|l| l.find("Exec").map(|i| &l[i..]))
+            .map(|l| format!("{}\n", l.trim_end_matches("\\fR.").trim_end_matches("\\fR")))
+            .collect();
+        for p in unit_path_problems(&units) {
+            problems.push(format!("{man}: {p}"));
+        }
+    }
+    let example = std::fs::read_to_string(PROCESSOR_EXAMPLE).unwrap();
+    for p in unit_path_problems(&example) {
+        problems.push(format!("{PROCESSOR_EXAMPLE}: {p}"));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The README points at the example.
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    assert!(readme.contains(&format!("/{PROCESSOR_EXAMPLE_INSTALLED}")));
+}
+
+/// The path checker fails on what issue 23 found, so its silence above means something.
+#[test]
+fn unit_path_checker_catches_wrong_paths() {
+    for bad in [
+        "[Service]\nExecStart=/usr/local/bin/electctl run -- /usr/local/bin/processor\n",
+        "ExecStart=electctl run -- /bin/true\n",
+        "ExecReload=/usr/local/bin/electctl --socket /run/electd/electd.sock reload\n",
+        "ExecStartPre=-/usr/local/sbin/electd --check-config\n",
+    ] {
+        assert!(!unit_path_problems(bad).is_empty(), "not caught: {bad}");
+    }
+    let good = "ExecStart=/usr/bin/electctl run -- /usr/local/bin/processor\n";
+    assert_eq!(unit_path_problems(good), Vec::<String>::new());
+}
+
+/// A copy of `unit` in `dir` whose programs exist on this host (the release electctl,
+/// a stand-in for the operator's processor) and electd.service beside it, so that
+/// `systemd-analyze verify` checks everything but the paths (checked above).
+fn staged_example(dir: &Path, unit: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let processor = dir.join("processor");
+    std::fs::write(&processor, "#!/bin/sh\nexec sleep 1000\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&processor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let electctl = env!("CARGO_BIN_EXE_electctl");
+    let electd = env!("CARGO_BIN_EXE_electd");
+    let stage = |text: &str| {
+        text.replace("/usr/bin/electctl", electctl)
+            .replace("/usr/sbin/electd", electd)
+            .replace("/usr/local/bin/processor", processor.to_str().unwrap())
+    };
+    let path = dir.join("electd-processor.service");
+    std::fs::write(&path, stage(unit)).unwrap();
+    let daemon = std::fs::read_to_string("systemd/electd.service").unwrap();
+    std::fs::write(dir.join("electd.service"), stage(&daemon)).unwrap();
+    path
+}
+
+/// The shipped processor unit verifies, is ordered on electd, can be enabled, and
+/// scores at most 3.0 in `systemd-analyze security`; it may use the control socket
+/// because the shipped socket and directory modes give the electd group access.
+#[test]
+fn processor_example_verifies_and_is_sandboxed() {
+    let unit = std::fs::read_to_string(PROCESSOR_EXAMPLE).unwrap();
+    let lines = settings(PROCESSOR_EXAMPLE);
+    for must in [
+        "After=electd.service",
+        "Requires=electd.service",
+        "[Install]",
+        "WantedBy=electd.service",
+        "DynamicUser=yes",
+        "SupplementaryGroups=electd",
+        "ExecStart=/usr/bin/electctl run --grace 1s -- /usr/local/bin/processor",
+    ] {
+        assert!(
+            lines.iter().any(|l| l == must),
+            "{PROCESSOR_EXAMPLE} lacks {must}"
+        );
+    }
+    // PrivateUsers= would map the electd group to nobody: no access to the socket.
+    assert!(!lines.iter().any(|l| l.starts_with("PrivateUsers=")));
+    assert_eq!(example("socket-mode").as_deref(), Some("0660"));
+    let daemon = settings("systemd/electd.service");
+    for must in [
+        "Group=electd",
+        "RuntimeDirectory=electd",
+        "RuntimeDirectoryMode=0750",
+    ] {
+        assert!(
+            daemon.iter().any(|l| l == must),
+            "electd.service lacks {must}"
+        );
+    }
+    if !have("systemd-analyze") {
+        return;
+    }
+    let dir = scratch("processor-example");
+    let path = staged_example(&dir, &unit);
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .arg(dir.join("electd.service"))
+        .env("MANPATH", "docs/man")
+        .output()
+        .unwrap();
+    let text = said(&out);
+    assert!(
+        out.status.success() && text.trim().is_empty(),
+        "systemd-analyze verify {PROCESSOR_EXAMPLE}: {text}"
+    );
+    let level = exposure(&path);
+    eprintln!("systemd-analyze security --offline {PROCESSOR_EXAMPLE}: exposure {level}");
+    assert!(level <= 3.0, "{PROCESSOR_EXAMPLE}: exposure {level} > 3.0");
+    // The checks can fail: the README's old unit scores far above 3.0, and verify
+    // refuses a program that does not exist.
+    let bare = staged_example(
+        &dir.join("bare"),
+        "[Service]\nExecStart=/usr/bin/electctl run --grace 1s -- /usr/local/bin/processor\nRestart=always\n",
+    );
+    let bare_level = exposure(&bare);
+    assert!(bare_level > 3.0, "an unsandboxed unit scored {bare_level}");
+    let missing = dir.join("missing.service");
+    std::fs::write(
+        &missing,
+        "[Service]\nExecStart=/usr/local/bin/electctl run -- /bin/true\n",
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(!out.status.success() || !said(&out).trim().is_empty());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The errors and warnings in lintian's output (`E:` and `W:` lines); info, pedantic
+/// and overridden tags are not complaints.
+fn lintian_complaints(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter(|l| l.starts_with("E: ") || l.starts_with("W: "))
+        .collect()
+}
+
+/// lintian finds no error and no warning in the .deb (issue 23, item 8: unstripped
+/// binaries, no changelog, a bogus maintainer address, a copyright without notice,
+/// systemctl in maintainer scripts, adduser without Depends); the binaries are
+/// stripped (their symbols go to the -dbgsym package).
+#[test]
+fn deb_package_is_lintian_clean() {
+    // The checker can fail.
+    let sample = "E: electd: no-changelog usr/share/doc/electd/changelog.gz\n\
+                  I: electd: no-md5sums-control-file\n\
+                  W: electd: copyright-without-copyright-notice\n";
+    assert_eq!(lintian_complaints(sample).len(), 2);
+    if !have("lintian") || !have("dpkg-deb") {
+        return;
+    }
+    if let Some(why) = debpkg::unavailable() {
+        assert!(std::env::var_os("CI").is_none(), "CI: {why}");
+        eprintln!("SKIPPED: no .deb checked: {why}");
+        return;
+    }
+    let out = scratch("lintian");
+    let deb = build_deb(&out);
+    let o = Command::new("lintian")
+        .args(["--pedantic", "--display-info"])
+        .arg(&deb)
+        .output()
+        .unwrap();
+    let text = said(&o);
+    eprintln!("lintian --pedantic --display-info:\n{text}");
+    let complaints = lintian_complaints(&text);
+    assert!(complaints.is_empty(), "lintian: {complaints:#?}");
+    let info = dpkg_deb(&["-I"], &deb);
+    let depends = info
+        .lines()
+        .find(|l| l.starts_with(" Depends: "))
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(depends.contains("adduser"), "{depends}");
+    let tree = out.join("tree");
+    let x = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&deb)
+        .arg(&tree)
+        .output()
+        .unwrap();
+    assert!(x.status.success(), "{}", said(&x));
+    for bin in ["usr/sbin/electd", "usr/bin/electctl"] {
+        let size = std::fs::metadata(tree.join(bin)).unwrap().len();
+        assert!(size < 5 << 20, "{bin} is {size} bytes: not stripped?");
+    }
+    std::fs::remove_dir_all(out).unwrap();
+}
+
+/// What electd exits with when it refuses its configuration (sysexits' EX_CONFIG).
+const EXIT_CONFIG: i32 = 78;
+
+/// A daemon started on a file it refuses exits 78 with one line naming the file, the
+/// line and what to do, and the units do not restart it for that status (issue 23,
+/// item 5: `systemctl restart` with a bad file looped every 2 s for ever). No
+/// ExecStartPre may fail first: systemd restarts a failed ExecStartPre whatever its
+/// status (RestartPreventExitStatus= applies to the main process only).
+#[test]
+fn configuration_error_exits_78_and_stops_the_restart_loop() {
+    let dir = scratch("config-error");
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("bad.conf");
+    for (text, at) in [
+        (
+            "cluster x\nserver 1 127.0.0.1:7999\nheartbeat 1s\nfrobnicate yes\n",
+            "bad.conf:4",
+        ),
+        (
+            "cluster x\nserver 1 127.0.0.1:7999\nid 1\nunicast\nkey-file /nonexistent/electd.key\n",
+            "bad.conf",
+        ),
+    ] {
+        std::fs::write(&conf, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+            .arg("--config")
+            .arg(&conf)
+            .args(["--id", "1"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(EXIT_CONFIG), "{err}");
+        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "one line: {err}");
+        assert!(lines[0].contains(at), "{err}");
+        assert!(lines[0].contains("electd --check-config"), "{err}");
+        // --check-config keeps its documented status.
+        let out = Command::new(env!("CARGO_BIN_EXE_electd"))
+            .arg("--config")
+            .arg(&conf)
+            .args(["--id", "1", "--check-config"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    }
+    for unit in ["systemd/electd.service", "systemd/electd@.service"] {
+        let lines = settings(unit);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l == &format!("RestartPreventExitStatus={EXIT_CONFIG}")),
+            "{unit} lacks RestartPreventExitStatus={EXIT_CONFIG}"
+        );
+        for l in lines.iter().filter(|l| l.starts_with("ExecStartPre=")) {
+            assert!(
+                l.starts_with("ExecStartPre=-"),
+                "{unit}: {l} can fail the start"
+            );
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The template unit reloads whatever `socket` line the file has (issue 23, item 6:
+/// with the shipped `socket /run/electd/electd.sock`, `systemctl reload electd@3`
+/// could not connect to /run/electd/electd-3.sock): its ExecReload asks electctl for
+/// the socket of server %i in the file, as electd.service's asks for the file's.
+#[test]
+fn template_reload_finds_the_files_socket() {
+    let unit = settings("systemd/electd@.service");
+    assert!(
+        unit.iter()
+            .any(|l| l == "ExecReload=/usr/bin/electctl --id %i reload"),
+        "electd@.service: {unit:?}"
+    );
+    let plain = settings("systemd/electd.service");
+    assert!(
+        plain
+            .iter()
+            .any(|l| l == "ExecReload=/usr/bin/electctl reload")
+    );
+    // A daemon run as `electd --id 2` on a file whose socket has no {id} (the shipped
+    // line's shape), reloaded as the template does: electctl --config FILE --id 2.
+    let dir = scratch("template-reload");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let conf = dir.join("electd.conf");
+    let sock = dir.join("electd.sock");
+    std::fs::write(
+        &conf,
+        format!(
+            "cluster t\nserver 1 127.0.0.2:{port}\nserver 2 127.0.0.1:{port}\nunicast\n\
+             socket {}\nstate {}/{{id}}.state\n",
+            sock.display(),
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_electd"))
+        .arg("--config")
+        .arg(&conf)
+        .args(["--id", "2"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !sock.exists() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let reload = || {
+        Command::new(env!("CARGO_BIN_EXE_electctl"))
+            .arg("--config")
+            .arg(&conf)
+            .args(["--id", "2", "reload"])
+            .output()
+            .unwrap()
+    };
+    let ok = reload();
+    // A file the daemon refuses (a bad reload) still names the socket: the reload
+    // reaches the daemon, which refuses it with its reason (exit 1: not "no daemon").
+    let good = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(&conf, format!("{good}frobnicate yes\n")).unwrap();
+    let bad = reload();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert!(
+        ok.status.success(),
+        "electctl --config --id 2 reload: {}",
+        said(&ok)
+    );
+    assert_eq!(bad.status.code(), Some(1), "{}", said(&bad));
+    assert!(said(&bad).contains("frobnicate"), "{}", said(&bad));
+    let out = Command::new(env!("CARGO_BIN_EXE_electctl"))
+        .arg("--config")
+        .arg(&conf)
+        .args(["--id", "x", "status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    std::fs::remove_dir_all(dir).unwrap();
 }

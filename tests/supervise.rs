@@ -257,6 +257,38 @@ fn impossible_grace_is_refused_with_exit_2() {
     );
 }
 
+/// Issue 23 item 9: `electctl run` on a follower says that it waits, and for whom,
+/// once per change of leader or term (it used to say nothing at all).
+#[test]
+fn a_follower_run_says_whom_it_waits_for() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::start(Mode::Unicast, 3);
+    let (leader, term) = c.agreement(Duration::from_secs(5));
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    let log = c.dir.join("cmd.log");
+    let sup = run_on(&c, follower, &["--grace", "100ms"], &log, 0);
+    let path = c.dir.join(format!("run-{follower}.log"));
+    let want = format!("waiting: server {leader} leads (term {term})");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if text.contains(&want) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {want:?} in run's log: {text:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Idle lines (one a second) do not repeat it.
+    std::thread::sleep(Duration::from_millis(2500));
+    stop_all(vec![sup]);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.matches("waiting:").count(), 1, "{text}");
+    assert!(runs(&log).is_empty(), "a follower started its command");
+}
+
 /// `--poll 1s` is safe and prompt: the command starts at once, is told of a yield at
 /// once (not at the next poll), gets its grace, and starts again after re-election.
 #[test]

@@ -4,12 +4,14 @@
 //! their own with addresses in 10.77.0.0/16) each install the .deb that `cargo deb`
 //! makes from this run's release binaries, and run one server: the first through
 //! electd.service with `id 1` in its file, the others through the template
-//! electd@ID.service with one shared file without `id`. The test checks what an
+//! electd@ID.service with a file without `id` (server 2's socket line has `{id}`,
+//! server 3's is the shipped fixed one, which its reload finds all the same). The test checks what an
 //! operator relies on: installing enables nothing; the units come up READY with a
 //! STATUS line and exactly one leader; `systemctl reload` applies new timers without a
 //! change of role, and fails (non-zero) when the server list changed; the watchdog
 //! restarts a SIGSTOPped leader while the others elect a new one; a processor under
-//! `electctl run` in its own unit hands over on `systemctl restart` of the leader's
+//! `electctl run` in its own unit (the package's example unit, enabled, as a dynamic
+//! user in the electd group) hands over on `systemctl restart` of the leader's
 //! electd, with no two processors ever running at once (their timestamps share the
 //! host's clock); the online `systemd-analyze security` exposure stays low; and the
 //! package's upgrade, remove and purge do what pkg/deb says.
@@ -36,8 +38,9 @@ const CACHE_ENV: &str = "ELECTD_TEST_CACHE";
 const MIRROR_ENV: &str = "ELECTD_TEST_DEBIAN_MIRROR";
 const SUITE: &str = "bookworm";
 /// What debootstrap adds to minbase: an init, a bus for systemctl and systemd-analyze,
-/// and ip for a person debugging a kept container.
-const PACKAGES: [&str; 4] = ["dbus", "iproute2", "systemd", "systemd-sysv"];
+/// ip for a person debugging a kept container, and adduser, which the package depends
+/// on (`dpkg -i` installs no dependency).
+const PACKAGES: [&str; 5] = ["adduser", "dbus", "iproute2", "systemd", "systemd-sysv"];
 /// Host tools and the Debian packages that provide them.
 const TOOLS: [(&str, &str); 7] = [
     ("systemd-nspawn", "systemd-container"),
@@ -58,6 +61,11 @@ const SUBNET: &str = "10.77.13";
 const WATCHDOG_S: u64 = 3;
 /// The bound on the online exposure score (bookworm's systemd 252 rates the units 1.1).
 const MAX_EXPOSURE: f64 = 1.5;
+
+/// The processor unit the package ships as an example (issue 23, item 1).
+const PROCESSOR_EXAMPLE: &str = "/usr/share/doc/electd/examples/electd-processor.service";
+/// The bound issue 23 sets on the example's exposure score.
+const MAX_PROCESSOR_EXPOSURE: f64 = 3.0;
 
 /// Elapsed time for the log: the phases' durations are part of what this test reports.
 struct Clock(Instant);
@@ -324,10 +332,12 @@ impl Cluster {
                 } else {
                     format!("electd@{id}.service")
                 },
-                socket: if id == 1 {
-                    "/run/electd/electd.sock".into()
-                } else {
+                // Server 3 runs the template with the shipped `socket` line (no {id}):
+                // its reload must find it all the same (issue 23, item 6).
+                socket: if id == 2 {
                     format!("/run/electd/electd-{id}.sock")
+                } else {
+                    "/run/electd/electd.sock".into()
                 },
             };
             host_ok(
@@ -901,11 +911,16 @@ fn debian_package_under_systemd() {
 
     // The operator's files: server 1 names its id, 2 and 3 share one without it.
     fs::write(c.dir.join("shared/proc.sh"), PROC_SH).unwrap();
+    // The processors run as dynamic users: their log is writable by anyone.
+    let log = c.dir.join("shared/proc.log");
+    fs::write(&log, "").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&log, fs::Permissions::from_mode(0o666)).unwrap();
     for m in &c.machines {
-        let conf = if m.id == 1 {
-            config(Some(1), &m.socket, HEARTBEAT_MS)
-        } else {
-            config(None, "/run/electd/electd-{id}.sock", HEARTBEAT_MS)
+        let conf = match m.id {
+            1 => config(Some(1), &m.socket, HEARTBEAT_MS),
+            2 => config(None, "/run/electd/electd-{id}.sock", HEARTBEAT_MS),
+            _ => config(None, &m.socket, HEARTBEAT_MS),
         };
         m.write("/etc/electd/electd.conf", &conf);
         // A shorter watchdog for the test, and no core file from its SIGABRT.
@@ -918,18 +933,27 @@ fn debian_package_under_systemd() {
             &format!("/etc/systemd/system/{dropin}/test.conf"),
             &format!("[Service]\nWatchdogSec={WATCHDOG_S}s\nLimitCORE=0\n"),
         );
-        // The processor in a unit of its own: electctl run reconnects by itself when
-        // electd restarts, so it is only ordered after electd, not bound to it.
+        // The processor in a unit of its own: the example the package ships, made into
+        // a unit as README says (the template's unit name and socket on 2 and 3), with
+        // the test's processor, a grace that fits its short lease, and its log.
         m.write(
-            "/etc/systemd/system/electd-proc.service",
-            &format!(
-                "[Unit]\nDescription=test processor, only on the leader\nAfter={u}\nWants={u}\n\n\
-                 [Service]\nExecStart=/usr/bin/electctl --socket {s} run --grace 300ms -- /bin/sh /shared/proc.sh {id}\n\
-                 Restart=always\nRestartSec=200ms\n",
-                u = m.unit,
-                s = m.socket,
-                id = m.id
-            ),
+            "/usr/local/bin/processor",
+            &format!("#!/bin/sh\nexec /bin/sh /shared/proc.sh {}\n", m.id),
+        );
+        m.ok("chmod 755 /usr/local/bin/processor");
+        let socket = if m.id == 1 {
+            String::new()
+        } else {
+            format!("--id {} ", m.id)
+        };
+        m.ok(&format!(
+            "sed -e 's/electd\\.service/{u}/g' -e 's#/usr/bin/electctl run --grace 1s#/usr/bin/electctl {socket}run --grace 300ms#' \
+             {PROCESSOR_EXAMPLE} > /etc/systemd/system/electd-proc.service",
+            u = m.unit,
+        ));
+        m.write(
+            "/etc/systemd/system/electd-proc.service.d/test.conf",
+            "[Service]\nReadWritePaths=/shared\nRestartSec=200ms\n",
         );
         m.ok("systemctl daemon-reload");
     }
@@ -959,8 +983,21 @@ fn debian_package_under_systemd() {
     c.clock.say(&format!(
         "3 units active, READY; leader {leader}, term {term}"
     ));
+    // Enabled, the example is wanted by electd's unit; it runs as a dynamic user in
+    // the electd group, which may use the control socket.
     for m in &c.machines {
-        m.ok("systemctl start electd-proc.service");
+        m.ok("systemctl enable --now electd-proc.service");
+        assert!(
+            m.run(&format!(
+                "test -L /etc/systemd/system/{}.wants/electd-proc.service",
+                m.unit
+            ))
+            .status
+            .success(),
+            "{}: enabling the example did not tie it to {}",
+            m.name,
+            m.unit
+        );
     }
     wait_for(
         Duration::from_secs(10),
@@ -1150,16 +1187,57 @@ fn debian_package_under_systemd() {
     c.clock
         .say(&format!("{} processor runs, none overlapping", runs.len()));
 
-    // The online exposure score of both units.
+    // The online exposure score of both units, and of the processor example.
     let e1 = exposure(c.machine(1), "electd.service");
     let e2 = exposure(c.machine(2), "electd@2.service");
+    let ep = exposure(c.machine(1), "electd-proc.service");
     c.clock.say(&format!(
-        "systemd-analyze security: electd.service {e1}, electd@2.service {e2}"
+        "systemd-analyze security: electd.service {e1}, electd@2.service {e2}, \
+         the processor example {ep}"
     ));
     assert!(
         e1 <= MAX_EXPOSURE && e2 <= MAX_EXPOSURE,
         "exposure {e1} / {e2} above {MAX_EXPOSURE}"
     );
+    assert!(
+        ep <= MAX_PROCESSOR_EXPOSURE,
+        "processor example: exposure {ep}"
+    );
+
+    // A restart with a file the daemon refuses (issue 23, item 5): the unit fails once,
+    // with one journal line that names the file's line, and is not restarted (exit
+    // status 78, RestartPreventExitStatus=); fixed, it starts again.
+    let (leader, _) = c.settle(Duration::from_secs(10));
+    let g = c.machines.iter().find(|m| m.id != leader).unwrap();
+    let good = g.read("/etc/electd/electd.conf");
+    let lines = good.lines().count();
+    g.write(
+        "/etc/electd/electd.conf",
+        &format!("{good}frobnicate yes\n"),
+    );
+    let o = g.run(&format!("systemctl restart {}", g.unit));
+    assert!(!o.status.success(), "restart with a bad file: {}", text(&o));
+    let restarts = g.prop(&g.unit, "NRestarts");
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(g.prop(&g.unit, "ActiveState"), "failed", "{}", g.name);
+    assert_eq!(g.prop(&g.unit, "ExecMainStatus"), "78");
+    assert_eq!(g.prop(&g.unit, "NRestarts"), restarts, "it was restarted");
+    let journal = g.journal(&g.unit);
+    let said: Vec<&str> = journal
+        .lines()
+        .filter(|l| l.contains("frobnicate"))
+        .collect();
+    assert!(
+        said.len() == 1 && said[0].contains(&format!("electd.conf:{}", lines + 1)),
+        "want one line naming the file's line: {said:?}"
+    );
+    g.write("/etc/electd/electd.conf", &good);
+    g.ok(&format!("systemctl start {}", g.unit));
+    c.settle(Duration::from_secs(20));
+    c.clock.say(&format!(
+        "server {}: a restart with a bad file failed once (status 78, not restarted), one journal line",
+        g.id
+    ));
 
     // The package's own life on a follower: an upgrade (a reinstall) restarts the
     // running unit and starts nothing else, remove stops it and keeps config and
@@ -1196,6 +1274,18 @@ fn debian_package_under_systemd() {
             "remove deleted {kept}"
         );
     }
+    // A reinstall after a remove runs as before (README, "Install"; issue 23, item 9):
+    // the enabled unit starts again, and nothing else does.
+    f.ok(&format!("dpkg -i {deb_in}"));
+    assert_eq!(
+        f.prop(&f.unit, "ActiveState"),
+        "active",
+        "a reinstall after remove left {} stopped",
+        f.unit
+    );
+    assert_eq!(f.prop("electd.service", "ActiveState"), "inactive");
+    c.settle(Duration::from_secs(20));
+    f.ok("dpkg -r electd");
     f.ok("dpkg -P electd");
     for gone in ["/etc/electd", "/var/lib/electd", link.as_str()] {
         assert!(
@@ -1208,7 +1298,7 @@ fn debian_package_under_systemd() {
     }
     f.ok("getent passwd electd");
     c.clock.say(&format!(
-        "server {}: upgrade restarted it, remove stopped it, purge cleaned up",
+        "server {}: upgrade restarted it, remove stopped it, a reinstall started it again, purge cleaned up",
         f.id
     ));
 }

@@ -5,7 +5,7 @@
 //! refused the new configuration), 2 an error (no daemon, refused connection, bad
 //! usage, an unknown `yield --to` id, unreadable answer).
 
-use electd::config::{Config, DEFAULT_PATH, DEFAULT_SOCKET, parse_duration};
+use electd::config::{DEFAULT_PATH, DEFAULT_SOCKET, closest, parse_duration, socket_in};
 use electd::control::{NOT_LEADER, connect_error, valid_group_name};
 use electd::json::{self, Value};
 use electd::supervise::{self, RunOptions};
@@ -71,6 +71,9 @@ Commands:
 Options:
   -s, --socket PATH the control socket (default: the 'socket' of
                     /etc/electd/electd.conf)
+  -c, --config PATH take the socket from this file instead
+  -i, --id ID       the socket of server ID in the file ({id} replaced), as
+                    electd --id ID (electd@ID.service) listens on
   -h, --help        print this help
 
 Exit status: 0 success; 1 a negative answer (is-leader, yield on a follower,
@@ -78,9 +81,25 @@ reload refused); 2 an error (no daemon, permission denied, bad usage).
 ";
 
 fn default_socket() -> PathBuf {
-    Config::load(Path::new(DEFAULT_PATH), None)
-        .map(|c| c.socket)
-        .unwrap_or_else(|_| PathBuf::from(DEFAULT_SOCKET))
+    socket_of(DEFAULT_PATH, None).unwrap_or_else(|_| PathBuf::from(DEFAULT_SOCKET))
+}
+
+/// The socket of server `id` (the file's `id` without one) in the file at `config`,
+/// `{id}` replaced: what `electd --config CONFIG --id ID` listens on, whatever its
+/// `socket` line (the template unit's reload).
+fn socket_of(config: &str, id: Option<&str>) -> Result<PathBuf, String> {
+    let id = match id {
+        Some(v) => Some(
+            v.parse::<u16>()
+                .map_err(|_| format!("--id {v}: not a server id"))?,
+        ),
+        None => None,
+    };
+    let text =
+        std::fs::read_to_string(config).map_err(|e| format!("{config}: cannot read: {e}"))?;
+    socket_in(&text, id).ok_or_else(|| {
+        format!("{config}: its socket has {{id}} and it has no id: give one with --id")
+    })
 }
 
 struct Conn {
@@ -410,12 +429,33 @@ fn run(socket: &Path, cmd: &str, rest: &[String]) -> Result<i32, String> {
             }
         }
         ("reload", []) => reload(socket),
+        _ if !COMMANDS.contains(&cmd) => Err(match closest(cmd, &COMMANDS) {
+            Some(c) => format!(
+                "unknown command '{cmd}' (did you mean '{c}'?); electctl --help lists the commands"
+            ),
+            None => format!("unknown command '{cmd}'; electctl --help lists the commands"),
+        }),
         _ => Err(format!(
             "unknown command or arguments: {cmd} {}\n{USAGE}",
             rest.join(" ")
         )),
     }
 }
+
+/// electctl's commands, for the "did you mean" of a mistyped one.
+const COMMANDS: [&str; 11] = [
+    "status",
+    "leader",
+    "is-leader",
+    "watch",
+    "elect",
+    "yield",
+    "drain",
+    "undrain",
+    "metrics",
+    "reload",
+    "run",
+];
 
 /// `yield` and `yield --to ID`: exit 1 when this server does not lead, 2 for an id
 /// that is not a number, not in the list, or this server's own.
@@ -581,6 +621,10 @@ fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(supervise::enforce::SUBCOMMAND) {
+        // `run`'s lease enforcer, started by `run` itself (not for people).
+        std::process::exit(supervise::enforce::main(&args[1..]));
+    }
     let mut opts = getopts::Options::new();
     opts.parsing_style(getopts::ParsingStyle::StopAtFirstFree);
     opts.optopt(
@@ -589,6 +633,13 @@ fn main() {
         "control socket (default: from /etc/electd/electd.conf)",
         "PATH",
     );
+    opts.optopt(
+        "c",
+        "config",
+        "the socket is this file's (default /etc/electd/electd.conf)",
+        "PATH",
+    );
+    opts.optopt("i", "id", "the socket of server ID in the file", "ID");
     opts.optflag("h", "help", "print this help");
     let m = match opts.parse(&args) {
         Ok(m) => m,
@@ -605,10 +656,23 @@ fn main() {
         eprintln!("electctl: no command\n{USAGE}");
         std::process::exit(2);
     };
-    let socket = m
-        .opt_str("socket")
-        .map(PathBuf::from)
-        .unwrap_or_else(default_socket);
+    let socket = match (m.opt_str("socket"), m.opt_str("config"), m.opt_str("id")) {
+        (Some(s), None, None) => PathBuf::from(s),
+        (Some(_), _, _) => {
+            eprintln!("electctl: --socket goes without --config and --id\n{USAGE}");
+            std::process::exit(2);
+        }
+        (None, None, None) => default_socket(),
+        (None, config, id) => {
+            match socket_of(config.as_deref().unwrap_or(DEFAULT_PATH), id.as_deref()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("electctl: {e}");
+                    std::process::exit(2);
+                }
+            }
+        }
+    };
     match run(&socket, cmd, rest) {
         Ok(code) => std::process::exit(code),
         Err(e) => {

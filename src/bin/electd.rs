@@ -118,11 +118,53 @@ fn init_logging(level: LevelFilter) {
     log::set_max_level(level);
 }
 
+/// `FILE:LINE` of the key-file line a key error `e` is about.
+fn key_place(cfg: &Config, e: &str) -> String {
+    let next = cfg
+        .key_file_next
+        .as_ref()
+        .is_some_and(|n| e.contains(&n.display().to_string()));
+    cfg.place(if next { "key-file-next" } else { "key-file" })
+}
+
+/// `--check-config` as root for the daemon's user `user` (the unit's, by default): the
+/// file must be readable by it (an error: the daemon could not start), and each check
+/// command runnable by it (a warning: the checks would fail, SPEC section 13).
+fn as_daemon_user(cfg: &Config, user: &User) -> Result<Vec<String>, String> {
+    if access::current().uid != 0 || user.uid == 0 {
+        return Ok(Vec::new());
+    }
+    let file = cfg.path.display();
+    access::can_as(&cfg.path, user, access::Can::Read).map_err(|e| {
+        format!(
+            "{file}: user {} cannot read it: {e}; electd, running as {0}, would not start",
+            user.name
+        )
+    })?;
+    let mut warnings = Vec::new();
+    let mut seen = Vec::new();
+    for c in cfg.groups.iter().filter_map(|g| g.check.as_ref()) {
+        let cmd = std::path::Path::new(&c.argv[0]);
+        if seen.contains(&c.line) || !cmd.is_absolute() || !cmd.exists() {
+            continue;
+        }
+        seen.push(c.line);
+        if let Err(e) = access::can_as(cmd, user, access::Can::Run) {
+            warnings.push(format!(
+                "{file}:{}: check {}: user {} cannot run it: {e}; checks will fail and this server will stay unhealthy",
+                c.line,
+                cmd.display(),
+                user.name
+            ));
+        }
+    }
+    Ok(warnings)
+}
+
 /// With `--id` (the template unit `electd@N` passes it, so that one file serves every
 /// instance on a host): a `socket` or `state` path without `{id}` is the same for every
-/// instance, which would then share one socket (and `electd@N`'s reload, which talks to
-/// /run/electd/electd-N.sock, would find nothing). Checked by loading the file as
-/// another server of the list.
+/// instance, which would then share one socket. Checked by loading the file as another
+/// server of the list.
 fn shared_path_warnings(cfg: &Config, id: Option<u16>) -> Vec<String> {
     let Some(other) = id.and_then(|_| cfg.servers.iter().map(|s| s.id).find(|&s| s != cfg.id))
     else {
@@ -175,7 +217,7 @@ fn check_host(cfg: &Config) -> Option<Vec<String>> {
     } = &cfg.transport
     {
         if let Err(e) = addr::multicast_interface(interface, cfg.family) {
-            eprintln!("electd: {file}: multicast {group}: {e}");
+            eprintln!("electd: {}: multicast {group}: {e}", cfg.place("multicast"));
             return None;
         }
     }
@@ -186,13 +228,17 @@ fn check_host(cfg: &Config) -> Option<Vec<String>> {
             Ok(true) => {}
             Ok(false) => {
                 eprintln!(
-                    "electd: {file}: metrics-listen {ml}: {} is not an address of this host: the daemon could not start",
+                    "electd: {}: metrics-listen {ml}: {} is not an address of this host: the daemon could not start",
+                    cfg.place("metrics-listen"),
                     ml.ip()
                 );
                 return None;
             }
             Err(e) => {
-                eprintln!("electd: {file}: metrics-listen {ml}: {e}");
+                eprintln!(
+                    "electd: {}: metrics-listen {ml}: {e}",
+                    cfg.place("metrics-listen")
+                );
                 return None;
             }
         }
@@ -206,7 +252,8 @@ fn check_host(cfg: &Config) -> Option<Vec<String>> {
         for (sid, a) in &addrs {
             if *sid != cfg.id && matches!(addr::is_local(a.ip()), Ok(false)) {
                 warnings.push(format!(
-                    "{file}: multicast {group} ttl 0 keeps datagrams on this host, but server {sid} ({a}) is not an address of this host: it would never hear this server's LEADs"
+                    "{}: multicast {group} ttl 0 keeps datagrams on this host, but server {sid} ({a}) is not an address of this host: it would never hear this server's LEADs",
+                    cfg.place("multicast")
                 ));
             }
         }
@@ -215,11 +262,35 @@ fn check_host(cfg: &Config) -> Option<Vec<String>> {
     let root = unsafe { libc::geteuid() } == 0;
     if let Some(ml) = cfg.metrics_listen.filter(|m| m.port() < 1024 && !root) {
         warnings.push(format!(
-            "{file}: metrics-listen {ml}: port {} is below 1024, which needs CAP_NET_BIND_SERVICE (the unit grants none): use a port above 1023",
+            "{}: metrics-listen {ml}: port {} is below 1024, which needs CAP_NET_BIND_SERVICE (the unit grants none): use a port above 1023",
+            cfg.place("metrics-listen"),
             ml.port()
         ));
     }
     Some(warnings)
+}
+
+/// The exit status of a daemon that refuses its configuration (sysexits' EX_CONFIG):
+/// the units do not restart it for this status (RestartPreventExitStatus=78), since
+/// only an edit can help.
+const EXIT_CONFIG: i32 = 78;
+
+/// Reports a configuration the daemon refuses: `--check-config` exits 1 as it always
+/// did; a daemon says, in one line (an error under journald), what to do, and exits 78.
+fn refused(check: bool, why: &str) -> i32 {
+    if check {
+        eprintln!("electd: {why}");
+        return 1;
+    }
+    let err = if std::env::var_os("JOURNAL_STREAM").is_some() {
+        "<3>"
+    } else {
+        ""
+    };
+    eprintln!(
+        "{err}electd: {why}; not started: fix the file, check it with electd --check-config, then start electd again (exit status {EXIT_CONFIG}: systemd does not restart it)"
+    );
+    EXIT_CONFIG
 }
 
 fn main() {
@@ -339,16 +410,13 @@ fn run() -> i32 {
         }
     }
     let path = PathBuf::from(m.opt_str("config").unwrap_or_else(|| DEFAULT_PATH.into()));
+    let check = m.opt_present("check-config");
     let cfg = match Config::load(&path, id) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("electd: {e}");
-            return 1;
-        }
+        Err(e) => return refused(check, &e.to_string()),
     };
     if let Err(e) = electd::auth::load_keys(cfg.key_file.as_deref(), cfg.key_file_next.as_deref()) {
-        eprintln!("electd: {}: {e}", path.display());
-        return 1;
+        return refused(check, &format!("{}: {e}", key_place(&cfg, &e)));
     }
     if m.opt_present("check-config") {
         let (reader, note) = match key_reader(m.opt_str("as-user")) {
@@ -359,9 +427,16 @@ fn run() -> i32 {
             }
         };
         if let Err((code, e)) = check_key_access(&cfg, &reader) {
-            eprintln!("electd: {}: {e}", path.display());
+            eprintln!("electd: {}: {e}", key_place(&cfg, &e));
             return code;
         }
+        let run_warnings = match as_daemon_user(&cfg, &reader) {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("electd: {e}");
+                return 1;
+            }
+        };
         let Some(host_warnings) = check_host(&cfg) else {
             return 1;
         };
@@ -372,6 +447,7 @@ fn run() -> i32 {
             .into_iter()
             .chain(host_warnings)
             .chain(shared)
+            .chain(run_warnings)
         {
             eprintln!("electd: warning: {w}");
         }
@@ -408,6 +484,10 @@ fn run() -> i32 {
             .or(env_level)
             .unwrap_or(LevelFilter::Info),
     );
+    // What --check-config warns about, in the log of every start.
+    for w in cfg.warnings() {
+        log::warn!("{w}");
+    }
     let mut daemon = match Daemon::start(cfg, id, cli_level) {
         Ok(d) => d,
         Err(e) => {

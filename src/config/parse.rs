@@ -45,6 +45,17 @@ pub(super) fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// The candidate closest to `word` (a typo's edit distance, at most 2), if any: the
+/// "did you mean" of the configuration and of electctl's commands.
+pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (edit_distance(word, c), *c))
+        .min()
+        .filter(|&(d, _)| d <= 2)
+        .map(|(_, c)| c)
+}
+
 pub(super) fn suggest(word: &str) -> String {
     let best = DIRECTIVES
         .iter()
@@ -59,6 +70,28 @@ pub(super) fn suggest(word: &str) -> String {
 /// Expands `{id}` in a path.
 pub(super) fn expand(path: &str, id: u16) -> PathBuf {
     PathBuf::from(path.replace("{id}", &id.to_string()))
+}
+
+/// The control socket that configuration `text` names for server `id` (the file's
+/// `id` line without one), read leniently: only its `socket` and `id` lines count, so
+/// a file the daemon would refuse (one being reloaded) still names the socket of the
+/// daemon that runs. None when the socket has `{id}` and no id is known.
+pub fn socket_in(text: &str, id: Option<u16>) -> Option<PathBuf> {
+    let mut socket = None;
+    let mut file_id = None;
+    for line in text.lines() {
+        let mut w = line.split('#').next().unwrap_or("").split_whitespace();
+        match (w.next(), w.next()) {
+            (Some("socket"), Some(p)) if socket.is_none() => socket = Some(p.to_string()),
+            (Some("id"), Some(v)) if file_id.is_none() => file_id = v.parse::<u16>().ok(),
+            _ => {}
+        }
+    }
+    let socket = socket.unwrap_or_else(|| super::DEFAULT_SOCKET.to_string());
+    match id.or(file_id) {
+        Some(id) => Some(expand(&socket, id)),
+        None => (!socket.contains("{id}")).then(|| PathBuf::from(socket)),
+    }
 }
 
 #[derive(Default)]

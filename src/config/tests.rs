@@ -121,24 +121,33 @@ fn errors_name_file_line_and_problem() {
             "socket-mode 999",
             "electd.conf:15: '999' is not an octal mode like 0660",
         ),
-        ("rtt 2s", "electd.conf: rtt must be shorter than heartbeat"),
+        (
+            "rtt 2s",
+            "electd.conf:15: 'rtt' is given twice (first on line 8): keep one",
+        ),
         (
             "max-hold 2s",
-            "electd.conf: heartbeat * missed-heartbeats must not exceed max-hold (in whole milliseconds, rounded up, as a LEAD carries it)",
+            "electd.conf:15: heartbeat * missed-heartbeats must not exceed max-hold (in whole milliseconds, rounded up, as a LEAD carries it)",
         ),
         (
             "max-hold 2000h",
-            "electd.conf: max-hold must be at most 49 days",
+            "electd.conf:15: max-hold must be at most 49 days",
         ),
         (
             "id 9",
-            "electd.conf:15: this server's id 9 is not in the server list",
+            "electd.conf:15: 'id' is given twice (first on line 5): keep one",
         ),
     ];
     for (line, want) in cases {
         let text = format!("{GOOD}{line}\n");
         assert_eq!(parse(&text).unwrap_err().to_string(), want, "{line}");
     }
+    assert_eq!(
+        parse(&GOOD.replace("id 1", "id 9"))
+            .unwrap_err()
+            .to_string(),
+        "electd.conf:5: this server's id 9 is not in the server list"
+    );
     assert_eq!(
         parse("server 1 1.2.3.4:5\nid 1\nunicast\n")
             .unwrap_err()
@@ -974,4 +983,92 @@ fn durations() {
     for bad in ["", "s", "1x", "-1s", "1e9h", "1..2s"] {
         assert!(parse_duration(bad).is_err(), "{bad}");
     }
+}
+
+/// Issue 23, item 3: a scalar directive given twice, `unicast` with `multicast`, a
+/// list of witnesses only, and the timing and key rules are refused with the line to
+/// fix (the last of the lines a rule involves).
+#[test]
+fn repeats_both_transports_only_witnesses_and_timings_name_their_line() {
+    let appended = [
+        (
+            "heartbeat 2s",
+            "electd.conf:15: 'heartbeat' is given twice (first on line 7): keep one",
+        ),
+        (
+            "unicast",
+            "electd.conf:15: 'unicast' and 'multicast' (line 6) together: choose one transport",
+        ),
+        (
+            "multicast 239.1.1.1:7400 interface eth1",
+            "electd.conf:15: 'multicast' is given twice (first on line 6): keep one",
+        ),
+        (
+            "socket /tmp/other.sock",
+            "electd.conf:15: 'socket' is given twice (first on line 11): keep one",
+        ),
+        (
+            "max-hold 2s",
+            "electd.conf:15: heartbeat * missed-heartbeats must not exceed max-hold (in whole milliseconds, rounded up, as a LEAD carries it)",
+        ),
+        (
+            "key-file-next /etc/electd/key.new",
+            "electd.conf:15: key-file-next needs key-file",
+        ),
+    ];
+    for (line, want) in appended {
+        let text = format!("{GOOD}{line}\n");
+        assert_eq!(parse(&text).unwrap_err().to_string(), want, "{line}");
+    }
+    let replaced = [
+        (
+            "rtt 100ms",
+            "rtt 2s",
+            "electd.conf:8: rtt must be shorter than heartbeat",
+        ),
+        (
+            "missed-heartbeats 3",
+            "missed-heartbeats 1",
+            "electd.conf:9: missed-heartbeats must be between 2 and 100",
+        ),
+        (
+            "heartbeat 1s",
+            "heartbeat 5ms",
+            "electd.conf:7: heartbeat must be at least 10ms",
+        ),
+        (
+            "name b1 priority 10",
+            "name b1 priority 10 witness\nserver 4 10.0.4.14:7400 witness",
+            "",
+        ),
+    ];
+    for (from, to, want) in replaced {
+        let text = GOOD.replace(from, to);
+        match parse(&text) {
+            Err(e) => assert_eq!(e.to_string(), want, "{to}"),
+            Ok(_) => assert!(want.is_empty(), "{to}: accepted"),
+        }
+    }
+    let witnesses = GOOD
+        .replace("name a1", "name a1 witness")
+        .replace("priority 10", "priority 10 witness");
+    assert_eq!(
+        parse(&witnesses).unwrap_err().to_string(),
+        "electd.conf:2: every server is a witness: none can lead (a witness only votes); \
+         drop 'witness' from at least one"
+    );
+    // Servers repeat; a group's own directives are once per group.
+    let groups = format!("{GOOD}group a\nprefer 1 2\ngroup b\nprefer 2 1\n");
+    assert!(parse(&groups).is_ok(), "{:?}", parse(&groups).err());
+    let twice = format!("{GOOD}group a\nprefer 1 2\nprefer 2 1\n");
+    assert_eq!(
+        parse(&twice).unwrap_err().to_string(),
+        "electd.conf:17: 'prefer' is given twice in group 'a' (first on line 16)"
+    );
+    // The lines stay known for the checks made later (the host's, the daemon's).
+    let c = parse(GOOD).unwrap();
+    assert_eq!(c.line_of("multicast"), Some(6));
+    assert_eq!(c.line_of("metrics-listen"), None);
+    assert_eq!(c.place("multicast"), "electd.conf:6");
+    assert_eq!(c.place("key-file"), "electd.conf");
 }

@@ -105,23 +105,10 @@ impl Daemon {
         self.drive(|h, now| h.handle_write_done(now, r))
     }
 
-    /// Waits until every write asked for so far is durable and confirmed (`drain`,
-    /// which answers only then). Waits on the disk: used only where a request's answer
-    /// must say that its change is on disk.
-    pub(super) fn wait_for_writes(&mut self) -> Result<(), Fatal> {
-        // Bounded: each pass confirms a write; a confirmation queues at most a few more.
-        for _ in 0..8 {
-            if self.host.write_in_flight() {
-                let r = self.writer.wait_result();
-                self.write_done(r)?;
-            } else {
-                self.flush_node()?;
-            }
-            if !self.host.write_pending() {
-                break;
-            }
-        }
-        Ok(())
+    /// The number of the write that will hold everything asked for so far: a write
+    /// counts as done once the host's `state_writes` reaches it (`Host::write_holding_all`).
+    pub(super) fn write_holding_all(&self) -> u64 {
+        self.host.write_holding_all()
     }
 
     /// An event of group `g`'s core, after the flush that made it (the host logged

@@ -17,6 +17,8 @@ pub(super) struct GroupMetrics {
     pub(super) last_handoff_wait_ms: u64,
     /// Changes of `health` (ok, failing, unknown).
     pub(super) health_changes: u64,
+    /// Changes of leader, once each, by cause (`electd_leader_changes_total`).
+    pub(super) leader_changes: super::metrics::LeaderChanges,
 }
 
 /// One election group's runtime.

@@ -13,6 +13,114 @@ pub(super) struct Metrics {
     pub(super) datagrams_sent: u64,
     pub(super) sent_bytes: u64,
     pub(super) send_errors: u64,
+    /// True while no datagram from any other server has arrived for the hold, after
+    /// the start or since the last one (said once when it begins and once when it ends).
+    pub(super) hears_nobody: bool,
+}
+
+/// Why a group's leader changed, as seen by this server: the `cause` label of
+/// `electd_leader_changes_total`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Cause {
+    /// The first leader this server learned of since it started.
+    Start,
+    /// The old leader resigned (a planned handoff: yield, SIGTERM, health, drain,
+    /// preempt): it was heard within a heartbeat of its leadership ending here, or it
+    /// is this server and it began a handover.
+    Handover,
+    /// The old leader's lease ran out unannounced (a crash, a freeze, a partition).
+    Failover,
+}
+
+impl Cause {
+    const ALL: [Cause; 3] = [Cause::Start, Cause::Handover, Cause::Failover];
+
+    fn name(self) -> &'static str {
+        match self {
+            Cause::Start => "start",
+            Cause::Handover => "handover",
+            Cause::Failover => "failover",
+        }
+    }
+}
+
+/// One group's changes of leader, counted once per change: a handover (leader, then
+/// none, then the successor) is one change, a re-election of the same leader none.
+/// The core's `leader_changes` counts each step (two per handover) and is left as is.
+#[derive(Debug, Default)]
+pub(super) struct LeaderChanges {
+    counts: [u64; 3],
+    /// The last leader known here, kept while no leader is known.
+    last: Option<u16>,
+    /// Why `last` stopped leading here, once it has.
+    ended: Option<Cause>,
+    /// The handovers this server had begun when it last became leader.
+    handovers_at_lead: u64,
+}
+
+impl LeaderChanges {
+    /// True when `leader` is the leader already noted (nothing to count).
+    pub(super) fn is_current(&self, leader: Option<u16>) -> bool {
+        match leader {
+            Some(l) => self.ended.is_none() && self.last == Some(l),
+            None => self.last.is_none() || self.ended.is_some(),
+        }
+    }
+
+    /// Notes that the group's known leader is now `leader`. `me` is this server,
+    /// `handovers` the handovers it has begun so far, `heard_ago(id)` how long ago a
+    /// peer was last heard, `heartbeat` the leader's LEAD interval.
+    pub(super) fn observe(
+        &mut self,
+        leader: Option<u16>,
+        me: u16,
+        handovers: u64,
+        heard_ago: impl Fn(u16) -> Option<Duration>,
+        heartbeat: Duration,
+    ) {
+        if let Some(old) = self
+            .last
+            .filter(|&l| Some(l) != leader && self.ended.is_none())
+        {
+            // A live leader is heard every heartbeat; a RESIGN was heard just now; a
+            // crashed one's followers give up only after its hold (K >= 2 heartbeats).
+            let resigned = if old == me {
+                handovers > self.handovers_at_lead
+            } else {
+                heard_ago(old).is_some_and(|ago| ago < heartbeat)
+            };
+            self.ended = Some(if resigned {
+                Cause::Handover
+            } else {
+                Cause::Failover
+            });
+        }
+        let Some(new) = leader else {
+            return;
+        };
+        if self.last == Some(new) && self.ended.is_none() {
+            return;
+        }
+        match self.last {
+            None => self.counts[Cause::Start as usize] += 1,
+            Some(old) if old != new => {
+                self.counts[self.ended.unwrap_or(Cause::Failover) as usize] += 1;
+            }
+            Some(_) => {}
+        }
+        if new == me {
+            self.handovers_at_lead = handovers;
+        }
+        self.last = Some(new);
+        self.ended = None;
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped (text format 0.0.4).
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Appends one metric family: HELP, TYPE, then a sample per (labels, value). A
@@ -70,6 +178,71 @@ impl Daemon {
         rows
     }
 
+    /// Counts a change of group `g`'s leader (once per change, with its cause): called
+    /// with each new view.
+    pub(super) fn note_leader(&mut self, g: usize, leader: Option<u16>) {
+        if self.groups[g].metrics.leader_changes.is_current(leader) {
+            return;
+        }
+        let me = self.cfg.id;
+        let heartbeat = self.cfg.heartbeat;
+        let now = boot_now();
+        let node = &self.host.group(g).node;
+        let handovers = node.counters().handovers.iter().sum();
+        let group = &mut self.groups[g];
+        let heard_ago = |id: u16| {
+            node.peers()
+                .find(|&(p, _)| p == id)
+                .and_then(|(_, t)| t)
+                .map(|t| now.saturating_since(t))
+        };
+        group
+            .metrics
+            .leader_changes
+            .observe(leader, me, handovers, heard_ago, heartbeat);
+    }
+
+    /// Says once, as a warning, that this server hears nobody: no datagram from any
+    /// other server for missed-heartbeats x heartbeat after the start or since the last
+    /// one (wrong addresses, a firewall, another cluster name or key); and once, when
+    /// one arrives, whom it hears again (issue 23). True when that changed (STATUS=).
+    pub(super) fn check_hearing(&mut self) -> bool {
+        let others = self.cfg.servers.len().saturating_sub(1);
+        if others == 0 {
+            return false;
+        }
+        let now = boot_now();
+        let hold = self.cfg.heartbeat * self.cfg.missed_heartbeats;
+        let heard = self.peers_heard();
+        let last = heard.iter().filter_map(|&(_, t)| t).max();
+        let deaf = match last {
+            Some(t) => now.saturating_since(t) >= hold,
+            None => self.started.elapsed() >= hold,
+        };
+        if deaf == self.metrics.hears_nobody {
+            return false;
+        }
+        self.metrics.hears_nobody = deaf;
+        if deaf {
+            let since = match last {
+                Some(t) => format!("for {:.1}s", now.saturating_since(t).as_secs_f64()),
+                None => "since it started".into(),
+            };
+            warn!(
+                "this server hears no other server: no datagram from any of the {others} other servers {since} (missed-heartbeats x heartbeat is {hold:?}): check the server addresses, firewalls, and that every server has the same cluster name, server list and key"
+            );
+        } else {
+            let ids: Vec<String> = heard
+                .iter()
+                .filter(|&&(_, t)| t.is_some_and(|t| now.saturating_since(t) < hold))
+                .map(|(id, _)| format!("{id} ({})", self.cfg.name_of(*id)))
+                .collect();
+            let which = if ids.len() == 1 { "server" } else { "servers" };
+            info!("this server hears {which} {} again", ids.join(", "));
+        }
+        true
+    }
+
     pub(super) fn metrics_text(&self) -> String {
         let now = boot_now();
         let m = &self.metrics;
@@ -116,6 +289,22 @@ impl Daemon {
         for (name, help, f) in gauges {
             family(&mut s, "gauge", name, help, &self.per_group(f));
         }
+        // Wall clock, as Prometheus's time() is: now plus the lease left here.
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        family(
+            &mut s,
+            "gauge",
+            "lease_expiry_timestamp_seconds",
+            "When this server's lease of the group ends, in Unix seconds (wall clock: now plus the lease left); 0 while it does not lead.",
+            &self.per_group(|_, i| match status(i).lease_until {
+                Some(until) if status(i).role == Role::Leader => {
+                    format!("{:.3}", (wall + until.saturating_since(now)).as_secs_f64())
+                }
+                _ => "0".into(),
+            }),
+        );
         family(
             &mut s,
             "gauge",
@@ -123,12 +312,7 @@ impl Daemon {
             "How long the group's last planned handoff's RESIGN waited, in seconds.",
             &self.per_group(|g, _| format!("{:.3}", g.metrics.last_handoff_wait_ms as f64 / 1e3)),
         );
-        let counters: [GroupMetric<u64>; 13] = [
-            (
-                "leader_changes",
-                "Changes of the known leader (as seen here).",
-                &|_, i| node(i).counters().leader_changes,
-            ),
+        let counters: [GroupMetric<u64>; 12] = [
             (
                 "role_changes",
                 "Changes of the reported role or leader.",
@@ -205,6 +389,18 @@ impl Daemon {
         family(
             &mut s,
             "counter",
+            "leader_changes",
+            "Changes of the group's leader as seen here, once per change (a handover counts one), by cause: start (the first leader known since this server started), handover (the old leader resigned), failover (its lease ran out unannounced).",
+            &self.per_group_by("cause", |g, _| {
+                Cause::ALL
+                    .iter()
+                    .map(|&c| (c.name(), g.metrics.leader_changes.counts[c as usize]))
+                    .collect()
+            }),
+        );
+        family(
+            &mut s,
+            "counter",
             "handovers",
             "Handovers this leader began, by reason (yield includes SIGTERM).",
             &self.per_group_by("reason", |_, i| {
@@ -218,6 +414,35 @@ impl Daemon {
                 .map(|&h| (h.name(), node(i).counters().handovers[h as usize]))
                 .collect()
             }),
+        );
+        family(
+            &mut s,
+            "gauge",
+            "server_info",
+            "This server: its id and name in the server list, its cluster and electd's version; always 1.",
+            &[(
+                format!(
+                    "id=\"{}\",name=\"{}\",cluster=\"{}\",version=\"{}\"",
+                    self.cfg.id,
+                    label(&self.cfg.name_of(self.cfg.id)),
+                    label(&self.cfg.cluster),
+                    env!("CARGO_PKG_VERSION")
+                ),
+                "1".into(),
+            )],
+        );
+        let hold = self.cfg.heartbeat * self.cfg.missed_heartbeats;
+        let heard = self
+            .peers_heard()
+            .into_iter()
+            .filter(|&(_, t)| t.is_some_and(|t| now.saturating_since(t) < hold))
+            .count();
+        family(
+            &mut s,
+            "gauge",
+            "peers_heard",
+            "Servers heard from within missed-heartbeats x heartbeat; 0: this server hears nobody.",
+            &one(heard),
         );
         let cluster: [(&str, &str, &str, String); 9] = [
             (

@@ -174,6 +174,8 @@ pub struct Daemon {
     /// Since when the writer thread has had the host's write, and whether its
     /// slowness was logged (one write at a time).
     write_since: Option<(Instant, bool)>,
+    /// `drain`/`undrain` requests applied and answered once their write is durable.
+    pending_drains: Vec<requests::PendingDrain>,
 }
 
 impl Daemon {
@@ -368,6 +370,7 @@ impl Daemon {
             notifier,
             config_refused: None,
             http,
+            pending_drains: Vec::new(),
             writer,
             write_since: None,
         })
@@ -453,6 +456,7 @@ impl Daemon {
                 }
             }
             self.take_write_result()?;
+            self.answer_drains();
             self.on_timeouts()?;
             // Bounded: the rest stays buffered for the next wakeup (finding 7).
             for (slot, req) in self.control.take_requests(Instant::now()) {

@@ -73,7 +73,8 @@ impl Daemon {
     /// The reload itself: everything is checked before anything is applied, so a
     /// refusal changes nothing. Applies timers, keys (rotation, not on or off), the
     /// check, `preempt-delay`, hooks and log level; refuses a change of the cluster
-    /// name, server list, priorities, id, transport, socket, socket mode or state path.
+    /// name, server list, priorities, id, transport, socket, socket mode or state path,
+    /// and timers that leave a connected supervisor's grace no room (SPEC 11).
     pub(super) fn try_reload(&mut self) -> Result<(), String> {
         let new = Config::load(&self.cfg.path, self.id_override).map_err(|e| e.to_string())?;
         if new.fingerprint() != self.cfg.fingerprint() {
@@ -140,6 +141,10 @@ impl Daemon {
                 return Err(e.to_string());
             }
         }
+        if let Err(e) = self.graces_fit(new.rtt) {
+            restore(&mut self.host, self.groups.len());
+            return Err(e);
+        }
         for g in 0..self.groups.len() {
             if let Err(e) = self.groups[g]
                 .checks
@@ -204,6 +209,42 @@ impl Daemon {
             new.heartbeat, new.rtt, new.missed_heartbeats
         );
         self.cfg = new;
+        Ok(())
+    }
+
+    /// SPEC 11: a reload may not leave a connected supervisor's `--grace` no room in
+    /// the lease (with the timers just set and round-trip bound `rtt`): `electctl run`
+    /// could then never run its command. Err names the first such supervisor and the
+    /// largest grace that fits.
+    pub(super) fn graces_fit(&self, rtt: std::time::Duration) -> Result<(), String> {
+        use crate::supervise::{Timers, check_grace, max_grace};
+        for (g, group) in self.groups.iter().enumerate() {
+            let t = Timers {
+                lease_len: self.host.group(g).node.lease_len(),
+                heartbeat: self.host.group(g).node.heartbeat(),
+                rtt,
+            };
+            let tag = if self.cfg.has_groups() {
+                format!(" of group {}", group.name)
+            } else {
+                String::new()
+            };
+            for (slot, pid, grace) in self.control.supervisor_graces(g) {
+                if check_grace(grace, &t).is_ok() {
+                    continue;
+                }
+                let who = pid.map_or(String::new(), |p| format!(" (pid {p})"));
+                return Err(format!(
+                    "the new timers leave no room for the --grace {}ms of the supervisor `electctl run`{who} on control client {slot}{tag}: the new lease lasts {} ms, renewed every {} ms with acknowledgements within {} ms, so the largest grace that fits is {} ms; lower that supervisor's --grace to {}ms or less (and restart it) first, or choose longer timers",
+                    grace.as_millis(),
+                    t.budget_lease().as_millis(),
+                    t.heartbeat.as_millis(),
+                    t.rtt.as_millis(),
+                    max_grace(&t).as_millis(),
+                    max_grace(&t).as_millis(),
+                ));
+            }
+        }
         Ok(())
     }
 

@@ -20,7 +20,7 @@ pub(super) fn yield_target(cfg: &Config, id: u64) -> Result<u16, String> {
 impl Daemon {
     pub(super) fn answer(&mut self, slot: usize, req: Request) -> Result<(), Fatal> {
         let line = match req {
-            Request::Supervise(g) => {
+            Request::Supervise(g, grace) => {
                 // A supervisor guards one group's lease: it must be named when there
                 // are several.
                 let g = match self.group_index(g.as_deref()) {
@@ -30,7 +30,7 @@ impl Daemon {
                         return Ok(());
                     }
                 };
-                if let Err(e) = self.control.supervise(slot, g) {
+                if let Err(e) = self.control.supervise(slot, g, grace) {
                     self.control.reply(slot, &error_line(&e));
                     return Ok(());
                 }
@@ -90,11 +90,11 @@ impl Daemon {
                 Err(e) => error_line(&e),
             },
             Request::Drain(g) => match self.groups_of(g.as_deref()) {
-                Ok(gs) => self.drain(&gs, true)?,
+                Ok(gs) => return self.drain(slot, gs, true),
                 Err(e) => error_line(&e),
             },
             Request::Undrain(g) => match self.groups_of(g.as_deref()) {
-                Ok(gs) => self.drain(&gs, false)?,
+                Ok(gs) => return self.drain(slot, gs, false),
                 Err(e) => error_line(&e),
             },
             Request::Health(report) => match self.control.set_supervisor_health(slot, report) {
@@ -178,14 +178,13 @@ impl Daemon {
         ))
     }
 
-    /// `drain` and `undrain` of the groups `gs` (SPEC section 13): answered once the
-    /// state file holds the new value (`wait_for_writes`). A
-    /// drained leader hands over only when another server is known fit; until then it
-    /// leads on, and says so. One group: the answer it always had; several: one object
-    /// per group in `groups`.
-    pub(super) fn drain(&mut self, gs: &[usize], drain: bool) -> Result<String, Fatal> {
+    /// `drain` and `undrain` of the groups `gs` (SPEC section 13) for client `slot`:
+    /// applied now, answered once the state file holds the new value. The loop never
+    /// waits for that write (SPEC section 12): the answer is held in the control socket
+    /// and sent by `answer_drains` when the write has landed. A drained leader hands
+    /// over only when another server is known fit; until then it leads on, and says so.
+    pub(super) fn drain(&mut self, slot: usize, gs: Vec<usize>, drain: bool) -> Result<(), Fatal> {
         let now = boot_now();
-        let several = self.cfg.has_groups();
         let before: Vec<(bool, u64)> = gs
             .iter()
             .map(|&g| {
@@ -201,10 +200,44 @@ impl Daemon {
             }
         }
         self.flush_node()?;
-        // The answer says the drain is on disk: the one request that waits for a write.
-        self.wait_for_writes()?;
+        if let Some(reply) = self.control.hold(slot) {
+            // Bounded by the clients: one held request per connection.
+            self.pending_drains.push(PendingDrain {
+                reply,
+                gs,
+                drain,
+                before,
+                write: self.write_holding_all(),
+            });
+        }
+        self.answer_drains();
+        Ok(())
+    }
+
+    /// Sends the held answers of `drain`/`undrain` whose value is now on disk.
+    pub(super) fn answer_drains(&mut self) {
+        let mut i = 0;
+        while i < self.pending_drains.len() {
+            // The write that held the new value has finished. (Not "the durable value
+            // equals the request": a later `undrain` may overwrite it before it is
+            // written, and the first answer would then wait for ever.)
+            if self.host.metrics().state_writes < self.pending_drains[i].write {
+                i += 1;
+                continue;
+            }
+            let p = self.pending_drains.swap_remove(i);
+            let line = self.drain_answer(&p);
+            self.control.reply_held(p.reply, &line);
+        }
+    }
+
+    /// The answer to a `drain`/`undrain` whose value is durable. One group: the
+    /// answer it always had; several: one object per group in `groups`.
+    fn drain_answer(&self, p: &PendingDrain) -> String {
+        let (gs, drain, before) = (&p.gs, p.drain, &p.before);
+        let several = self.cfg.has_groups();
         let mut parts = Vec::new();
-        for (&g, &(changed, handoffs)) in gs.iter().zip(&before) {
+        for (&g, &(changed, handoffs)) in gs.iter().zip(before.iter()) {
             let group = &self.groups[g];
             let tag = group.tag(several);
             if changed && drain {
@@ -239,7 +272,7 @@ impl Daemon {
                 node.status(boot_now()).role.name()
             ));
         }
-        Ok(if several {
+        if several {
             let groups: Vec<String> = gs
                 .iter()
                 .zip(&parts)
@@ -248,8 +281,19 @@ impl Daemon {
             format!("{{\"ok\":true,\"groups\":[{}]}}\n", groups.join(","))
         } else {
             format!("{{\"ok\":true,{}}}\n", parts[0])
-        })
+        }
     }
+}
+
+/// A `drain`/`undrain` applied and waiting for its write before it is answered.
+pub(super) struct PendingDrain {
+    reply: crate::control::HeldReply,
+    gs: Vec<usize>,
+    drain: bool,
+    /// Per group: whether the request changed it, and its handoff count before.
+    before: Vec<(bool, u64)>,
+    /// The write that holds the new value (see `write_holding_all`).
+    write: u64,
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ impl Daemon {
         if notify && self.cfg.has_groups() {
             self.all_dirty = true;
         }
+        let notify = self.check_hearing() || notify;
         if notify {
             self.notifier.send(&self.status_text());
         }
@@ -66,6 +67,7 @@ impl Daemon {
     /// Reports group `g`'s change, if any; true when more than the lease changed.
     fn report_group(&mut self, g: usize) -> bool {
         let view = self.view_of(g);
+        self.note_leader(g, view.leader);
         let several = self.cfg.has_groups();
         let group = &mut self.groups[g];
         let old = group.view;
@@ -79,8 +81,13 @@ impl Daemon {
                 .hooks
                 .transition(view.role, view.leader, view.term, view.health.name());
         }
-        if view.role != old.role || view.leader != old.leader {
-            group.metrics.role_changes += 1;
+        let changed = view.role != old.role || view.leader != old.leader;
+        // A new term with the same leader (a re-election: the fencing token changed)
+        // is logged too.
+        if changed || view.term != old.term {
+            if changed {
+                group.metrics.role_changes += 1;
+            }
             let leader = view.leader.map_or("none".to_string(), |l| {
                 format!("{l} ({})", self.cfg.name_of(l))
             });
@@ -176,6 +183,9 @@ impl Daemon {
             if drained > 0 {
                 write!(s, ", {drained} drained").expect("write to String");
             }
+        }
+        if self.metrics.hears_nobody {
+            s.push_str("; hears no other server");
         }
         if let Some(why) = &self.config_refused {
             // The operator must know the file on disk is not what runs.

@@ -130,6 +130,7 @@ impl Host {
             states.extend(state.map(|s| (i, s)));
         }
         self.extra_dirty = false;
+        self.writes_submitted += 1;
         self.write = Some(StateWrite {
             groups: all,
             extra: self.extra.clone(),

@@ -148,6 +148,8 @@ pub struct Host {
     /// `extra` changed (a peer's boot, a new boot of ours) and is not yet in a write.
     extra_dirty: bool,
     send_seq: u32,
+    /// Writes handed out so far (`metrics.state_writes` counts those confirmed).
+    writes_submitted: u64,
     /// Per group: may a RESIGN leave as soon as its core asks (no supervisor to wait for).
     release_gate: Vec<bool>,
     outbox: Vec<(Dest, wire::Entry)>,
@@ -199,6 +201,7 @@ impl Host {
             extra,
             extra_dirty: false,
             send_seq: 0,
+            writes_submitted: 0,
             release_gate: vec![false; n],
             outbox: Vec::new(),
             transmits: VecDeque::new(),
@@ -333,6 +336,19 @@ impl Host {
             || self.write.is_some()
             || self.extra_dirty
             || self.groups.iter().any(|g| g.want.is_some())
+    }
+
+    /// The number of the write that will hold everything asked for so far: a write
+    /// counts as done once `metrics().state_writes` reaches it (writes finish in the
+    /// order they are handed out, one at a time). Zero when nothing is pending.
+    pub fn write_holding_all(&self) -> u64 {
+        if !self.write_pending() {
+            0
+        } else if self.extra_dirty || self.groups.iter().any(|g| g.want.is_some()) {
+            self.writes_submitted + 1
+        } else {
+            self.writes_submitted
+        }
     }
 
     /// True while a write handed out has not been reported done.

@@ -17,7 +17,17 @@
 //!   `lease_len - heartbeat - rtt` (see [`check_grace`]); then the command is never
 //!   stopped spuriously in steady state and a planned stop always gets the whole grace.
 //! - `--poll` is only the reconnect interval and the longest silence before the daemon
-//!   is asked again: no value is unsafe.
+//!   is asked again (at least [`IDLE_ASK`] while this server does not lead, and a
+//!   follower confirms only after a leader line: an idle `run` costs its daemon at most
+//!   one request a second): no value is unsafe.
+//! - Whatever stalls this process (SIGSTOP, a debugger, a blocked write), the lease end
+//!   is also enforced by a process of its own started beside each command
+//!   ([`enforce`]); if that process dies, the command is stopped at once. Log lines
+//!   never block ([`log`]), and signals are sent before the lines that tell of them.
+//! - A grace that stops fitting the daemon's lease (it restarted with shorter timers)
+//!   is logged once, loudly, and reported as `health failing` on the connection, so
+//!   the lease moves where a command can run. The grace is announced in the
+//!   `supervise` request, so the daemon refuses a reload that would do it (SPEC 11).
 //!
 //! A command that exits while this server still leads is restarted with a doubling
 //! backoff (0.1 s, 0.2 s, 0.4 s, ... 10 s). ELECTD_TERM holds the term the command was
@@ -31,8 +41,12 @@
 //! last one). The report belongs to the connection: after a reconnect it is sent
 //! again, and a supervisor that dies takes it with it.
 
+pub mod enforce;
+pub mod log;
+
 use crate::json::{self, Value};
 use crate::time::boot_now;
+use enforce::Enforcer;
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -42,6 +56,13 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
+
+/// A log line of `run` (`electctl run: ...`), through the queue that never blocks.
+macro_rules! say {
+    ($($t:tt)*) => {
+        log::say(&format!($($t)*))
+    };
+}
 
 /// How long before the lease end the command is SIGKILLed; SIGTERM comes this plus the
 /// grace before it. Covers signal delivery, the kernel reaping a process group, and
@@ -78,12 +99,20 @@ pub struct RunOptions {
 }
 
 /// The request that registers a supervisor (of a group's lease, when one is named).
+/// It carries the grace (`grace_ms=N`), so the daemon can refuse a reload that would
+/// leave it no room in the lease (SPEC 11).
 fn supervise_request(opts: &RunOptions) -> String {
+    let grace_ms = opts.grace.as_millis();
     match &opts.group {
-        Some(g) => format!("supervise {g}\n"),
-        None => "supervise\n".to_string(),
+        Some(g) => format!("supervise {g} grace_ms={grace_ms}\n"),
+        None => format!("supervise grace_ms={grace_ms}\n"),
     }
 }
+
+/// While this server does not lead, `run` asks the daemon at most this often (SPEC 11:
+/// "no more than one request a second"): changes are pushed, the ask only checks that
+/// the connection is alive.
+pub const IDLE_ASK: Duration = Duration::from_secs(1);
 
 /// The start of the daemon's answer to a `supervise` naming a group it does not run:
 /// no later answer can change it (the group list cannot be reloaded), so run exits.
@@ -155,6 +184,18 @@ pub struct Timers {
     pub rtt: Duration,
 }
 
+impl Timers {
+    /// The lease as the grace budget counts it: `lease_len` with the microsecond that
+    /// the core takes off every lease (`LEASE_MARGIN`, so that no tie of instants
+    /// decides safety) given back. That microsecond is no time a command can use, and
+    /// without this it cost the largest grace a whole millisecond (154 ms became 153 at
+    /// heartbeat 100 ms, rtt 20 ms, K 3, drift 0.01). The supervisor's own `MARGIN`
+    /// (20 ms) is what covers scheduling and signal delivery.
+    pub fn budget_lease(&self) -> Duration {
+        self.lease_len.saturating_add(crate::core::LEASE_MARGIN)
+    }
+}
+
 /// Refuses a grace that cannot work against these timers (SPEC 11: exit 2 at start).
 ///
 /// Just before a renewal, a leader's lease can have as little as
@@ -163,21 +204,28 @@ pub struct Timers {
 /// must fit below it, or the command would be stopped in steady state and a planned
 /// stop could not give the whole grace.
 pub fn check_grace(grace: Duration, t: &Timers) -> Result<(), String> {
-    let budget = t.lease_len.saturating_sub(t.heartbeat + t.rtt);
+    let budget = t.budget_lease().saturating_sub(t.heartbeat + t.rtt);
     if grace + MARGIN <= budget {
         return Ok(());
     }
-    let max = budget.saturating_sub(MARGIN);
+    let max = max_grace(t);
     Err(format!(
         "--grace {}ms cannot work against this daemon's lease: the lease lasts {} ms and is renewed every {} ms (heartbeat) with acknowledgements within {} ms (rtt), so just before a renewal it may have only {} ms left; the grace plus the {} ms safety margin must fit in that. Use --grace {}ms or less, or give electd a longer heartbeat or more missed-heartbeats",
         grace.as_millis(),
-        t.lease_len.as_millis(),
+        t.budget_lease().as_millis(),
         t.heartbeat.as_millis(),
         t.rtt.as_millis(),
         budget.as_millis(),
         MARGIN.as_millis(),
         max.as_millis()
     ))
+}
+
+/// The largest `--grace` that [`check_grace`] accepts against these timers.
+pub fn max_grace(t: &Timers) -> Duration {
+    t.budget_lease()
+        .saturating_sub(t.heartbeat + t.rtt)
+        .saturating_sub(MARGIN)
 }
 
 /// One numbered line from the daemon.
@@ -193,6 +241,8 @@ pub struct Line {
     pub timers: Timers,
     /// The election group the line is about (absent from older daemons' lines).
     pub group: Option<String>,
+    /// The server that leads, as this server knows it (None: none known).
+    pub leader_id: Option<u64>,
 }
 
 /// Parses a supervisor line; Err for anything else (an `{"error":..}` line included).
@@ -210,6 +260,7 @@ pub fn parse_line(text: &str) -> Result<Line, String> {
     let until = v.get("lease_until_ns").and_then(Value::as_u64);
     Ok(Line {
         group: v.get("group").and_then(Value::as_str).map(str::to_string),
+        leader_id: v.get("leader").and_then(Value::as_u64),
         n: num("n")?,
         term: num("term")?,
         lease_until_ns: if leader { until } else { None },
@@ -274,6 +325,8 @@ struct Running {
     started: Instant,
     /// SIGTERM was sent: SIGKILL at this boot-clock time unless it exits first.
     kill_at_ns: Option<u64>,
+    /// The process that stops the command by the lease end even if this one stalls.
+    enforcer: Option<Enforcer>,
 }
 
 /// The connection to the daemon.
@@ -283,8 +336,12 @@ struct Conn {
     last_line: Instant,
     /// The highest non-leader line not yet confirmed.
     to_confirm: Option<u64>,
-    /// This connection was told the command is failing (`health failing`).
-    reported_failing: bool,
+    /// The number of the last leader line read (0: none).
+    last_leader_n: u64,
+    /// The number of the last line confirmed (`released N`).
+    confirmed_n: u64,
+    /// What this connection was told is failing (`health failing REASON`), if anything.
+    reported: Option<String>,
 }
 
 impl Conn {
@@ -301,7 +358,9 @@ impl Conn {
             inbuf: Vec::new(),
             last_line: Instant::now(),
             to_confirm: None,
-            reported_failing: false,
+            last_leader_n: 0,
+            confirmed_n: 0,
+            reported: None,
         })
     }
 
@@ -360,14 +419,31 @@ struct Supervisor<'a> {
     stopping: bool,
     /// `--max-restarts`: the command's exits.
     restarts: Option<RestartWindow>,
+    /// Enforcers of commands that are gone, until they have exited (reaped).
+    retired: Vec<Enforcer>,
+    /// The enforcer of the running command exited: stop the command.
+    enforcer_lost: bool,
+    /// Why this supervisor cannot work against the daemon's timers any more (a reload
+    /// or restart shortened the lease below `--grace`): reported as unhealthy.
+    unfit: Option<String>,
+    /// What the last "waiting" line said (leader, term): one line per change, so an
+    /// operator of a follower sees why nothing runs, and for whom it waits.
+    waiting: Option<(Option<u64>, u64)>,
 }
 
 /// Runs the supervisor until SIGTERM or SIGINT; returns the exit code.
 pub fn run(opts: &RunOptions) -> i32 {
+    log::init();
+    let code = supervise(opts);
+    log::finish(Duration::from_millis(200));
+    code
+}
+
+fn supervise(opts: &RunOptions) -> i32 {
     let sig = match signal_pipe() {
         Ok(fd) => fd,
         Err(e) => {
-            eprintln!("electctl run: {e}");
+            say!("{e}");
             return 2;
         }
     };
@@ -386,6 +462,10 @@ pub fn run(opts: &RunOptions) -> i32 {
         last_error: String::new(),
         stopping: false,
         restarts: opts.restarts.map(|(n, w)| RestartWindow::new(n, w)),
+        retired: Vec::new(),
+        unfit: None,
+        waiting: None,
+        enforcer_lost: false,
     };
     loop {
         if let Err(code) = s.step() {
@@ -408,7 +488,7 @@ pub fn run(opts: &RunOptions) -> i32 {
 impl Supervisor<'_> {
     fn error(&mut self, e: String) {
         if e != self.last_error {
-            eprintln!("electctl run: {e}");
+            say!("{e}");
             self.last_error = e;
         }
     }
@@ -427,6 +507,7 @@ impl Supervisor<'_> {
         }
         self.read_daemon()?;
         self.reap();
+        self.watch_enforcer();
         self.enforce();
         self.confirm();
         self.maybe_start();
@@ -443,29 +524,39 @@ impl Supervisor<'_> {
 
     /// Tells the daemon when --max-restarts turns the command failing or healthy.
     fn report_health(&mut self) {
-        let Some(w) = self.restarts.as_mut() else {
-            return;
-        };
-        let failing = w.failing(Instant::now());
+        let now = Instant::now();
+        let restarts = self.restarts.as_mut().map(|w| (w.failing(now), w.clone()));
         let Some(c) = self.conn.as_mut() else { return };
-        if failing == c.reported_failing {
+        // A grace that no longer fits weighs most: nothing can run here at all.
+        let want = match (&self.unfit, &restarts) {
+            (Some(why), _) => Some(why.clone()),
+            (None, Some((true, w))) => Some(w.describe()),
+            _ => None,
+        };
+        if want == c.reported {
             return;
         }
-        let line = if failing {
-            eprintln!(
-                "electctl run: the command exited {} times within {:?}: reporting this server unhealthy to electd",
-                w.n, w.window
-            );
-            format!("health failing {}\n", w.describe())
-        } else {
-            eprintln!(
-                "electctl run: no exit for {:?}: reporting this server healthy again",
-                w.window
-            );
-            "health ok\n".to_string()
+        if let Some((failing, w)) = &restarts {
+            let was = c.reported.as_deref() == Some(w.describe().as_str());
+            if *failing && !was && self.unfit.is_none() {
+                say!(
+                    "the command exited {} times within {:?}: reporting this server unhealthy to electd",
+                    w.n,
+                    w.window
+                );
+            } else if !failing && was {
+                say!(
+                    "no exit for {:?}: reporting this server healthy again",
+                    w.window
+                );
+            }
+        }
+        let line = match &want {
+            Some(why) => format!("health failing {why}\n"),
+            None => "health ok\n".to_string(),
         };
         match c.send(&line) {
-            Ok(()) => c.reported_failing = failing,
+            Ok(()) => c.reported = want,
             Err(e) => self.lost(e),
         }
     }
@@ -486,14 +577,15 @@ impl Supervisor<'_> {
                 Ok(l) => self.on_line(l)?,
                 Err(e) if e.starts_with(NO_SUCH_GROUP) || e.contains("several election groups") => {
                     // The command never started on this connection: nothing to stop.
-                    eprintln!("electctl run: {e}");
+                    say!("{e}");
                     return Err(2);
                 }
                 Err(e) => self.error(e),
             }
         }
+        let ask = self.ask_interval();
         if let Some(c) = self.conn.as_mut() {
-            if c.last_line.elapsed() >= self.opts.poll {
+            if c.last_line.elapsed() >= ask {
                 // Fallback: nothing pushed for a while; ask again (a fresh line comes).
                 c.last_line = Instant::now();
                 if let Err(e) = c.send(&supervise_request(self.opts)) {
@@ -504,15 +596,42 @@ impl Supervisor<'_> {
         Ok(())
     }
 
+    /// How long a connection may stay silent before the daemon is asked again: the
+    /// `--poll` while this server leads, at least IDLE_ASK while it does not.
+    fn ask_interval(&self) -> Duration {
+        if self.leader {
+            self.opts.poll
+        } else {
+            self.opts.poll.max(IDLE_ASK)
+        }
+    }
+
     fn on_line(&mut self, l: Line) -> Result<(), i32> {
         if self.checked != Some(l.timers) {
-            if let Err(e) = check_grace(self.opts.grace, &l.timers) {
-                if self.checked.is_none() {
-                    eprintln!("electctl run: {e}");
+            match check_grace(self.opts.grace, &l.timers) {
+                Err(e) if self.checked.is_none() => {
+                    say!("{e}");
                     return Err(2);
                 }
-                // The daemon was reloaded to shorter timers: keep going, loudly.
-                eprintln!("electctl run: after a reload of electd: {e}");
+                Err(e) => {
+                    // The daemon's lease got shorter (a restart with shorter timers,
+                    // or a reload by a daemon that did not know the grace): nothing
+                    // can run here, so say so where it counts, once, and loudly.
+                    if self.unfit.is_none() {
+                        say!(
+                            "ERROR: this supervisor cannot work any more: {e}. Reporting this server unhealthy to electd so that the lease moves where a command can run"
+                        );
+                    }
+                    self.unfit = Some(format!(
+                        "electctl run --grace {}ms no longer fits the lease",
+                        self.opts.grace.as_millis()
+                    ));
+                }
+                Ok(()) => {
+                    if self.unfit.take().is_some() {
+                        say!("the grace fits the daemon's lease again: reporting healthy");
+                    }
+                }
             }
             self.checked = Some(l.timers);
         }
@@ -525,13 +644,40 @@ impl Supervisor<'_> {
         match l.lease_until_ns {
             Some(u) => {
                 self.leader = true;
+                self.waiting = None;
                 self.until_ns = u;
+                c.last_leader_n = l.n;
             }
             None => {
                 // Planned stop or no lease: confirm once no command runs. The known
                 // lease end stays: it still bounds the SIGKILL of a stopping command.
                 self.leader = false;
-                c.to_confirm = Some(c.to_confirm.map_or(l.n, |p| p.max(l.n)));
+                if self.waiting != Some((l.leader_id, l.term)) {
+                    self.waiting = Some((l.leader_id, l.term));
+                    // The group only when one was named (`--group`): the daemon calls
+                    // the one group of a file without `group` lines `default`.
+                    let group = self
+                        .opts
+                        .group
+                        .as_deref()
+                        .map_or(String::new(), |g| format!(" group {g}"));
+                    match l.leader_id {
+                        Some(id) => say!(
+                            "waiting: server {id} leads{group} (term {}); the command starts when this server holds the lease",
+                            l.term
+                        ),
+                        None => say!(
+                            "waiting: no leader{group} known yet (term {}); the command starts when this server holds the lease",
+                            l.term
+                        ),
+                    }
+                }
+                // Only a leader line since the last confirmation needs one (the
+                // daemon counts a supervisor clear otherwise): an idle follower's
+                // lines cost the daemon nothing more.
+                if c.last_leader_n > c.confirmed_n {
+                    c.to_confirm = Some(c.to_confirm.map_or(l.n, |p| p.max(l.n)));
+                }
             }
         }
         Ok(())
@@ -566,16 +712,24 @@ impl Supervisor<'_> {
         }
         // Nothing of its process group may outlive it: the confirmation says "exited".
         signal_group(&r.child, libc::SIGKILL);
+        if let Some(e) = r.enforcer.take().and_then(Enforcer::retire) {
+            self.retired.push(e);
+        }
         let status = match r.child.wait() {
             Ok(s) => s.to_string(),
             Err(e) => e.to_string(),
         };
-        eprintln!(
-            "electctl run: command of term {} exited ({status}) after {:?}",
+        say!(
+            "command of term {} exited ({status}) after {:?}",
             r.term,
             r.started.elapsed()
         );
-        let by_itself = r.kill_at_ns.is_none();
+        // Stopped by the enforcer (this process was stopped or blocked past the time
+        // it owed the SIGTERM), or on a stop this process has only just learned of, is
+        // not an exit by itself: no backoff, and it does not count for --max-restarts.
+        let stop_ns = crate::time::duration_nanos(self.opts.grace + MARGIN);
+        let lease_ending = boot_now().as_nanos() + stop_ns >= self.until_ns;
+        let by_itself = r.kill_at_ns.is_none() && self.leader && !lease_ending;
         if by_itself {
             // It exited by itself while leader: restart later, with a doubling backoff.
             if r.started.elapsed() > Duration::from_secs(10) {
@@ -590,8 +744,31 @@ impl Supervisor<'_> {
         }
     }
 
+    /// Hands the lease end on to the enforcer; a command whose enforcer is gone is
+    /// stopped as on a planned stop (nothing would stop it if this process stalled).
+    /// Reaps retired enforcers.
+    fn watch_enforcer(&mut self) {
+        self.retired.retain_mut(|e| !e.exited());
+        let Some(r) = self.running.as_mut() else {
+            return;
+        };
+        let Some(e) = r.enforcer.as_mut() else {
+            return;
+        };
+        if self.leader {
+            e.deadline(self.until_ns);
+        }
+        if e.exited() {
+            r.enforcer = None;
+            if r.kill_at_ns.is_none() {
+                self.enforcer_lost = true;
+            }
+        }
+    }
+
     /// SIGTERM on a planned stop or near the lease end; SIGKILL after the grace or at
-    /// `MARGIN` before the lease end, whichever comes first.
+    /// `MARGIN` before the lease end, whichever comes first. Signals go first, log
+    /// lines after (and those never block).
     fn enforce(&mut self) {
         let grace_ns = crate::time::duration_nanos(self.opts.grace);
         let margin_ns = crate::time::duration_nanos(MARGIN);
@@ -605,29 +782,35 @@ impl Supervisor<'_> {
                 "electctl run is stopping"
             } else if !self.leader {
                 "electd no longer leads"
+            } else if self.enforcer_lost {
+                "the lease enforcer process exited"
             } else if left <= grace_ns + margin_ns {
                 "the lease ends without a renewal"
             } else {
                 return;
             };
             let kill_at = (now + grace_ns).min(self.until_ns.saturating_sub(margin_ns));
-            eprintln!(
-                "electctl run: {why}: SIGTERM to the command of term {} (lease {} ms left, SIGKILL in {} ms unless it exits)",
+            if let Some(e) = r.enforcer.as_mut() {
+                e.terminating();
+            }
+            signal_group(&r.child, libc::SIGTERM);
+            r.kill_at_ns = Some(kill_at);
+            say!(
+                "{why}: SIGTERM to the command of term {} (lease {} ms left, SIGKILL in {} ms unless it exits)",
                 r.term,
                 ms(left),
                 ms(kill_at.saturating_sub(now))
             );
-            signal_group(&r.child, libc::SIGTERM);
-            r.kill_at_ns = Some(kill_at);
         }
         if r.kill_at_ns.is_some_and(|k| now >= k) {
-            eprintln!(
-                "electctl run: the command of term {} did not exit in time: SIGKILL",
-                r.term
-            );
             signal_group(&r.child, libc::SIGKILL);
+            let term = r.term;
             let _ = r.child.wait();
+            if let Some(e) = r.enforcer.take().and_then(Enforcer::retire) {
+                self.retired.push(e);
+            }
             self.running = None;
+            say!("the command of term {term} did not exit in time: SIGKILL");
         }
     }
 
@@ -638,8 +821,9 @@ impl Supervisor<'_> {
         }
         let Some(c) = self.conn.as_mut() else { return };
         let Some(n) = c.to_confirm.take() else { return };
-        if let Err(e) = c.send(&format!("released {n}\n")) {
-            self.lost(e);
+        match c.send(&format!("released {n}\n")) {
+            Ok(()) => c.confirmed_n = n,
+            Err(e) => self.lost(e),
         }
     }
 
@@ -671,23 +855,48 @@ impl Supervisor<'_> {
             });
         }
         match cmd.spawn() {
-            Ok(child) => {
-                eprintln!(
-                    "electctl run: leader in term {} ({} ms of lease left): started pid {}",
+            Ok(mut child) => {
+                let exit_fd = pidfd(child.id());
+                let enforcer = Enforcer::start(
+                    child.id(),
+                    exit_fd.as_ref(),
+                    self.opts.grace,
+                    MARGIN,
+                    self.until_ns,
+                );
+                let enforcer = match enforcer {
+                    Ok(e) => e,
+                    Err(e) => {
+                        // Nothing would stop it if this process stalled: not started.
+                        signal_group(&child, libc::SIGKILL);
+                        let _ = child.wait();
+                        say!(
+                            "cannot start the lease enforcer ({e}): the command was stopped at once"
+                        );
+                        self.next_start = Instant::now() + self.backoff;
+                        self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
+                        self.count_exit();
+                        return;
+                    }
+                };
+                self.enforcer_lost = false;
+                say!(
+                    "leader in term {} ({} ms of lease left): started pid {}",
                     self.term,
                     ms(left),
                     child.id()
                 );
                 self.running = Some(Running {
-                    exit_fd: pidfd(child.id()),
+                    exit_fd,
                     child,
                     term: self.term,
                     started: Instant::now(),
                     kill_at_ns: None,
+                    enforcer: Some(enforcer),
                 });
             }
             Err(e) => {
-                eprintln!("electctl run: cannot start {}: {e}", argv[0]);
+                say!("cannot start {}: {e}", argv[0]);
                 self.next_start = Instant::now() + self.backoff;
                 self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
                 self.count_exit();
@@ -702,7 +911,9 @@ impl Supervisor<'_> {
         let now = Instant::now();
         let mut t = Duration::from_secs(60);
         match &self.conn {
-            Some(c) => t = t.min((c.last_line + self.opts.poll).saturating_duration_since(now)),
+            Some(c) => {
+                t = t.min((c.last_line + self.ask_interval()).saturating_duration_since(now))
+            }
             None => t = t.min(self.next_connect.saturating_duration_since(now)),
         }
         match &self.running {
@@ -712,7 +923,8 @@ impl Supervisor<'_> {
                     Some(k) => after_ns(k),
                     None => after_ns(self.until_ns.saturating_sub(grace)),
                 });
-                if r.exit_fd.is_none() {
+                let enforcer_fd = r.enforcer.as_ref().map(Enforcer::exit_fd);
+                if r.exit_fd.is_none() || enforcer_fd.is_some_and(|f| f.is_none()) {
                     t = t.min(CHILD_TICK);
                 }
             }
@@ -721,6 +933,9 @@ impl Supervisor<'_> {
         }
         if let Some(at) = self.restarts.as_ref().and_then(RestartWindow::clears_at) {
             t = t.min(at.saturating_duration_since(now));
+        }
+        if !self.retired.is_empty() {
+            t = t.min(CHILD_TICK);
         }
         t
     }
@@ -747,6 +962,22 @@ impl Supervisor<'_> {
                 revents: 0,
             });
         }
+        let enforcer = self.running.as_ref().and_then(|r| r.enforcer.as_ref());
+        if let Some(fd) = enforcer.and_then(Enforcer::exit_fd) {
+            fds.push(libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        if let Some(fd) = log::flush() {
+            // Lines wait for stderr: wake when it takes writes again.
+            fds.push(libc::pollfd {
+                fd,
+                events: libc::POLLOUT,
+                revents: 0,
+            });
+        }
         let ts = libc::timespec {
             tv_sec: t.as_secs() as libc::time_t,
             tv_nsec: t.subsec_nanos() as libc::c_long,
@@ -765,7 +996,7 @@ impl Supervisor<'_> {
             // SAFETY: reading into a local buffer from our non-blocking pipe.
             while unsafe { libc::read(sig.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) } > 0 {}
             if !self.stopping {
-                eprintln!("electctl run: signal received: stopping");
+                say!("signal received: stopping");
             }
             self.stopping = true;
         }

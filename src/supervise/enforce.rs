@@ -1,0 +1,433 @@
+//! The lease enforcer: a process of its own that stops `electctl run`'s command by the
+//! lease end whatever happens to `run` (SPEC sections 8 S5 and 11; docs/PROTOCOL.md,
+//! "S5 through stalls").
+//!
+//! `run` starts it beside each command as `electctl __enforce PGID GRACE_NS MARGIN_NS
+//! DEADLINE_NS` (a fresh exec of the same binary: nothing of `run`'s state, threads or
+//! locks is inherited), in a process group of its own, so `kill -STOP` of run's pid, a
+//! debugger on run, or a terminal's ^Z or ^C do not reach it. Its stdin is a pipe from
+//! `run`, fd 3 the command's pidfd. It only sleeps on a CLOCK_BOOTTIME timerfd until
+//! the next thing it must do:
+//!
+//! - SIGTERM to the command's process group when `grace + margin` is left of the
+//!   deadline (5 ms later, so a live `run`'s own comes first; none if `run` said it
+//!   sent one), SIGKILL when `margin` is left;
+//! - a line `D NS` from `run` moves the deadline (each lease renewal), `T` says run sent
+//!   SIGTERM itself;
+//! - when the pipe closes (run exited or was killed) it keeps the last deadline it was
+//!   given: nothing can extend it any more;
+//! - when the command's leader exits, it SIGKILLs what is left of the group and exits;
+//!   it also exits once the group is empty.
+//!
+//! It writes nothing (stdout and stderr are /dev/null): no log sink can block it.
+
+use std::io::ErrorKind;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The hidden `electctl` subcommand that runs the enforcer.
+pub const SUBCOMMAND: &str = "__enforce";
+/// The descriptor the command's pidfd is handed on as.
+const PIDFD: i32 = 3;
+/// How much later than `run` the enforcer sends its SIGTERM (ns, at most a quarter of
+/// the grace).
+const TERM_LAG: u64 = 5_000_000;
+/// How often the group is checked when no pidfd tells of the leader's exit.
+const TICK: Duration = Duration::from_millis(50);
+
+/// `run`'s handle on its enforcer.
+pub struct Enforcer {
+    child: Child,
+    /// The write end of the deadline pipe (non-blocking); None once closed.
+    pipe: Option<OwnedFd>,
+    /// A pidfd of the enforcer: readable once it exits.
+    exit_fd: Option<OwnedFd>,
+    /// The deadline last handed on (boot clock ns).
+    sent_ns: u64,
+}
+
+fn nonblocking_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptors that nothing else owns.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: fcntl on our own write end: run's writes never block.
+    unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    Ok((r, w))
+}
+
+impl Enforcer {
+    /// Starts the enforcer of the command whose process group is `pgid` (its pidfd
+    /// `cmd_pidfd`, if one could be opened), with the lease end `deadline_ns`.
+    pub fn start(
+        pgid: u32,
+        cmd_pidfd: Option<&OwnedFd>,
+        grace: Duration,
+        margin: Duration,
+        deadline_ns: u64,
+    ) -> std::io::Result<Enforcer> {
+        let (r, w) = nonblocking_pipe()?;
+        let mut cmd = Command::new("/proc/self/exe");
+        cmd.arg0("electctl-enforce")
+            .arg(SUBCOMMAND)
+            .arg(pgid.to_string())
+            .arg(crate::time::duration_nanos(grace).to_string())
+            .arg(crate::time::duration_nanos(margin).to_string())
+            .arg(deadline_ns.to_string())
+            .arg(if cmd_pidfd.is_some() { "pidfd" } else { "-" })
+            .stdin(Stdio::from(r))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        if let Some(fd) = cmd_pidfd {
+            let raw = fd.as_raw_fd();
+            // SAFETY: dup2 and fcntl are async-signal-safe; they only touch the
+            // child's descriptor table. dup2 clears close-on-exec on fd 3.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if raw == PIDFD {
+                        libc::fcntl(PIDFD, libc::F_SETFD, 0);
+                    } else if libc::dup2(raw, PIDFD) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd.spawn()?;
+        let exit_fd = super::pidfd(child.id());
+        Ok(Enforcer {
+            child,
+            pipe: Some(w),
+            exit_fd,
+            sent_ns: deadline_ns,
+        })
+    }
+
+    fn send(&mut self, msg: &str) {
+        let Some(w) = &self.pipe else { return };
+        // SAFETY: a write of a few bytes (atomic in a pipe) to our non-blocking end. A
+        // full pipe keeps the older deadline there: the enforcer then stops the
+        // command earlier, never later.
+        unsafe { libc::write(w.as_raw_fd(), msg.as_ptr().cast(), msg.len()) };
+    }
+
+    /// Hands on a new lease end (a renewal): nothing is written when it is unchanged.
+    pub fn deadline(&mut self, deadline_ns: u64) {
+        if deadline_ns != self.sent_ns {
+            self.sent_ns = deadline_ns;
+            self.send(&format!("D {deadline_ns}\n"));
+        }
+    }
+
+    /// Says that run sends the command SIGTERM itself now (call before sending it).
+    pub fn terminating(&mut self) {
+        self.send("T\n");
+    }
+
+    /// The descriptor that turns readable when the enforcer exits.
+    pub fn exit_fd(&self) -> Option<&OwnedFd> {
+        self.exit_fd.as_ref()
+    }
+
+    /// True once the enforcer has exited (it is reaped then).
+    pub fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The command is gone: closes the pipe and reaps the enforcer if it has exited;
+    /// Some(self) while it has not (it exits at once, having seen the command go).
+    pub fn retire(mut self) -> Option<Enforcer> {
+        self.pipe = None;
+        (!self.exited()).then_some(self)
+    }
+}
+
+/// What the enforcer was told on its command line.
+struct Args {
+    pgid: i32,
+    grace_ns: u64,
+    margin_ns: u64,
+    deadline_ns: u64,
+    pidfd: bool,
+}
+
+fn parse(args: &[String]) -> Option<Args> {
+    let [pgid, grace, margin, deadline, pidfd] = args else {
+        return None;
+    };
+    Some(Args {
+        pgid: pgid.parse().ok().filter(|p| *p > 1)?,
+        grace_ns: grace.parse().ok()?,
+        margin_ns: margin.parse().ok()?,
+        deadline_ns: deadline.parse().ok()?,
+        pidfd: pidfd == "pidfd",
+    })
+}
+
+/// The enforcer's state: the deadline and what was sent already.
+struct State {
+    a: Args,
+    termed: bool,
+    killed: bool,
+    /// run's pipe is still open (it may move the deadline).
+    open: bool,
+    inbuf: Vec<u8>,
+}
+
+impl State {
+    /// Reads run's messages; the newest deadline wins.
+    fn read(&mut self) {
+        let mut buf = [0u8; 1024];
+        // Bounded: a full pipe holds 64 KiB; run writes a few bytes per renewal.
+        for _ in 0..256 {
+            // SAFETY: read(2) into a local buffer from our non-blocking stdin.
+            let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+            if n == 0 {
+                self.open = false;
+                break;
+            }
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                match e.kind() {
+                    ErrorKind::Interrupted => continue,
+                    ErrorKind::WouldBlock => {}
+                    _ => self.open = false,
+                }
+                break;
+            }
+            self.inbuf.extend_from_slice(&buf[..n as usize]);
+        }
+        while let Some(p) = self.inbuf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.inbuf.drain(..=p).collect();
+            match line.as_slice() {
+                [b'T', b'\n'] => self.termed = true,
+                [b'D', b' ', rest @ ..] => {
+                    if let Some(d) = std::str::from_utf8(rest)
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok())
+                    {
+                        self.a.deadline_ns = d;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if self.inbuf.len() > 64 {
+            self.inbuf.clear();
+        }
+    }
+
+    /// Signals what is due at `now_ns`; returns the next boot-clock instant to act at.
+    fn act(&mut self, now_ns: u64) -> Option<u64> {
+        let kill_at = self.a.deadline_ns.saturating_sub(self.a.margin_ns);
+        // A little after run's own SIGTERM would go: a live run sends it (and says `T`)
+        // first, so the command does not get two.
+        let lag = TERM_LAG.min(self.a.grace_ns / 4);
+        let term_at = kill_at.saturating_sub(self.a.grace_ns) + lag;
+        if now_ns >= kill_at {
+            self.killed = true;
+            group(self.a.pgid, libc::SIGKILL);
+        } else if now_ns >= term_at && !self.termed {
+            self.termed = true;
+            group(self.a.pgid, libc::SIGTERM);
+        }
+        if self.killed {
+            None
+        } else if self.termed {
+            Some(kill_at)
+        } else {
+            Some(term_at)
+        }
+    }
+}
+
+/// kill(2) on the process group; false when the group is gone.
+fn group(pgid: i32, sig: i32) -> bool {
+    // SAFETY: kill(2) on the command's process group, which run created for it.
+    unsafe { libc::kill(-pgid, sig) == 0 }
+}
+
+/// False once no process is left in the group (ESRCH; EPERM means some are left).
+fn group_exists(pgid: i32) -> bool {
+    group(pgid, 0) || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Arms `tfd` for the boot-clock instant `at_ns` (absolute), or disarms it.
+fn arm(tfd: &OwnedFd, at_ns: Option<u64>) {
+    let at = at_ns.map_or(0, |a| a.max(1));
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: (at / 1_000_000_000) as libc::time_t,
+            tv_nsec: (at % 1_000_000_000) as libc::c_long,
+        },
+    };
+    // SAFETY: timerfd_settime on our timerfd with a valid itimerspec.
+    unsafe {
+        libc::timerfd_settime(
+            tfd.as_raw_fd(),
+            libc::TFD_TIMER_ABSTIME,
+            &spec,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+/// `electctl __enforce ...`: the enforcer's main; returns the exit code.
+pub fn main(args: &[String]) -> i32 {
+    let Some(a) = parse(args) else {
+        return 2;
+    };
+    // SAFETY: ignoring signals a terminal or a hang-up would send; fcntl on our stdin.
+    unsafe {
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        let fl = libc::fcntl(0, libc::F_GETFL);
+        libc::fcntl(0, libc::F_SETFL, fl | libc::O_NONBLOCK);
+    }
+    // SAFETY: timerfd_create returns a new descriptor or -1.
+    let tfd = unsafe {
+        libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK)
+    };
+    if tfd < 0 {
+        // Nothing to sleep on: the command may not outlive a lease nobody enforces.
+        group(a.pgid, libc::SIGKILL);
+        return 1;
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    let tfd = unsafe { OwnedFd::from_raw_fd(tfd) };
+    let pidfd = a.pidfd.then_some(PIDFD);
+    let mut s = State {
+        a,
+        termed: false,
+        killed: false,
+        open: true,
+        inbuf: Vec::new(),
+    };
+    loop {
+        if s.open {
+            s.read();
+        }
+        let next = s.act(crate::time::boot_now().as_nanos());
+        let leader_gone = pidfd.is_some_and(|fd| readable(fd, 0));
+        if leader_gone {
+            // Nothing of the group may outlive its leader (as run does on a reap).
+            group(s.a.pgid, libc::SIGKILL);
+            return 0;
+        }
+        if !group_exists(s.a.pgid) {
+            return 0;
+        }
+        arm(&tfd, next);
+        wait(&s, pidfd, &tfd);
+    }
+}
+
+fn readable(fd: i32, timeout_ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one pollfd we own.
+    unsafe { libc::poll(&mut p, 1, timeout_ms) == 1 && p.revents != 0 }
+}
+
+/// Sleeps until the timer fires, run writes (or goes), or the command's leader exits.
+fn wait(s: &State, pidfd: Option<i32>, tfd: &OwnedFd) {
+    let mut fds = vec![libc::pollfd {
+        fd: tfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    if s.open {
+        fds.push(libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+    }
+    if let Some(fd) = pidfd {
+        fds.push(libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+    }
+    // Without a pidfd the group is checked every TICK; with one the wait is unbounded
+    // but for the timer (armed whenever a signal is still due).
+    let timeout = if pidfd.is_none() || s.killed {
+        TICK.as_millis() as i32
+    } else {
+        -1
+    };
+    // SAFETY: poll(2) on a valid array of pollfd.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+    let mut b = [0u8; 8];
+    // SAFETY: reading the expiry count from our non-blocking timerfd into a local.
+    unsafe { libc::read(tfd.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(deadline_ns: u64) -> State {
+        State {
+            a: Args {
+                pgid: 999_999_999,
+                grace_ns: 100,
+                margin_ns: 10,
+                deadline_ns,
+                pidfd: false,
+            },
+            termed: false,
+            killed: false,
+            open: true,
+            inbuf: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_next_action_follows_the_deadline() {
+        let mut s = state(1000);
+        // SIGTERM at deadline - margin - grace, plus a quarter of the grace at most.
+        assert_eq!(s.act(0), Some(915));
+        assert!(!s.termed);
+        assert_eq!(s.act(914), Some(915));
+        assert!(!s.termed);
+        assert_eq!(s.act(915), Some(990));
+        assert!(s.termed && !s.killed);
+        assert_eq!(s.act(990), None);
+        assert!(s.killed);
+        // run's own SIGTERM: none from here, SIGKILL at the margin.
+        let mut s = state(1000);
+        s.termed = true;
+        assert_eq!(s.act(0), Some(990));
+    }
+
+    #[test]
+    fn arguments_parse() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let a = parse(&v(&["123", "5", "6", "7", "pidfd"])).unwrap();
+        assert_eq!(
+            (a.pgid, a.grace_ns, a.margin_ns, a.deadline_ns),
+            (123, 5, 6, 7)
+        );
+        assert!(a.pidfd);
+        assert!(parse(&v(&["1", "5", "6", "7", "-"])).is_none(), "pgid 1");
+        assert!(parse(&v(&["0", "5", "6", "7", "-"])).is_none());
+        assert!(parse(&v(&["x", "5", "6", "7", "-"])).is_none());
+        assert!(parse(&v(&["5", "6", "7"])).is_none());
+    }
+}
