@@ -26,6 +26,16 @@
 //! priorities and `preempt_delay` come from the Options. Health, drain and preempt
 //! handovers go through `Event::Resigning` like a yield, so the supervisor model (S5)
 //! treats them as planned handoffs. `link_delays` gives per-link delays (regions).
+//!
+//! Issue 24: each simulated server runs the daemon's own shell, `electd::host::Host`
+//! (decode, fan-out to groups, `handle_heard`, the flush with its write-before-send
+//! order, heartbeat alignment and bundling per destination). The simulator only
+//! drives it (`drive`, `deliver`, `route`, `write`, `persisted`): its network carries
+//! the bytes of `poll_transmit`, its disk takes `poll_write` and reports the write
+//! done after a random latency. Its supervisors release RESIGNs through `released`;
+//! the host's release gates stay shut (every simulated group has a supervisor). The
+//! unbatched mode (one datagram per message, one write per request, as before issue
+//! 12) is gone: the daemon has none.
 #![allow(dead_code)]
 
 pub mod check;
