@@ -52,15 +52,15 @@ impl Daemon {
 
     /// Group `g`'s view now.
     fn view_of(&self, g: usize) -> View {
-        let group = &self.groups[g];
-        let st = group.node.status(boot_now());
+        let node = &self.host.group(g).node;
+        let st = node.status(boot_now());
         View {
             role: st.role,
             leader: st.leader,
             term: st.term,
             lease_until: st.lease_until,
             health: self.verdict(g),
-            drained: group.node.drained(),
+            drained: node.drained(),
         }
     }
 
@@ -118,7 +118,7 @@ impl Daemon {
     /// CLOCK_BOOTTIME.
     pub(super) fn supervisor_fields(&self, g: usize) -> (String, Option<u64>) {
         let now = boot_now();
-        let node = &self.groups[g].node;
+        let node = &self.host.group(g).node;
         let st = node.status(now);
         let until = st.lease_until.map(Time::as_nanos);
         let fields = format!(
@@ -221,8 +221,8 @@ impl Daemon {
 
     /// Per peer, the latest time any group heard it.
     pub(super) fn peers_heard(&self) -> Vec<(u16, Option<Time>)> {
-        let mut out: Vec<(u16, Option<Time>)> = self.groups[0].node.peers().collect();
-        for g in &self.groups[1..] {
+        let mut out: Vec<(u16, Option<Time>)> = self.host.group(0).node.peers().collect();
+        for g in &self.host.groups()[1..] {
             for (o, (_, heard)) in out.iter_mut().zip(g.node.peers()) {
                 o.1 = o.1.max(heard);
             }
@@ -234,7 +234,8 @@ impl Daemon {
     /// ending with a comma.
     fn group_fields(&self, g: usize, now: Time) -> String {
         let group = &self.groups[g];
-        let st = group.node.status(now);
+        let node = &self.host.group(g).node;
+        let st = node.status(now);
         let mut s = format!(
             "\"group\":{},\"role\":\"{}\",\"leader\":{},\"term\":{},",
             json_str(&group.name),
@@ -258,8 +259,8 @@ impl Daemon {
             "\"elector\":\"{}\",\"voted_term\":{},\"healthy\":{},\"drained\":{},\"health\":\"{}\",\"health_cause\":{},",
             st.elector.name(),
             st.voted_term,
-            group.node.healthy(),
-            group.node.drained(),
+            node.healthy(),
+            node.drained(),
             health.name(),
             cause.as_deref().map_or("null".into(), json_str),
         )
@@ -282,7 +283,9 @@ impl Daemon {
             )
             .expect("write to String");
             if let Some(g) = fit {
-                let fit = self.groups[g]
+                let fit = self
+                    .host
+                    .group(g)
                     .node
                     .peer_fit(now, id)
                     .map_or("null".into(), |f| f.to_string());
@@ -332,7 +335,7 @@ impl Daemon {
             // Each peer's fitness in this group, compactly: ids reported fit, ids
             // reported unfit (unknown: in neither), so 64 groups of 255 servers stay
             // within the control socket's answer bound.
-            let node = &self.groups[g].node;
+            let node = &self.host.group(g).node;
             let (mut fit, mut unfit) = (Vec::new(), Vec::new());
             for (id, _) in node.peers() {
                 match node.peer_fit(now, id) {
