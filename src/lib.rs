@@ -7,10 +7,17 @@
 //!   server; inputs `handle_*` with `now`, outputs from `poll_output`, timers through
 //!   `next_deadline`. No clock, socket, file or global RNG. Its [`elector`] holds the
 //!   ELECTOR (SPEC section 5), its [`candidate`] the CANDIDATE (section 6).
+//! - [`host`]: the pure shell around every group's core: the datagram path (decode,
+//!   source check, replay window, fan-out), the flush (write before what waits for it,
+//!   heartbeat alignment, bundling) and the write in flight; `handle_*(now)` in,
+//!   `poll_transmit`/`poll_write`/`poll_event` out.
+//! - [`daemon`]: the mio driver of the host: sockets, threads, signals, hooks, the
+//!   control socket, and (for now) supervisors, health, stopping and the views.
 //! - [`time`], [`rng`]: the core's notion of time and its seeded jitter.
 //!
-//! The daemon (a mio loop) and the deterministic simulator (`tests/sim`) drive the same
-//! `Node`; see `docs/PROTOCOL.md` for the protocol and why it is safe.
+//! The daemon and the deterministic simulator (`tests/sim`) drive the same `Host`; see
+//! `docs/ARCHITECTURE.md` for the rooms and `docs/PROTOCOL.md` for the protocol and
+//! why it is safe.
 
 pub mod access;
 pub mod addr;
@@ -22,6 +29,7 @@ pub mod core;
 pub mod daemon;
 pub mod health;
 pub mod hooks;
+pub mod host;
 pub mod http;
 pub mod json;
 pub mod logsink;

@@ -434,3 +434,35 @@ fn idle_acks_go_to_the_leader_only() {
         }
     }
 }
+
+/// Issue 23 item 9: on a follower, `status` shows every live peer as heard (the other
+/// follower through the leader's `alive` map: ACKs go to the leader only) and never a
+/// healthy peer as unfit (election claims are no health reports: the first round's
+/// claims, made before a claimant had heard a majority, showed as unfit for K*HBT+HBT).
+#[test]
+fn a_followers_status_shows_live_peers_heard_and_none_unfit() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::start(Mode::Unicast, 3);
+    let (leader, _) = c.agreement(Duration::from_secs(5));
+    let check = |when: &str| {
+        for id in (1..=3).filter(|&id| id != leader) {
+            let v = c.status(id).expect("status");
+            let peers = v.get("peers").and_then(Value::as_array).unwrap();
+            assert_eq!(peers.len(), 2, "{v:?}");
+            for p in peers {
+                assert!(
+                    p.get("heard_ms_ago").and_then(Value::as_u64).is_some(),
+                    "{when}: server {id} shows a live peer as never heard: {v:?}"
+                );
+                assert_ne!(
+                    p.get("healthy"),
+                    Some(&Value::Bool(false)),
+                    "{when}: server {id} shows a healthy peer as unfit: {v:?}"
+                );
+            }
+        }
+    };
+    check("right after the first round");
+    std::thread::sleep(Duration::from_millis(1500));
+    check("1.5 s later");
+}

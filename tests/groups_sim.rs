@@ -325,7 +325,6 @@ fn idle_traffic(groups: usize, align: bool) -> f64 {
     let mut o = Options::new(7, 5);
     o.groups = groups;
     o.prefer = vec![rotated(5, 0); groups];
-    o.batch = true;
     o.align_heartbeats = align;
     // A first round may go to another server (heard counts still stale at start);
     // preempt-delay brings every group to server 1, as an operator would set it.

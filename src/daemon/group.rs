@@ -1,6 +1,7 @@
-//! One election group as the daemon drives it (SPEC section 15): its core, what
+//! One election group as the daemon drives it (SPEC section 15): what
 //! applications were last told, its hooks, its check, its handoff and its counters.
-//! Everything cluster-wide (sockets, state file, keys, timers) stays on the `Daemon`.
+//! Its core and durable state are in the host (`crate::host::HostGroup`); everything
+//! cluster-wide (sockets, state file I/O, timers) stays on the `Daemon`.
 
 use super::*;
 
@@ -24,7 +25,6 @@ pub(super) struct GroupMetrics {
 pub(super) struct Group {
     /// Its name (ELECTD_GROUP, the `group` label, `status GROUP`).
     pub(super) name: String,
-    pub(super) node: Node,
     /// What applications were last told.
     pub(super) view: View,
     pub(super) hooks: Hooks,
@@ -34,15 +34,12 @@ pub(super) struct Group {
     pub(super) handoff: Option<Handoff>,
     /// The successor named by the latest handover begun (for the answer to `drain`).
     pub(super) last_handover_to: Option<u16>,
-    /// The state last written for this group.
-    pub(super) durable: Durable,
-    /// A write this group's core asked for in the current flush, not yet on disk.
-    pub(super) want: Option<Durable>,
     pub(super) metrics: GroupMetrics,
 }
 
 impl Group {
-    /// Builds group `g` of `cfg` from its state on disk (zero for a group never run).
+    /// Builds group `g` of `cfg` from its state on disk (zero for a group never run):
+    /// its runtime here and its core (for the host).
     pub(super) fn start(
         cfg: &Config,
         g: usize,
@@ -50,7 +47,7 @@ impl Group {
         sabotage: &Sabotage,
         waker: &Arc<mio::Waker>,
         now: Time,
-    ) -> Result<Group, Fatal> {
+    ) -> Result<(Group, Node), Fatal> {
         let spec = &cfg.groups[g];
         let mut node_cfg = cfg.group_node_config(g, random_seed());
         node_cfg.sabotage = sabotage.clone();
@@ -84,19 +81,17 @@ impl Group {
             health: checks.verdict(),
             drained: node.drained(),
         };
-        Ok(Group {
+        let group = Group {
             name: spec.name.clone(),
-            node,
             view,
             hooks,
             health: checks.verdict(),
             checks,
             handoff: None,
             last_handover_to: None,
-            durable,
-            want: None,
             metrics: GroupMetrics::default(),
-        })
+        };
+        Ok((group, node))
     }
 
     /// "group orders: " when the daemon runs several groups, else nothing: log lines of

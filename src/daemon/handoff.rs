@@ -20,7 +20,7 @@ impl Daemon {
         let now = boot_now();
         let mut any = false;
         for g in 0..self.groups.len() {
-            if !self.groups[g].node.resign_pending()
+            if !self.host.group(g).node.resign_pending()
                 || !self.control.supervisors_clear(g, now.as_nanos())
             {
                 continue;
@@ -34,7 +34,7 @@ impl Daemon {
                     "every supervisor confirmed"
                 });
             }
-            group.node.handle_released(now);
+            self.host.group_mut(g).node.handle_released(now);
             any = true;
         }
         if any {
@@ -44,7 +44,8 @@ impl Daemon {
     }
 
     /// A planned handoff of group `g` began: its supervisors are told by the follower
-    /// line pushed next; with none engaged the RESIGN leaves at once.
+    /// line pushed next; with none engaged the host let the RESIGN go at once
+    /// (`released`, its release gate).
     pub(super) fn on_resigning(
         &mut self,
         g: usize,
@@ -52,10 +53,10 @@ impl Daemon {
         until: Time,
         to: Option<u16>,
         reason: Handover,
+        released: bool,
     ) {
         let now = boot_now();
         let tag = self.groups[g].tag(self.cfg.has_groups());
-        let clear = self.control.supervisors_clear(g, now.as_nanos());
         let waiting = self.control.supervisors(g);
         let successor = to.map_or(String::new(), |t| {
             format!(
@@ -76,10 +77,9 @@ impl Daemon {
             until,
             released: None,
         };
-        if clear {
+        if released {
             h.released = Some("no supervisor held the lease");
             group.handoff = Some(h);
-            group.node.handle_released(now);
         } else {
             info!(
                 "{tag}handoff of term {term}: waiting for {waiting} supervisor(s) to stop their commands, {} ms at most",

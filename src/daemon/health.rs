@@ -45,7 +45,7 @@ impl Daemon {
             let tag = group.tag(several);
             match v {
                 Verdict::Ok => info!("{tag}health ok (was {}): this server may lead", was.name()),
-                Verdict::Failing if group.node.leads().is_some() => warn!(
+                Verdict::Failing if self.host.group(g).node.leads().is_some() => warn!(
                     "{tag}health failing: {cause}; this leader hands over as soon as another server is known fit, and leads on meanwhile"
                 ),
                 Verdict::Failing => warn!("{tag}health failing: {cause}; this server may not lead"),
@@ -53,8 +53,9 @@ impl Daemon {
             }
             // A stopping server stays unfit whatever its check says (`stop_groups`).
             let healthy = v == Verdict::Ok && self.stopping.is_none();
-            if healthy != group.node.healthy() {
-                group.node.set_health(boot_now(), healthy);
+            let node = &mut self.host.group_mut(g).node;
+            if healthy != node.healthy() {
+                node.set_health(boot_now(), healthy);
             }
             any = true;
         }

@@ -3,20 +3,16 @@
 
 use super::*;
 
-/// Cluster-wide counters for `metrics` (each group's are in `GroupMetrics`).
+/// Cluster-wide counters of what left, for `metrics` (each group's are in
+/// `GroupMetrics`; what came in, drops and writes are the host's, `HostMetrics`).
 #[derive(Debug, Default)]
 pub(super) struct Metrics {
-    /// Messages (bundle entries) by kind; a datagram carries one or more.
-    pub(super) received: [u64; 5],
+    /// Messages (bundle entries) sent by kind, per copy; a datagram carries one or more.
     pub(super) sent: [u64; 5],
     /// Datagrams: one per destination per flush, carrying every group's messages.
     pub(super) datagrams_sent: u64,
-    pub(super) datagrams_received: u64,
     pub(super) sent_bytes: u64,
-    pub(super) received_bytes: u64,
-    pub(super) dropped: BTreeMap<&'static str, u64>,
     pub(super) send_errors: u64,
-    pub(super) state_writes: u64,
     /// True while no datagram from any other server has arrived for the hold, after
     /// the start or since the last one (said once when it begins and once when it ends).
     pub(super) hears_nobody: bool,
@@ -168,11 +164,11 @@ impl Daemon {
     fn per_group_by(
         &self,
         label: &str,
-        f: impl Fn(&Group) -> Vec<(&'static str, u64)>,
+        f: impl Fn(&Group, usize) -> Vec<(&'static str, u64)>,
     ) -> Vec<(String, String)> {
         let mut rows = Vec::new();
-        for g in &self.groups {
-            for (value, v) in f(g) {
+        for (i, g) in self.groups.iter().enumerate() {
+            for (value, v) in f(g, i) {
                 rows.push((
                     format!("group=\"{}\",{label}=\"{value}\"", g.name),
                     v.to_string(),
@@ -191,9 +187,9 @@ impl Daemon {
         let me = self.cfg.id;
         let heartbeat = self.cfg.heartbeat;
         let now = boot_now();
+        let node = &self.host.group(g).node;
+        let handovers = node.counters().handovers.iter().sum();
         let group = &mut self.groups[g];
-        let handovers = group.node.counters().handovers.iter().sum();
-        let node = &group.node;
         let heard_ago = |id: u16| {
             node.peers()
                 .find(|&(p, _)| p == id)
@@ -250,26 +246,29 @@ impl Daemon {
     pub(super) fn metrics_text(&self) -> String {
         let now = boot_now();
         let m = &self.metrics;
+        // What the host counts: what came in, what was dropped, writes confirmed.
+        let hm = self.host.metrics();
         let mut s = String::new();
-        let status = |g: &Group| g.node.status(now);
+        let node = |i: usize| &self.host.group(i).node;
+        let status = |i: usize| node(i).status(now);
         let gauges: [GroupMetric<String>; 7] = [
             (
                 "is_leader",
                 "1 while this server holds a valid lease of the group.",
-                &|g, _| u8::from(status(g).role == Role::Leader).to_string(),
+                &|_, i| u8::from(status(i).role == Role::Leader).to_string(),
             ),
-            ("term", "Highest term seen in the group.", &|g, _| {
-                status(g).term.to_string()
+            ("term", "Highest term seen in the group.", &|_, i| {
+                status(i).term.to_string()
             }),
             (
                 "leader_id",
                 "Known leader id of the group, 0 if none.",
-                &|g, _| status(g).leader.unwrap_or(0).to_string(),
+                &|_, i| status(i).leader.unwrap_or(0).to_string(),
             ),
             (
                 "voted_term",
                 "Highest term voted in, in the group.",
-                &|g, _| status(g).voted_term.to_string(),
+                &|_, i| status(i).voted_term.to_string(),
             ),
             (
                 "supervisors",
@@ -279,12 +278,12 @@ impl Daemon {
             (
                 "healthy",
                 "1 while this server is healthy in the group (its check passes and no supervisor reports failing).",
-                &|g, _| u8::from(g.node.healthy()).to_string(),
+                &|_, i| u8::from(node(i).healthy()).to_string(),
             ),
             (
                 "drained",
                 "1 while this server is drained in the group (electctl drain).",
-                &|g, _| u8::from(g.node.drained()).to_string(),
+                &|_, i| u8::from(node(i).drained()).to_string(),
             ),
         ];
         for (name, help, f) in gauges {
@@ -299,8 +298,8 @@ impl Daemon {
             "gauge",
             "lease_expiry_timestamp_seconds",
             "When this server's lease of the group ends, in Unix seconds (wall clock: now plus the lease left); 0 while it does not lead.",
-            &self.per_group(|g, _| match status(g).lease_until {
-                Some(until) if status(g).role == Role::Leader => {
+            &self.per_group(|_, i| match status(i).lease_until {
+                Some(until) if status(i).role == Role::Leader => {
                     format!("{:.3}", (wall + until.saturating_since(now)).as_secs_f64())
                 }
                 _ => "0".into(),
@@ -322,18 +321,18 @@ impl Daemon {
             (
                 "elections",
                 "Election rounds this server took part in.",
-                &|g, _| g.node.counters().rounds,
+                &|_, i| node(i).counters().rounds,
             ),
-            ("votes", "Votes cast.", &|g, _| g.node.counters().votes),
+            ("votes", "Votes cast.", &|_, i| node(i).counters().votes),
             (
                 "elected",
                 "Rounds won (including re-elections).",
-                &|g, _| g.node.counters().elected,
+                &|_, i| node(i).counters().elected,
             ),
             (
                 "dual_leader",
                 "LEADs from another leader of our own term (must stay 0).",
-                &|g, _| g.node.counters().dual_leader,
+                &|_, i| node(i).counters().dual_leader,
             ),
             (
                 "handoffs",
@@ -356,7 +355,7 @@ impl Daemon {
             (
                 "successor_votes",
                 "Rounds in which this server voted for the successor a RESIGN named.",
-                &|g, _| g.node.counters().successor_votes,
+                &|_, i| node(i).counters().successor_votes,
             ),
             ("hook_runs", "Hooks started.", &|g, _| g.hooks.runs),
             (
@@ -379,7 +378,7 @@ impl Daemon {
             "counter",
             "check_failures",
             "Health check runs that failed, by reason (exit: non-zero status; exec: could not run, or status 126 or 127; signal; timeout).",
-            &self.per_group_by("reason", |g| {
+            &self.per_group_by("reason", |g, _| {
                 REASONS
                     .iter()
                     .copied()
@@ -392,7 +391,7 @@ impl Daemon {
             "counter",
             "leader_changes",
             "Changes of the group's leader as seen here, once per change (a handover counts one), by cause: start (the first leader known since this server started), handover (the old leader resigned), failover (its lease ran out unannounced).",
-            &self.per_group_by("cause", |g| {
+            &self.per_group_by("cause", |g, _| {
                 Cause::ALL
                     .iter()
                     .map(|&c| (c.name(), g.metrics.leader_changes.counts[c as usize]))
@@ -404,7 +403,7 @@ impl Daemon {
             "counter",
             "handovers",
             "Handovers this leader began, by reason (yield includes SIGTERM).",
-            &self.per_group_by("reason", |g| {
+            &self.per_group_by("reason", |_, i| {
                 [
                     Handover::Yield,
                     Handover::Health,
@@ -412,7 +411,7 @@ impl Daemon {
                     Handover::Preempt,
                 ]
                 .iter()
-                .map(|&h| (h.name(), g.node.counters().handovers[h as usize]))
+                .map(|&h| (h.name(), node(i).counters().handovers[h as usize]))
                 .collect()
             }),
         );
@@ -480,7 +479,7 @@ impl Daemon {
                 "counter",
                 "state_writes",
                 "Durable writes of the state file (every group's state in one).",
-                m.state_writes.to_string(),
+                hm.state_writes.to_string(),
             ),
             (
                 "counter",
@@ -530,7 +529,7 @@ impl Daemon {
             "counter",
             "datagrams_received",
             "Valid datagrams received.",
-            &one(m.datagrams_received),
+            &one(hm.datagrams_received),
         );
         let kinds = [Kind::Lead, Kind::Elect, Kind::Vote, Kind::Ack];
         let by_kind = |counts: &[u64; 5]| -> Vec<(String, String)> {
@@ -549,7 +548,7 @@ impl Daemon {
             "counter",
             "messages_received",
             "Messages received and accepted, by kind (every group's; a datagram carries one or more).",
-            &by_kind(&m.received),
+            &by_kind(&hm.received),
         );
         family(
             &mut s,
@@ -558,7 +557,7 @@ impl Daemon {
             "Messages sent, by kind, once per recipient datagram (every group's).",
             &by_kind(&m.sent),
         );
-        let dropped: Vec<(String, String)> = m
+        let dropped: Vec<(String, String)> = hm
             .dropped
             .iter()
             .map(|(r, v)| (format!("reason=\"{r}\""), v.to_string()))
@@ -579,7 +578,7 @@ impl Daemon {
                 ("direction=\"sent\"".into(), m.sent_bytes.to_string()),
                 (
                     "direction=\"received\"".into(),
-                    m.received_bytes.to_string(),
+                    hm.received_bytes.to_string(),
                 ),
             ],
         );

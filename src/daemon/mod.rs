@@ -1,11 +1,12 @@
 //! The daemon: one thread, one mio loop driving the core, the UDP transport, the
 //! control socket and signals (SPEC sections 9 to 12).
 //!
-//! Every wakeup: read a bounded batch from each ready source, feed the core, then drain
-//! the core's outputs (a Persist goes to the state writer thread; what the core queued
-//! after it is sent once the thread reports it durable), then answer a bounded batch of
-//! control requests and tell watchers and supervisors about changes. The poll timeout
-//! is the core's next deadline. The loop never waits on the disk or on the log sink
+//! Every wakeup: read a bounded batch from each ready source, feed the host
+//! (`crate::host`: every group's core, the datagram path and the flush), then carry
+//! out what it asks (its state-file write goes to the writer thread; what the cores
+//! queued after it is sent once the thread reports it durable), then answer a bounded
+//! batch of control requests and tell watchers and supervisors about changes. The poll
+//! timeout is the host's next deadline. The loop never waits on the disk or on the log sink
 //! (SPEC section 12): state writes and log lines have threads of their own.
 //!
 //! The core's `now` is CLOCK_BOOTTIME (`time::boot_now`, SPEC section 8): leases keep
@@ -26,8 +27,9 @@
 //! answered only once the state file holds the new drain.
 //!
 //! The loop lives here; the rest hangs off it, one concern per file: `group` (one
-//! election group's core, view, hooks, check and handoff), `flush` (outputs, the state
-//! file, batching per destination), `net` (the datagram path), `handoff`, `health`,
+//! election group's view, hooks, check and handoff), `flush` (driving the host: its
+//! events, its write to the writer thread, its datagrams), `net` (UDP reads and
+//! sends), `handoff`, `health`,
 //! `metrics`
 //! (counters and the Prometheus text), `status` (status line, STATUS=, supervisor
 //! lines, change reports), `requests` (control-socket answers), `reload` (SIGHUP and
@@ -52,23 +54,23 @@ use signals::signal_fd;
 pub use signals::{block_signals, unblock_signals};
 use status::View;
 
-use crate::auth::{self, Keys, ReplayWindow};
+use crate::auth;
 use crate::config::{Config, Transport as Mode};
 use crate::control::{Control, NOT_LEADER, RELOAD_REFUSED, Request, Scope, error_line, json_str};
 use crate::health::{Checks, REASONS, Verdict};
 use crate::hooks::Hooks;
 use crate::http::Http;
 
-use crate::node::{Dest, Durable, Event, Handover, Node, Output, Reject, Role, Sabotage};
+use crate::host::{Host, HostConfig, Notice};
+use crate::node::{Durable, Event, Handover, Node, Role, Sabotage};
 use crate::notify::Notifier;
-use crate::store::{Extra, GroupStates, Store};
+use crate::store::Store;
 use crate::time::{Time, boot_now};
 use crate::transport::{RECV_BUF, Transport};
-use crate::wire::{self, Kind};
+use crate::wire::Kind;
 use log::{debug, error, info, warn};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
@@ -140,16 +142,19 @@ pub struct Daemon {
     id_override: Option<u16>,
     cli_log_level: Option<log::LevelFilter>,
     poll: Poll,
-    /// The election groups, in configuration order (a group's index is its wire id).
+    /// The election groups' runtimes (hooks, checks, views), in configuration order (a
+    /// group's index is its wire id); their cores are in `host`.
     groups: Vec<Group>,
+    /// The sans-IO shell: every group's core, the datagram path, the flush, the write
+    /// in flight.
+    host: Host,
     transport: Transport,
     control: Control,
-    store: Store,
+    /// Holds the state file's lock (flock) while the daemon runs; the writer thread
+    /// writes it.
+    _store: Store,
     signals: i32,
     metrics: Metrics,
-    /// Rate limit of warnings per (sender, reason): one a minute.
-    warned: HashMap<(u16, &'static str), Instant>,
-    last_debug_drop: Option<Instant>,
     udp_more: [bool; 2],
     /// SIGTERM or SIGINT: the latest moment to exit (boot clock), after the RESIGNs.
     stopping: Option<Time>,
@@ -159,15 +164,6 @@ pub struct Daemon {
     started: Instant,
     notifier: Notifier,
     next_watchdog: Option<Instant>,
-    keys: Option<Keys>,
-    replay: ReplayWindow,
-    /// The state of groups in the state file that are no longer configured: written
-    /// back unchanged, so a group added back never votes twice in a term.
-    kept: GroupStates,
-    extra: Extra,
-    send_seq: u32,
-    /// Datagrams the cores queued in this flush, batched per destination when it ends.
-    outbox: Vec<(Dest, wire::Entry)>,
     /// Why the last reload (SIGHUP or `reload`) was refused; None once one succeeds.
     /// The refused file is still on disk: the next restart would load it.
     config_refused: Option<String>,
@@ -175,15 +171,11 @@ pub struct Daemon {
     http: Option<Http>,
     /// The state file's writer thread: the loop never waits on the disk (SPEC 12).
     writer: crate::store::Writer,
-    /// The write the writer thread is doing, if any (one at a time).
-    in_flight: Option<flush::InFlight>,
-    /// `extra` changed (a peer's boot) and is not yet in a write.
-    extra_dirty: bool,
+    /// Since when the writer thread has had the host's write, and whether its
+    /// slowness was logged (one write at a time).
+    write_since: Option<(Instant, bool)>,
     /// `drain`/`undrain` requests applied and answered once their write is durable.
     pending_drains: Vec<requests::PendingDrain>,
-    /// Writes handed to the writer thread so far (`metrics.state_writes` counts those
-    /// that finished).
-    writes_submitted: u64,
 }
 
 impl Daemon {
@@ -220,10 +212,6 @@ impl Daemon {
         store
             .save(&kept, &extra)
             .map_err(|e| Fatal(e.to_string()))?;
-        let mut replay = ReplayWindow::default();
-        for (&id, &boot) in &extra.peer_boots {
-            replay.floor(id, boot);
-        }
         // Host names are resolved here, once (SPEC section 16); a reload never does.
         let addrs = cfg.resolve().map_err(|e| Fatal(e.to_string()))?;
         let mut transport =
@@ -270,9 +258,12 @@ impl Daemon {
             )));
         }
         let mut groups = Vec::with_capacity(cfg.groups.len());
+        let mut cores = Vec::with_capacity(cfg.groups.len());
         for g in 0..cfg.groups.len() {
             let durable = kept.remove(&cfg.groups[g].name).unwrap_or_default();
-            groups.push(Group::start(&cfg, g, durable, &sabotage, &waker, now)?);
+            let (group, node) = Group::start(&cfg, g, durable, &sabotage, &waker, now)?;
+            cores.push((group.name.clone(), node, durable));
+            groups.push(group);
         }
         for w in cfg.warnings() {
             warn!("{w}");
@@ -293,17 +284,17 @@ impl Daemon {
             if cfg.has_groups() {
                 format!("{} election groups", groups.len())
             } else {
-                format!("term {}", groups[0].durable.term)
+                format!("term {}", cores[0].2.term)
             },
             cfg.state.display()
         );
         let several = cfg.has_groups();
-        for (g, spec) in groups.iter().zip(&cfg.groups) {
+        for ((g, spec), (_, node, durable)) in groups.iter().zip(&cfg.groups).zip(&cores) {
             let tag = g.tag(several);
             if several {
                 info!(
                     "{tag}term {}, preference {}",
-                    g.durable.term,
+                    durable.term,
                     if spec.order.is_empty() {
                         "by server priority".to_string()
                     } else {
@@ -315,7 +306,7 @@ impl Daemon {
                     }
                 );
             }
-            if g.node.drained() {
+            if node.drained() {
                 warn!(
                     "{tag}this server is drained (state file): it will not lead until 'electctl undrain'"
                 );
@@ -345,38 +336,43 @@ impl Daemon {
                 let _ = wake.wake();
             }))
             .map_err(|e| Fatal(format!("state writer thread: {e}")))?;
+        let sources = matches!(cfg.transport, Mode::Unicast).then(|| {
+            cfg.servers
+                .iter()
+                .filter_map(|s| transport.peer_addr(s.id).map(|a| (s.id, a)))
+                .collect()
+        });
+        let host_cfg = HostConfig {
+            id: cfg.id,
+            fingerprint: cfg.fingerprint(),
+            max_hold: cfg.max_hold,
+            sources,
+            several: cfg.has_groups(),
+        };
+        let host = Host::new(host_cfg, cores, kept, extra, keys);
         Ok(Daemon {
             cfg,
             id_override,
             cli_log_level,
             poll,
             groups,
+            host,
             transport,
             control,
-            store,
+            _store: store,
             signals,
             metrics: Metrics::default(),
-            warned: HashMap::new(),
-            last_debug_drop: None,
             udp_more: [false; 2],
             stopping: None,
             all_dirty: false,
             started: Instant::now(),
             next_watchdog: notifier.watchdog_interval().map(|i| Instant::now() + i),
             notifier,
-            keys,
-            replay,
-            kept,
-            extra,
-            send_seq: 0,
-            outbox: Vec::new(),
             config_refused: None,
             http,
             pending_drains: Vec::new(),
-            writes_submitted: 0,
             writer,
-            in_flight: None,
-            extra_dirty: false,
+            write_since: None,
         })
     }
 
@@ -391,9 +387,8 @@ impl Daemon {
             let busy = self.udp_more.iter().any(|&m| m)
                 || self.control.has_more()
                 || self.http.as_ref().is_some_and(Http::has_more);
-            let mut deadline = Time(u64::MAX);
-            for (g, group) in self.groups.iter().enumerate() {
-                deadline = deadline.min(group.node.next_deadline());
+            let mut deadline = self.host.next_deadline();
+            for (g, group) in self.host.groups().iter().enumerate() {
                 if group.node.resign_pending() {
                     // A supervisor that left unconfirmed may hold a lease shorter than ours.
                     let departed = Time(self.control.departed_until_ns(g));
@@ -503,11 +498,13 @@ impl Daemon {
                 // Never before the RESIGN; at the latest the lease end plus a heartbeat.
                 let now = boot_now();
                 // A RESIGN held behind a write leaves once it lands (or the bound passes).
-                if self.groups.iter().all(|g| g.node.resign_complete()) && !self.write_pending() {
+                if self.host.groups().iter().all(|g| g.node.resign_complete())
+                    && !self.host.write_pending()
+                {
                     info!("stopped");
                     return Ok(());
                 }
-                if now >= bound && !self.groups.iter().any(|g| g.node.resign_pending()) {
+                if now >= bound && !self.host.groups().iter().any(|g| g.node.resign_pending()) {
                     warn!("stopped before the second RESIGN left");
                     return Ok(());
                 }

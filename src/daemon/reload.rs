@@ -106,7 +106,7 @@ impl Daemon {
             );
         }
         let keys = auth::load_keys(new.key_file.as_deref(), new.key_file_next.as_deref())?;
-        if keys.is_some() != self.keys.is_some() {
+        if keys.is_some() != self.host.keyed() {
             return Err("turning authentication on or off needs a restart of every server".into());
         }
         // Applied by rebinding (bound here, installed below): turning metrics on or
@@ -122,27 +122,27 @@ impl Daemon {
             old.max_hold,
         );
         // Every group or none: a failure puts back the timers of those already changed.
-        let restore = |groups: &mut [Group]| {
-            for g in groups {
-                if let Err(back) = g.node.set_timers(hbt, rtt, k, drift, hold) {
+        let restore = |host: &mut Host, upto: usize| {
+            for g in 0..upto {
+                if let Err(back) = host.group_mut(g).node.set_timers(hbt, rtt, k, drift, hold) {
                     error!("reload: cannot restore the running timers: {back}");
                 }
             }
         };
         for g in 0..self.groups.len() {
-            if let Err(e) = self.groups[g].node.set_timers(
+            if let Err(e) = self.host.group_mut(g).node.set_timers(
                 new.heartbeat,
                 new.rtt,
                 new.missed_heartbeats,
                 new.drift_ppm,
                 new.max_hold,
             ) {
-                restore(&mut self.groups[..g]);
+                restore(&mut self.host, g);
                 return Err(e.to_string());
             }
         }
         if let Err(e) = self.graces_fit(new.rtt) {
-            restore(&mut self.groups);
+            restore(&mut self.host, self.groups.len());
             return Err(e);
         }
         for g in 0..self.groups.len() {
@@ -150,7 +150,7 @@ impl Daemon {
                 .checks
                 .reconfigure(new.groups[g].check.as_ref())
             {
-                restore(&mut self.groups);
+                restore(&mut self.host, self.groups.len());
                 // All or nothing: the groups before this one get their checks back.
                 for (k, group) in self.groups[..g].iter_mut().enumerate() {
                     if let Err(back) = group.checks.reconfigure(self.cfg.groups[k].check.as_ref()) {
@@ -171,7 +171,8 @@ impl Daemon {
         {
             info!("keys reloaded");
         }
-        self.keys = keys;
+        self.host.set_keys(keys);
+        self.host.set_max_hold(new.max_hold);
         for w in new.warnings() {
             warn!("{w}");
         }
@@ -182,8 +183,9 @@ impl Daemon {
                     .map_or("off".to_string(), |d| format!("{d:?}"))
             );
         }
-        for (g, spec) in self.groups.iter_mut().zip(&new.groups) {
-            g.node.set_preempt_delay(boot_now(), new.preempt_delay);
+        for (i, (g, spec)) in self.groups.iter_mut().zip(&new.groups).enumerate() {
+            let node = &mut self.host.group_mut(i).node;
+            node.set_preempt_delay(boot_now(), new.preempt_delay);
             g.hooks.reconfigure(
                 spec.on_leader.clone(),
                 spec.on_follower.clone(),
@@ -218,8 +220,8 @@ impl Daemon {
         use crate::supervise::{Timers, check_grace, max_grace};
         for (g, group) in self.groups.iter().enumerate() {
             let t = Timers {
-                lease_len: group.node.lease_len(),
-                heartbeat: group.node.heartbeat(),
+                lease_len: self.host.group(g).node.lease_len(),
+                heartbeat: self.host.group(g).node.heartbeat(),
                 rtt,
             };
             let tag = if self.cfg.has_groups() {

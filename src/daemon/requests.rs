@@ -75,7 +75,7 @@ impl Daemon {
                             "{}election requested on the control socket",
                             self.groups[g].tag(self.cfg.has_groups())
                         );
-                        self.groups[g].node.handle_elect(now);
+                        self.host.group_mut(g).node.handle_elect(now);
                     }
                     self.flush_node()?;
                     Obj::new().bool("ok", true).line()
@@ -118,7 +118,7 @@ impl Daemon {
         let several = self.cfg.has_groups();
         let mut yielded = Vec::new();
         for &g in gs {
-            if self.groups[g].node.handle_yield(now) {
+            if self.host.group_mut(g).node.handle_yield(now) {
                 info!(
                     "{}leadership yielded on request",
                     self.groups[g].tag(several)
@@ -152,7 +152,7 @@ impl Daemon {
             Err(e) => return Ok(error_line(&e)),
         };
         let now = boot_now();
-        let node = &mut self.groups[g].node;
+        let node = &mut self.host.group_mut(g).node;
         let fit = node.peer_fit(now, to);
         if !node.handle_yield_to(now, Some(to)) {
             return Ok(error_line(NOT_LEADER));
@@ -195,14 +195,14 @@ impl Daemon {
             .iter()
             .map(|&g| {
                 (
-                    self.groups[g].node.drained() != drain,
+                    self.host.group_mut(g).node.drained() != drain,
                     self.groups[g].metrics.handoffs,
                 )
             })
             .collect();
         for (&g, &(changed, _)) in gs.iter().zip(&before) {
             if changed {
-                self.groups[g].node.set_drained(now, drain);
+                self.host.group_mut(g).node.set_drained(now, drain);
             }
         }
         self.flush_node()?;
@@ -227,7 +227,7 @@ impl Daemon {
             // The write that held the new value has finished. (Not "the durable value
             // equals the request": a later `undrain` may overwrite it before it is
             // written, and the first answer would then wait for ever.)
-            if self.metrics.state_writes < self.pending_drains[i].write {
+            if self.host.metrics().state_writes < self.pending_drains[i].write {
                 i += 1;
                 continue;
             }
@@ -253,7 +253,7 @@ impl Daemon {
             } else if changed {
                 info!("{tag}undrained on request: this server may lead again");
             }
-            let node = &group.node;
+            let node = &self.host.group(g).node;
             let o = if several {
                 Obj::new().str("group", &group.name)
             } else {

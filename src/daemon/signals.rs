@@ -109,13 +109,14 @@ impl Daemon {
         let now = boot_now();
         let several = self.cfg.has_groups();
         let (mut yielded, mut changed) = (false, false);
-        for g in &mut self.groups {
-            if g.node.handle_yield(now) {
+        for (i, g) in self.groups.iter().enumerate() {
+            let node = &mut self.host.group_mut(i).node;
+            if node.handle_yield(now) {
                 info!("{}resigning leadership before exit", g.tag(several));
                 yielded = true;
             }
-            if g.node.healthy() {
-                g.node.set_health(now, false);
+            if node.healthy() {
+                node.set_health(now, false);
                 changed = true;
             }
         }
@@ -130,7 +131,7 @@ impl Daemon {
                 .iter()
                 .filter_map(|g| g.handoff.map(|h| h.until))
                 .fold(now, Time::max);
-            let bound = until + self.groups[0].node.heartbeat();
+            let bound = until + self.host.group_mut(0).node.heartbeat();
             self.stopping = Some(self.stopping.map_or(bound, |b| b.max(bound)));
         }
         Ok(())

@@ -53,15 +53,15 @@ impl Daemon {
 
     /// Group `g`'s view now.
     fn view_of(&self, g: usize) -> View {
-        let group = &self.groups[g];
-        let st = group.node.status(boot_now());
+        let node = &self.host.group(g).node;
+        let st = node.status(boot_now());
         View {
             role: st.role,
             leader: st.leader,
             term: st.term,
             lease_until: st.lease_until,
             health: self.verdict(g),
-            drained: group.node.drained(),
+            drained: node.drained(),
         }
     }
 
@@ -119,7 +119,7 @@ impl Daemon {
     /// CLOCK_BOOTTIME.
     pub(super) fn supervisor_fields(&self, g: usize) -> (String, Option<u64>) {
         let now = boot_now();
-        let node = &self.groups[g].node;
+        let node = &self.host.group(g).node;
         let st = node.status(now);
         let until = st.lease_until.map(Time::as_nanos);
         let fields = format!(
@@ -222,8 +222,8 @@ impl Daemon {
 
     /// Per peer, the latest time any group heard it.
     pub(super) fn peers_heard(&self) -> Vec<(u16, Option<Time>)> {
-        let mut out: Vec<(u16, Option<Time>)> = self.groups[0].node.peers().collect();
-        for g in &self.groups[1..] {
+        let mut out: Vec<(u16, Option<Time>)> = self.host.group(0).node.peers().collect();
+        for g in &self.host.groups()[1..] {
             for (o, (_, heard)) in out.iter_mut().zip(g.node.peers()) {
                 o.1 = o.1.max(heard);
             }
@@ -235,7 +235,8 @@ impl Daemon {
     /// health...) to `o`.
     fn group_fields(&self, o: Obj, g: usize, now: Time) -> Obj {
         let group = &self.groups[g];
-        let st = group.node.status(now);
+        let node = &self.host.group(g).node;
+        let st = node.status(now);
         let o = o
             .str("group", &group.name)
             .str("role", st.role.name())
@@ -250,8 +251,8 @@ impl Daemon {
         let (health, cause) = self.health(g);
         o.str("elector", st.elector.name())
             .num("voted_term", st.voted_term)
-            .bool("healthy", group.node.healthy())
-            .bool("drained", group.node.drained())
+            .bool("healthy", node.healthy())
+            .bool("drained", node.drained())
             .str("health", health.name())
             .opt_str("health_cause", cause.as_deref())
     }
@@ -266,7 +267,7 @@ impl Daemon {
                 heard.map(|t| now.saturating_since(t).as_millis()),
             );
             let o = match fit {
-                Some(g) => o.opt_bool("healthy", self.groups[g].node.peer_fit(now, id)),
+                Some(g) => o.opt_bool("healthy", self.host.group(g).node.peer_fit(now, id)),
                 None => o,
             };
             out.push(o.finish());
@@ -298,7 +299,7 @@ impl Daemon {
             // Each peer's fitness in this group, compactly: ids reported fit, ids
             // reported unfit (unknown: in neither), so 64 groups of 255 servers stay
             // within the control socket's answer bound.
-            let node = &self.groups[g].node;
+            let node = &self.host.group(g).node;
             let (mut fit, mut unfit) = (Vec::new(), Vec::new());
             for (id, _) in node.peers() {
                 match node.peer_fit(now, id) {

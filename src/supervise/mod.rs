@@ -103,10 +103,27 @@ pub struct RunOptions {
 /// leave it no room in the lease (SPEC 11).
 fn supervise_request(opts: &RunOptions) -> String {
     let grace_ms = opts.grace.as_millis();
+    let grace = if OLD_DAEMON.load(Ordering::Relaxed) {
+        String::new()
+    } else {
+        format!(" grace_ms={grace_ms}")
+    };
     match &opts.group {
-        Some(g) => format!("supervise {g} grace_ms={grace_ms}\n"),
-        None => format!("supervise grace_ms={grace_ms}\n"),
+        Some(g) => format!("supervise {g}{grace}\n"),
+        None => format!("supervise{grace}\n"),
     }
+}
+
+/// The daemon is older than `grace_ms` (it answered that `grace_ms=N` is no group, or
+/// that `supervise` takes one argument): register without it. Such a daemon cannot
+/// refuse a reload for the grace, but `run` still checks the grace against every line
+/// and reports unhealthy when it no longer fits. One process, one daemon: a flag.
+static OLD_DAEMON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// True for an older daemon's refusal of the `grace_ms=N` argument.
+fn refuses_grace(error: &str) -> bool {
+    (error.contains("'grace_ms=") && error.contains("is not a group name"))
+        || error.ends_with("usage: supervise [GROUP]")
 }
 
 /// While this server does not lead, `run` asks the daemon at most this often (SPEC 11:
@@ -575,6 +592,19 @@ impl Supervisor<'_> {
         for text in lines {
             match parse_line(&text) {
                 Ok(l) => self.on_line(l)?,
+                Err(e) if refuses_grace(&e) && !OLD_DAEMON.load(Ordering::Relaxed) => {
+                    // A rolling upgrade: this `run` is newer than its daemon.
+                    OLD_DAEMON.store(true, Ordering::Relaxed);
+                    say!(
+                        "electd is older than this electctl (it does not take grace_ms): registering without it; upgrade electd so that a reload can check --grace"
+                    );
+                    if let Some(c) = self.conn.as_mut() {
+                        if let Err(e) = c.send(&supervise_request(self.opts)) {
+                            self.lost(e);
+                            return Ok(());
+                        }
+                    }
+                }
                 Err(e) if e.starts_with(NO_SUCH_GROUP) || e.contains("several election groups") => {
                     // The command never started on this connection: nothing to stop.
                     say!("{e}");
@@ -1006,6 +1036,25 @@ impl Supervisor<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rolling upgrade: the answers of electd before `grace_ms` (82751f4) to this
+    /// `run`'s request are recognised, and the request is then made without it.
+    #[test]
+    fn an_older_daemons_refusal_of_the_grace_is_recognised() {
+        for old in [
+            r#"{"error":"supervise: 'grace_ms=150' is not a group name ([a-z][a-z0-9_-]{0,31})"}"#,
+            r#"{"error":"usage: supervise [GROUP]"}"#,
+        ] {
+            let e = parse_line(old).unwrap_err();
+            assert!(refuses_grace(&e), "{e}");
+        }
+        for other in [
+            r#"{"error":"no group 'orders' (this server's groups: a, b)"}"#,
+            r#"{"error":"supervise: 'Orders' is not a group name ([a-z][a-z0-9_-]{0,31})"}"#,
+        ] {
+            assert!(!refuses_grace(&parse_line(other).unwrap_err()), "{other}");
+        }
+    }
 
     fn timers(lease_ms: u64, hbt_ms: u64, rtt_ms: u64) -> Timers {
         Timers {

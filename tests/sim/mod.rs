@@ -26,12 +26,23 @@
 //! priorities and `preempt_delay` come from the Options. Health, drain and preempt
 //! handovers go through `Event::Resigning` like a yield, so the supervisor model (S5)
 //! treats them as planned handoffs. `link_delays` gives per-link delays (regions).
+//!
+//! Issue 24: each simulated server runs the daemon's own shell, `electd::host::Host`
+//! (decode, fan-out to groups, `handle_heard`, the flush with its write-before-send
+//! order, heartbeat alignment and bundling per destination). The simulator only
+//! drives it (`drive`, `deliver`, `route`, `write`, `persisted`): its network carries
+//! the bytes of `poll_transmit`, its disk takes `poll_write` and reports the write
+//! done after a random latency. Its supervisors release RESIGNs through `released`;
+//! the host's release gates stay shut (every simulated group has a supervisor). The
+//! unbatched mode (one datagram per message, one write per request, as before issue
+//! 12) is gone: the daemon has none.
 #![allow(dead_code)]
 
 pub mod check;
 
 use check::Checker;
-use electd::node::{Dest, Durable, Node, NodeConfig, Output, Sabotage, ServerInfo, Status};
+use electd::host::{self as shell, HostConfig, HostSabotage, Notice, StateWrite, Transmit};
+use electd::node::{Dest, Durable, Node, NodeConfig, Sabotage, ServerInfo, Status};
 use electd::rng::SplitMix64;
 use electd::time::Time;
 use electd::wire;
@@ -126,12 +137,13 @@ pub struct Options {
     /// Per group preference order (index = group), first = highest priority; a group
     /// without one uses `priorities` (see `balance`).
     pub prefer: Vec<Vec<u16>>,
-    /// Bundle every flush's messages per destination even with one group (the daemon
-    /// does); off by default with one group so that the older seeds replay as before.
-    pub batch: bool,
     /// The daemon sends a leader's due heartbeats of every group with the LEAD of one
-    /// (`Node::handle_heartbeat_due`); off: a negative control for the traffic figure.
+    /// (`Node::handle_heartbeat_due`); off: a negative control for the traffic figure
+    /// (`HostSabotage::no_align`).
     pub align_heartbeats: bool,
+    /// Negative control: the host confirms a write to the cores when it hands it out,
+    /// before the disk has it (`HostSabotage::confirm_early`, SPEC section 4).
+    pub confirm_early: bool,
     /// Negative control: server 1's driver swaps groups 0 and 1 on receipt (hands each
     /// one's entries to the other's node), as a daemon whose group table is out of
     /// order would.
@@ -214,8 +226,8 @@ impl Options {
                 .unwrap_or(20_000_000),
             groups: 1,
             prefer: vec![],
-            batch: false,
             align_heartbeats: true,
+            confirm_early: false,
             misroute_group: false,
             yield_wrong_group: false,
             stall_enforcer: false,
@@ -232,11 +244,6 @@ impl Options {
         self.prefer = (0..groups)
             .map(|k| electd::config::balanced_order(&ids, k))
             .collect();
-    }
-
-    /// True when messages leave in bundles per destination per flush.
-    pub fn batched(&self) -> bool {
-        self.batch || self.groups > 1
     }
 
     /// Server `id`'s priority in group `g`: from its preference order (the first gets
@@ -492,15 +499,15 @@ struct Supervisor {
 /// One simulated server process and its disk.
 pub struct Host {
     pub id: u16,
-    /// One Node per election group while the process runs; empty while it is down.
-    pub nodes: Vec<Node>,
+    /// The daemon's shell (`electd::host::Host`, one Node per election group) while the
+    /// process runs; None while it is down.
+    pub shell: Option<shell::Host>,
     pub clock: Clock,
     pub disk: Disk,
-    /// A write in flight: the file and whether it will land if the process dies now.
+    /// The write in flight (the host hands out one at a time): it lands or not if the
+    /// process dies now.
     writing: Option<Disk>,
-    /// The newest state each group asked for in this life (what the next write holds).
-    want: Vec<Durable>,
-    /// When the last queued write completes (writes are sequential).
+    /// When the last write completes.
     write_done_at: Real,
     paused: bool,
     backlog: Vec<Ev>,
@@ -533,12 +540,25 @@ pub struct Host {
 impl Host {
     /// Group 0's node, if the process runs.
     pub fn node(&self) -> Option<&Node> {
-        self.nodes.first()
+        self.node_of(0)
+    }
+
+    /// Group `g`'s node, if the process runs.
+    pub fn node_of(&self, g: usize) -> Option<&Node> {
+        self.shell
+            .as_ref()
+            .and_then(|s| s.groups().get(g))
+            .map(|g| &g.node)
+    }
+
+    /// Every group's node while the process runs (none while it is down).
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.shell.iter().flat_map(|s| s.nodes())
     }
 
     /// True while the process runs.
     pub fn up(&self) -> bool {
-        !self.nodes.is_empty()
+        self.shell.is_some()
     }
 }
 
@@ -800,11 +820,10 @@ impl Sim {
             cfgs.push(mine);
             hosts.push(Host {
                 id: s.id,
-                nodes: Vec::new(),
+                shell: None,
                 clock,
                 disk: Disk(vec![Durable::default(); groups]),
                 writing: None,
-                want: Vec::new(),
                 write_done_at: 0,
                 paused: false,
                 backlog: Vec::new(),
@@ -930,7 +949,7 @@ impl Sim {
         for g in 0..self.opts.groups.max(1) {
             for a in 0..n {
                 let h = &self.hosts[a];
-                let Some(node) = h.nodes.get(g) else { continue };
+                let Some(node) = h.node_of(g) else { continue };
                 let Some(u) = node.status(h.clock.local(now)).lease_until else {
                     continue;
                 };
@@ -940,7 +959,7 @@ impl Sim {
                         .filter(|&o| o != a)
                         .filter(|&o| {
                             let x = &self.hosts[o];
-                            let Some(on) = x.nodes.get(g) else {
+                            let Some(on) = x.node_of(g) else {
                                 return true;
                             };
                             x.quiet_end >= end
@@ -992,13 +1011,10 @@ impl Sim {
                 }
                 h.timer_at = None;
                 let local = h.clock.local(self.now);
-                // One timer per process, at its groups' earliest deadline: the groups
-                // whose deadline has come run their handler (early would be a no-op).
-                let all = h.nodes.len() == 1;
-                for node in h.nodes.iter_mut() {
-                    if all || node.next_deadline() <= local {
-                        node.handle_timeout(local);
-                    }
+                // One timer per process, at its groups' earliest deadline: the host runs
+                // every group's handler (early is a no-op), as the daemon does.
+                if let Some(sh) = h.shell.as_mut() {
+                    sh.handle_timeout(local).expect("host");
                 }
                 self.drive(host);
             }
@@ -1078,8 +1094,8 @@ impl Sim {
                     self.trace
                         .push(format!("{} reload {} {timers:?}", self.now, h.id));
                 }
-                if h.up() {
-                    for node in h.nodes.iter_mut() {
+                if let Some(sh) = h.shell.as_mut() {
+                    for node in sh.nodes_mut() {
                         node.set_timers(timers.heartbeat, timers.rtt, timers.k, drift, max_hold)
                             .expect("valid timers");
                     }
@@ -1089,12 +1105,13 @@ impl Sim {
         }
     }
 
-    /// A write of the state file completed: every group learns that its part is durable.
-    fn persisted(&mut self, host: usize, state: &Disk) {
+    /// A write of the state file completed: the host confirms it to the groups that
+    /// asked (`Host::handle_write_done`).
+    fn persisted(&mut self, host: usize, _state: &Disk) {
         let h = &mut self.hosts[host];
         let local = h.clock.local(self.now);
-        for (g, node) in h.nodes.iter_mut().enumerate() {
-            node.handle_persisted(local, state.group(g));
+        if let Some(sh) = h.shell.as_mut() {
+            sh.handle_write_done(local, Ok(())).expect("host");
         }
         self.drive(host);
     }
@@ -1111,14 +1128,30 @@ impl Sim {
         // once. The core starts healthy: tell it before anything leaves.
         h.risen = !self.opts.checks;
         let start = h.healthy && h.risen;
+        let mut groups = Vec::new();
         for (g, cfg) in self.cfgs[host].iter().enumerate() {
             let mut node = Node::new(cfg.clone(), h.disk.group(g), local).expect("valid config");
             if !self.opts.ignore_health && !start {
                 node.set_health(local, false);
             }
-            h.nodes.push(node);
+            groups.push((format!("g{g}"), node, h.disk.group(g)));
         }
-        h.want = (0..h.nodes.len()).map(|g| h.disk.group(g)).collect();
+        let hc = HostConfig {
+            id: h.id,
+            fingerprint: self.cfgs[host][0].fingerprint,
+            max_hold: self.cfgs[host][0].max_hold,
+            sources: None,
+            several: groups.len() > 1,
+        };
+        // No keys and no boot numbers in the simulator; the supervisors release every
+        // RESIGN through `released` (the release gates stay shut).
+        h.shell = Some(shell::Host::new(
+            hc,
+            groups,
+            Default::default(),
+            Default::default(),
+            None,
+        ));
         // The quiet period: max(K*HBT, the hold promise on disk), on its clock.
         let promise = h.disk.0.iter().map(|d| d.hold_ms).max().unwrap_or(0);
         let quiet = h.timers.hold().max(ms(u64::from(promise)));
@@ -1210,7 +1243,9 @@ impl Sim {
             return;
         }
         let local = h.clock.local(self.now);
-        h.nodes[group].handle_released(local);
+        if let Some(sh) = h.shell.as_mut() {
+            sh.group_mut(group).node.handle_released(local);
+        }
         self.drive(host);
     }
 
@@ -1275,8 +1310,8 @@ impl Sim {
         }
         let h = &mut self.hosts[host];
         let local = h.clock.local(now);
-        for node in h.nodes.iter_mut() {
-            node.handle_timeout(local);
+        if let Some(sh) = h.shell.as_mut() {
+            sh.handle_timeout(local).expect("host");
         }
         self.drive(host);
         // The check results that came in meanwhile.
@@ -1293,207 +1328,107 @@ impl Sim {
         }
     }
 
+    /// The network hands `bytes` from `from` to the daemon on `to`: into its host (the
+    /// daemon's own decode, fan-out to groups and `handle_heard`), then its outputs.
     fn deliver(&mut self, to: usize, from: usize, bytes: &[u8]) {
-        let groups = self.opts.groups.max(1);
-        let misroute = self.opts.misroute_group;
-        let h = &mut self.hosts[to];
-        let local = h.clock.local(self.now);
-        if !h.up() {
+        if !self.hosts[to].up() {
             return;
         }
-        match wire::decode_any(bytes, None, groups) {
-            Ok(b) => {
-                self.delivered += 1;
-                for e in &b.entries {
-                    if self.opts.trace {
-                        let tag = tag(usize::from(e.group));
-                        self.trace.push(format!(
-                            "{} {}<-{}{tag} {:?}",
-                            self.now,
-                            to + 1,
-                            from + 1,
-                            e.msg
-                        ));
-                    }
-                    let mut g = usize::from(e.group);
-                    if misroute && to == 0 && g < 2 && groups > 1 {
-                        g = 1 - g;
-                    }
-                    if let Some(node) = self.hosts[to].nodes.get_mut(g) {
-                        let _ = node.handle_datagram(local, &e.msg);
-                    }
-                }
-                // As the daemon does: any valid datagram is news of its sender for the
-                // groups it carried nothing for (SPEC section 4, `Node::handle_heard`).
-                if groups > 1 {
-                    let mut has = vec![false; groups];
-                    for e in &b.entries {
-                        has[usize::from(e.group)] = true;
-                    }
-                    for (g, node) in self.hosts[to].nodes.iter_mut().enumerate() {
-                        if !has[g] {
-                            node.handle_heard(local, b.sender);
-                        }
-                    }
-                }
+        if self.opts.trace {
+            for e in decode_all(bytes) {
+                let tag = tag(usize::from(e.group));
+                self.trace.push(format!(
+                    "{} {}<-{}{tag} {:?}",
+                    self.now,
+                    to + 1,
+                    from + 1,
+                    e.msg
+                ));
             }
-            Err(_) => self.dropped += 1,
+        }
+        let sabotage = self.host_sabotage(to);
+        let h = &mut self.hosts[to];
+        let local = h.clock.local(self.now);
+        let Some(sh) = h.shell.as_mut() else { return };
+        sh.set_sabotage(sabotage);
+        let src = std::net::SocketAddr::from(([127, 0, 0, 1], 7000 + from as u16));
+        if sh.handle_datagram(local, src, bytes).expect("host") {
+            self.delivered += 1;
+        } else {
+            self.dropped += 1;
         }
         self.drive(to);
     }
 
-    /// Drains every group's outputs after an event: into the disk (one write of the
-    /// whole file), the network and the checkers. Unbatched (one group, `batch` off),
-    /// each message leaves as its own datagram and each Persist is its own write, as
-    /// before issue 12; batched, as the daemon does it: one write, then one bundle per
-    /// destination (split by `wire::pack`), and a LEAD of one group sends the other
-    /// groups' heartbeats that are due within HBT/2 with it.
+    /// The host rules the options break on purpose on `host` (negative controls).
+    fn host_sabotage(&self, host: usize) -> HostSabotage {
+        HostSabotage {
+            misroute_groups: self.opts.misroute_group && host == 0,
+            no_align: !self.opts.align_heartbeats,
+            confirm_early: self.opts.confirm_early,
+        }
+    }
+
+    /// Flushes the host after an input and carries out what it asks, as the daemon's
+    /// driver does (`daemon/flush.rs`): its events to the checkers and supervisors, its
+    /// write to the disk, its datagrams to the network. The rules (write before what
+    /// waits for it, alignment, bundling per destination) are the host's.
     fn drive(&mut self, host: usize) {
-        if !self.hosts[host].up() {
-            return;
+        let sabotage = self.host_sabotage(host);
+        let h = &mut self.hosts[host];
+        let local = h.clock.local(self.now);
+        let Some(sh) = h.shell.as_mut() else { return };
+        sh.set_sabotage(sabotage);
+        sh.flush(local).expect("host");
+        while let Some(Notice::Event { group, event, .. }) =
+            self.hosts[host].shell.as_mut().and_then(|s| s.poll_event())
+        {
+            self.on_event(host, group, event);
         }
-        let batched = self.opts.batched();
-        let groups = self.hosts[host].nodes.len();
-        let mut queued: Vec<Vec<wire::Entry>> = if batched {
-            vec![Vec::new(); self.opts.n]
-        } else {
-            Vec::new()
-        };
-        let mut write = false;
-        let mut aligned = !self.opts.align_heartbeats || groups == 1;
-        loop {
-            let mut lead = false;
-            for g in 0..groups {
-                while let Some(out) = self.hosts[host]
-                    .nodes
-                    .get_mut(g)
-                    .and_then(|n| n.poll_output())
-                {
-                    match out {
-                        Output::Send { dest, msg } => {
-                            lead |= matches!(msg.body, wire::Body::Lead { .. });
-                            self.send(host, g, dest, msg, batched.then_some(&mut queued));
-                        }
-                        Output::Persist(state) => {
-                            self.hosts[host].want[g] = state;
-                            if batched {
-                                write = true;
-                            } else {
-                                self.write(host);
-                            }
-                        }
-                        Output::Event(e) => self.on_event(host, g, e),
-                    }
-                    if !self.hosts[host].up() {
-                        return;
-                    }
-                }
-            }
-            // SPEC section 15: every group a leader leads rides with one LEAD's flush.
-            if !lead || aligned {
-                break;
-            }
-            aligned = true;
-            let h = &mut self.hosts[host];
-            let local = h.clock.local(self.now);
-            for node in h.nodes.iter_mut() {
-                let within = node.heartbeat() / 2;
-                node.handle_heartbeat_due(local, within);
-            }
+        if let Some(w) = self.hosts[host].shell.as_mut().and_then(|s| s.poll_write()) {
+            self.write(host, w);
         }
-        if write {
-            self.write(host);
-        }
-        if batched {
-            self.flush_bundles(host, &queued);
+        while let Some(t) = self.hosts[host]
+            .shell
+            .as_mut()
+            .and_then(|s| s.poll_transmit())
+        {
+            self.route(host, t);
         }
         self.after_drive(host);
     }
 
-    /// One message out of group `g`: transmitted at once, or queued per destination.
-    fn send(
-        &mut self,
-        host: usize,
-        g: usize,
-        dest: Dest,
-        msg: wire::Message,
-        queue: Option<&mut Vec<Vec<wire::Entry>>>,
-    ) {
+    /// One datagram of `host` to its destination: every other server, or one.
+    fn route(&mut self, host: usize, t: Transmit) {
         if self.opts.trace {
-            let tag = tag(g);
-            self.trace.push(format!(
-                "{} {}->{tag} {:?} {:?}",
-                self.now,
-                host + 1,
-                dest,
-                msg
-            ));
+            for e in decode_all(&t.bytes) {
+                let tag = tag(usize::from(e.group));
+                self.trace.push(format!(
+                    "{} {}->{tag} {:?} {:?}",
+                    self.now,
+                    host + 1,
+                    t.to,
+                    e.msg
+                ));
+            }
         }
-        if matches!(msg.body, wire::Body::Elect { .. } | wire::Body::Vote { .. }) {
-            self.election_sent += if dest == Dest::All {
-                self.opts.n as u64 - 1
-            } else {
-                1
-            };
-        }
-        let tos = match dest {
-            Dest::All => 0..self.opts.n,
-            Dest::One(id) => self.idx(id)..self.idx(id) + 1,
+        let tos: Vec<usize> = match t.to {
+            Dest::All => (0..self.opts.n).filter(|&to| to != host).collect(),
+            Dest::One(id) => vec![self.idx(id)],
         };
-        let tos = tos.filter(|&to| to != host || dest != Dest::All);
-        match queue {
-            Some(q) => {
-                let e = wire::Entry {
-                    group: g as u8,
-                    msg,
-                };
-                for to in tos {
-                    q[to].push(e);
-                }
-            }
-            None => {
-                let bytes = Rc::new(encode(&msg));
-                for to in tos {
-                    self.transmit(host, to, &bytes);
-                }
-            }
+        let elections = t.kinds[wire::Kind::Elect as usize] + t.kinds[wire::Kind::Vote as usize];
+        self.election_sent += elections * tos.len() as u64;
+        let bytes = Rc::new(t.bytes);
+        for to in tos {
+            self.transmit(host, to, &bytes);
         }
     }
 
-    /// Sends the queued entries: per destination, as few bundles as `wire::pack` allows.
-    fn flush_bundles(&mut self, host: usize, queued: &[Vec<wire::Entry>]) {
-        let id = self.hosts[host].id;
-        let fp = self.cfgs[host][0].fingerprint;
-        // A broadcast-only flush gives every destination the same entries: encode once.
-        let mut last: Option<(usize, Vec<Rc<Vec<u8>>>)> = None;
-        for (to, entries) in queued.iter().enumerate() {
-            if entries.is_empty() {
-                continue;
-            }
-            let datagrams = match last.take() {
-                Some((prev, d)) if queued[prev] == *entries => d,
-                _ => wire::pack(entries, false)
-                    .into_iter()
-                    .map(|r| {
-                        let mut b = Vec::new();
-                        wire::encode_bundle(id, fp, &entries[r], None, &mut b);
-                        Rc::new(b)
-                    })
-                    .collect(),
-            };
-            for b in &datagrams {
-                self.transmit(host, to, b);
-            }
-            last = Some((to, datagrams));
-        }
-    }
-
-    /// Starts a write of the whole state file: every group's newest state.
-    fn write(&mut self, host: usize) {
-        // Writes complete in order, as the daemon's synchronous fsyncs do.
+    /// Starts the host's write of the whole state file (one in flight at a time).
+    fn write(&mut self, host: usize, w: StateWrite) {
         let d = self.rng.below(self.opts.persist_max + 1);
         let h = &mut self.hosts[host];
-        let state = Disk(h.want.clone());
+        let state = Disk(w.by_group);
         h.writing = Some(state.clone());
         let at = (self.now + d).max(h.write_done_at + 1);
         if self.opts.trace {
@@ -1557,14 +1492,14 @@ impl Sim {
     fn after_drive(&mut self, host: usize) {
         let now = self.now;
         let h = &self.hosts[host];
-        let Some(deadline) = h.nodes.iter().map(|n| n.next_deadline()).min() else {
+        let Some(deadline) = h.nodes().map(|n| n.next_deadline()).min() else {
             return;
         };
         let deadline = h.clock.real(deadline).max(now);
         let (id, inc) = (h.id, h.inc);
-        for g in 0..h.nodes.len() {
+        for g in 0..h.nodes().count() {
             let h = &mut self.hosts[host];
-            let node = &h.nodes[g];
+            let node = h.node_of(g).expect("running");
             let status = node.status(h.clock.local(now));
             let lease_end = status.lease_until.map(|u| h.clock.real(u));
             let leads = node.leads().unwrap_or(0);
@@ -1773,12 +1708,12 @@ impl Sim {
         let mut targets = Vec::with_capacity(4);
         let h = &self.hosts[to];
         if !h.paused {
-            for n in &h.nodes {
+            for n in h.nodes() {
                 targets.push(h.clock.real(n.faith_until()));
             }
         }
         for h in self.hosts.iter().filter(|h| !h.paused) {
-            for n in &h.nodes {
+            for n in h.nodes() {
                 if let Some(u) = n.status(h.clock.local(self.now)).lease_until {
                     targets.push(h.clock.real(u));
                 }
@@ -1955,8 +1890,7 @@ impl Sim {
         }
         let h = &self.hosts[host];
         let lease = h
-            .nodes
-            .get(group)
+            .node_of(group)
             .and_then(|n| n.status(h.clock.local(now)).lease_until)
             .map(|u| (u, h.clock.real(u)));
         if let Some((u, end)) = lease {
@@ -2103,7 +2037,7 @@ impl Sim {
         let i = self.idx(id);
         let landed = self.rng.below(2) == 0;
         let h = &mut self.hosts[i];
-        if std::mem::take(&mut h.nodes).is_empty() {
+        if h.shell.take().is_none() {
             return;
         }
         if let Some(w) = h.writing.take() {
@@ -2370,7 +2304,8 @@ impl Sim {
         let local = h.clock.local(now);
         // One processor per host in the simulator: its health is every group's.
         let mut changed = false;
-        for node in h.nodes.iter_mut().filter(|n| n.healthy() != healthy) {
+        let Some(sh) = h.shell.as_mut() else { return };
+        for node in sh.nodes_mut().filter(|n| n.healthy() != healthy) {
             changed = true;
             node.set_health(local, healthy);
             if naive && !healthy && node.is_leader(local) {
@@ -2408,7 +2343,7 @@ impl Sim {
     pub fn aimed_instant(&mut self) -> Option<Real> {
         let mut targets = Vec::new();
         for h in self.hosts.iter().filter(|h| !h.paused) {
-            for n in &h.nodes {
+            for n in h.nodes() {
                 targets.push(h.clock.real(n.faith_until()));
                 targets.push(h.clock.real(n.next_deadline()));
                 if let Some(u) = n.status(h.clock.local(self.now)).lease_until {
@@ -2438,7 +2373,12 @@ impl Sim {
             return;
         }
         let local = h.clock.local(self.now);
-        if let Some(node) = h.nodes.get_mut(g) {
+        if let Some(node) = h.shell.as_mut().and_then(|s| {
+            s.groups()
+                .get(g)
+                .is_some()
+                .then(|| &mut s.group_mut(g).node)
+        }) {
             f(node, local);
             self.drive(i);
         }
@@ -2454,7 +2394,7 @@ impl Sim {
     /// The status of a running server's group `g` now.
     pub fn status_in(&self, g: usize, id: u16) -> Option<Status> {
         let h = &self.hosts[self.idx(id)];
-        h.nodes.get(g).map(|n| n.status(h.clock.local(self.now)))
+        h.node_of(g).map(|n| n.status(h.clock.local(self.now)))
     }
 
     /// The servers holding a valid lease now (at most one, by S2).

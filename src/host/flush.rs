@@ -1,0 +1,320 @@
+//! The flush: every group's outputs after an input (SPEC sections 4 and 15). One write
+//! of the state file for every group that asked is handed out (`poll_write`); nothing
+//! that waits for it leaves before the driver reports it done (each core holds back
+//! what it queued after its request until `handle_persisted`). Events go out in order;
+//! then the datagrams, batched per destination, with a leader's heartbeats of all its
+//! groups aligned into one.
+//!
+//! One write is in flight at a time; requests made meanwhile (the latest per group) go
+//! into the next. Meanwhile what no pending write holds still leaves: other groups'
+//! LEADs, and a steady leader's heartbeats (a leader asks for a write only when its
+//! term or hold promise changes).
+
+use super::*;
+use crate::node::Output;
+
+/// The steps of one flush, as [`flush_passes`] sequences them.
+pub trait FlushSteps {
+    /// Takes every group's queued outputs.
+    fn drain(&mut self, now: Time);
+    /// Hands out the state file's write if a group asked and none is in flight.
+    fn start_write(&mut self);
+    /// True when a LEAD is about to leave.
+    fn has_heartbeat(&self) -> bool;
+    /// False only when alignment is switched off (a negative control).
+    fn may_align(&self) -> bool {
+        true
+    }
+    /// Lets every led group send its LEAD now if due within HBT/2.
+    fn align(&mut self, now: Time);
+}
+
+/// Drains, starts the write and aligns until nothing is left: what waits for a write
+/// stays held in its core until the write is confirmed, and one heartbeat alignment.
+/// After the alignment the groups are always drained again, whether or not a LEAD was
+/// pulled: the alignment passes time to every group, and a timer that fired there (an
+/// ELECT, a VOTE, a RESIGN) must leave in this flush, not at the next wakeup, up to a
+/// heartbeat later (issue 20).
+pub fn flush_passes<S: FlushSteps>(s: &mut S, now: Time) {
+    let mut aligned = false;
+    // Bounded: each pass aligns once or finds nothing left.
+    for _ in 0..64 {
+        s.drain(now);
+        s.start_write();
+        if !aligned && s.may_align() && s.has_heartbeat() {
+            aligned = true;
+            s.align(now);
+            continue;
+        }
+        break;
+    }
+}
+
+impl FlushSteps for Host {
+    fn drain(&mut self, now: Time) {
+        self.drain_outputs(now);
+    }
+
+    fn start_write(&mut self) {
+        self.submit_write();
+    }
+
+    fn has_heartbeat(&self) -> bool {
+        self.outbox.iter().any(|(_, e)| is_heartbeat(&e.msg))
+    }
+
+    fn may_align(&self) -> bool {
+        !self.sabotage.no_align
+    }
+
+    fn align(&mut self, now: Time) {
+        for g in &mut self.groups {
+            let within = g.node.heartbeat() / 2;
+            g.node.handle_heartbeat_due(now, within);
+        }
+    }
+}
+
+impl Host {
+    /// Drains every group's core: the write (handed out, one write of the state file
+    /// for all groups; what waits for it stays held in the cores), events, then the
+    /// datagrams, batched per destination (SPEC section 15). When a LEAD leaves, the
+    /// other groups this server leads send theirs now if due within HBT/2, so every
+    /// group's heartbeat shares one datagram and their ACKs come back in one. Every
+    /// `handle_*` ends with it; call it after changing a core through `group_mut`.
+    pub fn flush(&mut self, now: Time) -> Result<(), HostError> {
+        flush_passes(self, now);
+        if self.sabotage.confirm_early {
+            self.confirm_now(now);
+        }
+        self.send_outbox()?;
+        if self.boot_pending {
+            // A new boot number goes to disk before a datagram that carries it leaves.
+            self.submit_write();
+        }
+        Ok(())
+    }
+
+    /// The sabotage `confirm_early`: the write in flight is confirmed before it is
+    /// durable, and what it released is drained into this flush.
+    fn confirm_now(&mut self, now: Time) {
+        let Some(f) = self.in_flight.as_mut() else {
+            return;
+        };
+        let states = std::mem::take(&mut f.states);
+        if states.is_empty() {
+            return;
+        }
+        for (g, state) in states {
+            self.groups[g].durable = state;
+            self.groups[g].node.handle_persisted(now, state);
+        }
+        flush_passes(self, now);
+    }
+
+    /// Hands out the state file as it should be (every group's newest state) when some
+    /// group asked and no write is in flight.
+    fn submit_write(&mut self) {
+        if self.in_flight.is_some()
+            || !(self.extra_dirty || self.groups.iter().any(|g| g.want.is_some()))
+        {
+            return;
+        }
+        let mut all = self.kept.clone();
+        let mut states = Vec::new();
+        let mut by_group = Vec::with_capacity(self.groups.len());
+        for (i, g) in self.groups.iter_mut().enumerate() {
+            let state = g.want.take();
+            all.insert(g.name.clone(), state.unwrap_or(g.durable));
+            by_group.push(state.unwrap_or(g.durable));
+            states.extend(state.map(|s| (i, s)));
+        }
+        self.extra_dirty = false;
+        self.writes_submitted += 1;
+        self.write = Some(StateWrite {
+            groups: all,
+            extra: self.extra.clone(),
+            by_group,
+        });
+        self.in_flight = Some(InFlight {
+            states,
+            boot: self.boot_pending,
+        });
+    }
+
+    /// Takes every group's queued outputs: sends go to the outbox, writes are noted
+    /// (the latest per group holds everything before it), events are passed on.
+    fn drain_outputs(&mut self, now: Time) {
+        for g in 0..self.groups.len() {
+            while let Some(out) = self.groups[g].node.poll_output() {
+                match out {
+                    Output::Send { dest, msg } => self.outbox.push((
+                        dest,
+                        wire::Entry {
+                            group: g as u8,
+                            msg,
+                        },
+                    )),
+                    Output::Persist(state) => self.groups[g].want = Some(state),
+                    Output::Event(e) => self.on_event(now, g, e),
+                }
+            }
+        }
+    }
+
+    /// An event of group `g`: logged as the daemon always did, passed on in order. A
+    /// handoff's RESIGN is released at once when no supervisor must confirm first
+    /// (the driver's gate), so it leaves in this flush.
+    fn on_event(&mut self, now: Time, g: usize, e: Event) {
+        let tag = self.tag(g);
+        let mut released = false;
+        match e {
+            Event::DualLeader { term, other } => {
+                log::error!("{tag}server {other} also led term {term}")
+            }
+            Event::Elected { term } => log::debug!("{tag}won the round of term {term}"),
+            Event::Resigning { .. } if self.release_gate[g] => {
+                released = true;
+                self.groups[g].node.handle_released(now);
+            }
+            _ => {}
+        }
+        self.notices.push_back(Notice::Event {
+            group: g,
+            event: e,
+            released,
+        });
+    }
+
+    /// Encodes what the flush queued: per destination one bundle (split at
+    /// `wire::MAX_BUNDLE_LEN`), in the order queued within it.
+    fn send_outbox(&mut self) -> Result<(), HostError> {
+        if self.outbox.is_empty() {
+            return Ok(());
+        }
+        let mut outbox = std::mem::take(&mut self.outbox);
+        let mut dests: Vec<Dest> = Vec::new();
+        for (d, _) in &outbox {
+            if !dests.contains(d) {
+                dests.push(*d);
+            }
+        }
+        let mut entries: Vec<wire::Entry> = Vec::with_capacity(outbox.len());
+        for dest in dests {
+            entries.clear();
+            entries.extend(outbox.iter().filter(|(d, _)| *d == dest).map(|(_, e)| *e));
+            let keyed = self.keys.is_some();
+            for run in wire::pack(&entries, keyed) {
+                let part = &entries[run];
+                let mut bytes = Vec::with_capacity(wire::MAX_BUNDLE_LEN);
+                let (id, fp) = (self.cfg.id, part[0].msg.fingerprint);
+                match self.keys.clone() {
+                    Some(k) => {
+                        let counter = self.next_counter()?;
+                        wire::encode_bundle(id, fp, part, Some((counter, &k.current)), &mut bytes)
+                    }
+                    None => wire::encode_bundle(id, fp, part, None, &mut bytes),
+                };
+                let mut kinds = [0u64; 5];
+                for e in part {
+                    kinds[e.msg.body.kind() as usize] += 1;
+                }
+                let t = Transmit {
+                    to: dest,
+                    bytes,
+                    kinds,
+                };
+                if self.boot_pending {
+                    self.held.push(t);
+                } else {
+                    self.transmits.push_back(t);
+                }
+            }
+        }
+        outbox.clear();
+        self.outbox = outbox;
+        Ok(())
+    }
+
+    /// The next counter of a keyed datagram: boot number, then a sequence within it.
+    /// After 2^32 datagrams in one boot a new boot number is taken; the datagrams that
+    /// carry it are held until a write has put it on disk.
+    fn next_counter(&mut self) -> Result<u64, HostError> {
+        self.send_seq = self.send_seq.wrapping_add(1);
+        if self.send_seq == 0 {
+            self.extra.boot = self
+                .extra
+                .boot
+                .checked_add(1)
+                .ok_or_else(|| HostError("boot counter exhausted".into()))?;
+            self.extra_dirty = true;
+            self.boot_pending = true;
+            self.send_seq = 1;
+        }
+        Ok(u64::from(self.extra.boot) << 32 | u64::from(self.send_seq))
+    }
+}
+
+/// True for a heartbeat (a LEAD that is not a RESIGN).
+pub fn is_heartbeat(msg: &wire::Message) -> bool {
+    matches!(msg.body, wire::Body::Lead { resign: false, .. })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A flush of two groups: group 0 sends a LEAD; in the alignment, time passes to
+    /// group 1 and its elector timer fires (an ELECT).
+    #[derive(Default)]
+    struct Fake {
+        queued: Vec<&'static str>,
+        outbox: Vec<&'static str>,
+        writes: usize,
+        want: bool,
+        elect_on_align: bool,
+    }
+
+    impl FlushSteps for Fake {
+        fn drain(&mut self, _: Time) {
+            self.outbox.append(&mut self.queued);
+        }
+        fn start_write(&mut self) {
+            if self.want {
+                self.want = false;
+                self.writes += 1;
+            }
+        }
+        fn has_heartbeat(&self) -> bool {
+            self.outbox.contains(&"LEAD")
+        }
+        fn align(&mut self, _: Time) {
+            if self.elect_on_align {
+                self.queued.push("ELECT");
+            }
+        }
+    }
+
+    #[test]
+    fn what_the_alignment_makes_leaves_in_the_same_flush() {
+        let mut f = Fake {
+            queued: vec!["LEAD"],
+            elect_on_align: true,
+            ..Fake::default()
+        };
+        flush_passes(&mut f, Time(0));
+        assert_eq!(f.outbox, ["LEAD", "ELECT"]);
+        assert!(f.queued.is_empty(), "an output left for the next wakeup");
+    }
+
+    #[test]
+    fn writes_come_first_and_alignment_once() {
+        let mut f = Fake {
+            queued: vec!["LEAD"],
+            want: true,
+            ..Fake::default()
+        };
+        flush_passes(&mut f, Time(0));
+        assert_eq!((f.writes, f.outbox.as_slice()), (1, &["LEAD"][..]));
+    }
+}

@@ -1,0 +1,380 @@
+//! The host: the pure shell around every group's core (quinn-proto's `Endpoint` to the
+//! core's `Connection`). It owns the groups' `Node`s, the datagram path (decode, source
+//! check, replay window and peer boot numbers, fan-out, `handle_heard`, drop counting),
+//! the flush (write before what waits for it, heartbeat alignment, bundling per
+//! destination, keyed counters) and the state-file write in flight (SPEC sections 3,
+//! 4, 10 and 15).
+//!
+//! Like the core it never reads a clock, opens a socket, touches a file or starts a
+//! thread: `handle_*(now, ...)` in; `poll_transmit` (datagrams, bundled and encoded),
+//! `poll_write` (the state file to write, at most one in flight) and `poll_event` out.
+//! The mio daemon and the simulator (`tests/sim`) both drive it.
+
+mod flush;
+mod recv;
+
+use crate::auth::{Keys, ReplayWindow};
+use crate::node::{Dest, Durable, Event, Node};
+use crate::store::{Extra, GroupStates};
+use crate::time::Time;
+use crate::wire;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use flush::{FlushSteps, flush_passes};
+
+/// What the host needs to know of the cluster besides its groups.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// This server's id (the sender of every datagram).
+    pub id: u16,
+    /// The cluster fingerprint (for the warning about a different server list).
+    pub fingerprint: u32,
+    /// `max-hold` (for the warning about a refused LEAD).
+    pub max_hold: Duration,
+    /// Unicast mode: each server's configured address; a datagram's source must be its
+    /// sender's (SPEC section 10). None in multicast mode: no source check.
+    pub sources: Option<Vec<(u16, SocketAddr)>>,
+    /// With several groups, log lines of a group are tagged "group NAME: ".
+    pub several: bool,
+}
+
+/// One election group inside the host: its core and what the state file holds of it.
+#[derive(Debug)]
+pub struct HostGroup {
+    /// Its name (the state file's key, ELECTD_GROUP, the `group` label).
+    pub name: String,
+    /// Its protocol core.
+    pub node: Node,
+    /// The state last written for this group.
+    pub durable: Durable,
+    /// A write this group's core asked for, not yet handed over.
+    want: Option<Durable>,
+}
+
+/// One datagram to send: bundled and encoded (keyed when keys are configured).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Where: every other server or one.
+    pub to: Dest,
+    /// The datagram.
+    pub bytes: Vec<u8>,
+    /// How many of its entries are of each kind (indexed by `wire::Kind as usize`).
+    pub kinds: [u64; 5],
+}
+
+/// The state file as it should be written: every group's newest state (groups no
+/// longer configured are kept) and the extra (boot numbers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateWrite {
+    /// By group name, the configured groups' and the kept ones'.
+    pub groups: GroupStates,
+    /// This server's boot number and its peers'.
+    pub extra: Extra,
+    /// The configured groups' states, by index (what the simulator's disk keeps).
+    pub by_group: Vec<Durable>,
+}
+
+/// What the host tells its driver besides datagrams and writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// An event of group `group`'s core, in the order the cores made them.
+    /// `released`: a `Resigning` whose RESIGN the host released at once, because the
+    /// driver's gate said no supervisor of that group needed to confirm.
+    Event {
+        group: usize,
+        event: Event,
+        released: bool,
+    },
+}
+
+/// The host's counters (the driver counts what it sends: it knows how many copies
+/// leave).
+#[derive(Clone, Debug, Default)]
+pub struct HostMetrics {
+    /// Messages (bundle entries) accepted by a core, by kind.
+    pub received: [u64; 5],
+    /// Datagrams with at least one message a core accepted.
+    pub datagrams_received: u64,
+    /// Bytes of every datagram handed in.
+    pub received_bytes: u64,
+    /// Dropped datagrams and messages, by reason.
+    pub dropped: BTreeMap<&'static str, u64>,
+    /// State-file writes confirmed.
+    pub state_writes: u64,
+}
+
+/// Why the host cannot go on (the daemon stops; nothing that depended on it has left).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostError(pub String);
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Rules of the host broken on purpose, for the simulator's negative controls.
+#[derive(Clone, Debug, Default)]
+pub struct HostSabotage {
+    /// Entries of groups 0 and 1 are handed to the other group's core.
+    pub misroute_groups: bool,
+    /// No heartbeat alignment: each group's LEAD leaves on its own timer (SPEC 15).
+    pub no_align: bool,
+    /// A write is confirmed to the cores as soon as it is handed out, before it is
+    /// durable: what waited for it leaves at once (breaks SPEC section 4).
+    pub confirm_early: bool,
+}
+
+/// The write handed to the driver: the groups that asked and the state it holds for
+/// each, confirmed to them once the driver reports it durable.
+#[derive(Debug)]
+struct InFlight {
+    states: Vec<(usize, Durable)>,
+    /// A new boot number is in this write: held datagrams may leave once it lands.
+    boot: bool,
+}
+
+/// The sans-IO shell of one server: every group's core and the rules around them.
+pub struct Host {
+    cfg: HostConfig,
+    groups: Vec<HostGroup>,
+    keys: Option<Keys>,
+    replay: ReplayWindow,
+    /// Groups in the state file that are no longer configured: written back unchanged.
+    kept: GroupStates,
+    extra: Extra,
+    /// `extra` changed (a peer's boot, a new boot of ours) and is not yet in a write.
+    extra_dirty: bool,
+    send_seq: u32,
+    /// Writes handed out so far (`metrics.state_writes` counts those confirmed).
+    writes_submitted: u64,
+    /// Per group: may a RESIGN leave as soon as its core asks (no supervisor to wait for).
+    release_gate: Vec<bool>,
+    outbox: Vec<(Dest, wire::Entry)>,
+    transmits: VecDeque<Transmit>,
+    /// Keyed datagrams carrying a boot number not yet on disk (once per 2^32 sends).
+    held: Vec<Transmit>,
+    boot_pending: bool,
+    write: Option<StateWrite>,
+    in_flight: Option<InFlight>,
+    notices: VecDeque<Notice>,
+    metrics: HostMetrics,
+    /// Rate limit of warnings per (sender, reason): one a minute (boot clock).
+    warned: HashMap<(u16, &'static str), Time>,
+    last_debug_drop: Option<Time>,
+    sabotage: HostSabotage,
+}
+
+impl Host {
+    /// A host of `groups` (name, core, state on disk), in configuration order (a
+    /// group's index is its wire id), with the state file's other content: groups no
+    /// longer configured (`kept`) and the boot numbers (`extra`, this boot's already
+    /// on disk).
+    pub fn new(
+        cfg: HostConfig,
+        groups: Vec<(String, Node, Durable)>,
+        kept: GroupStates,
+        extra: Extra,
+        keys: Option<Keys>,
+    ) -> Host {
+        let mut replay = ReplayWindow::default();
+        for (&id, &boot) in &extra.peer_boots {
+            replay.floor(id, boot);
+        }
+        let n = groups.len();
+        Host {
+            cfg,
+            groups: groups
+                .into_iter()
+                .map(|(name, node, durable)| HostGroup {
+                    name,
+                    node,
+                    durable,
+                    want: None,
+                })
+                .collect(),
+            keys,
+            replay,
+            kept,
+            extra,
+            extra_dirty: false,
+            send_seq: 0,
+            writes_submitted: 0,
+            release_gate: vec![false; n],
+            outbox: Vec::new(),
+            transmits: VecDeque::new(),
+            held: Vec::new(),
+            boot_pending: false,
+            write: None,
+            in_flight: None,
+            notices: VecDeque::new(),
+            metrics: HostMetrics::default(),
+            warned: HashMap::new(),
+            last_debug_drop: None,
+            sabotage: HostSabotage::default(),
+        }
+    }
+
+    /// The groups, in configuration order.
+    pub fn groups(&self) -> &[HostGroup] {
+        &self.groups
+    }
+
+    /// Group `g` (its core for requests: elect, yield, drain, health). Call
+    /// [`Host::flush`] after changing it.
+    pub fn group_mut(&mut self, g: usize) -> &mut HostGroup {
+        &mut self.groups[g]
+    }
+
+    /// Every group's core (for inputs that go to all groups: timers, health).
+    pub fn nodes_mut(&mut self) -> impl Iterator<Item = &mut Node> {
+        self.groups.iter_mut().map(|g| &mut g.node)
+    }
+
+    /// Every group's core, to read.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.groups.iter().map(|g| &g.node)
+    }
+
+    /// Group `g`, to read.
+    pub fn group(&self, g: usize) -> &HostGroup {
+        &self.groups[g]
+    }
+
+    /// The host's counters.
+    pub fn metrics(&self) -> &HostMetrics {
+        &self.metrics
+    }
+
+    /// True when datagrams are keyed (SPEC section 10).
+    pub fn keyed(&self) -> bool {
+        self.keys.is_some()
+    }
+
+    /// The keys (a reload may rotate them, never turn them on or off).
+    pub fn set_keys(&mut self, keys: Option<Keys>) {
+        self.keys = keys;
+    }
+
+    /// `max-hold` after a reload (for the warning text).
+    pub fn set_max_hold(&mut self, max_hold: Duration) {
+        self.cfg.max_hold = max_hold;
+    }
+
+    /// Whether group `g`'s RESIGN may leave at once when its core begins a handoff
+    /// (no supervisor of it must confirm first). The driver keeps it current.
+    pub fn set_release_gate(&mut self, g: usize, clear: bool) {
+        self.release_gate[g] = clear;
+    }
+
+    /// Breaks host rules on purpose (simulator negative controls only).
+    #[doc(hidden)]
+    pub fn set_sabotage(&mut self, s: HostSabotage) {
+        self.sabotage = s;
+    }
+
+    /// Runs every group's due timers, then flushes.
+    pub fn handle_timeout(&mut self, now: Time) -> Result<(), HostError> {
+        for g in &mut self.groups {
+            g.node.handle_timeout(now);
+        }
+        self.flush(now)
+    }
+
+    /// The write handed out by `poll_write` finished (`Ok`: durable). Confirms it to
+    /// the groups that asked, then flushes what it released. A failed write is fatal:
+    /// nothing that depended on it has left, and without a working state file
+    /// stopping is the only safe answer.
+    pub fn handle_write_done(&mut self, now: Time, r: Result<(), String>) -> Result<(), HostError> {
+        let Some(f) = self.in_flight.take() else {
+            return Ok(());
+        };
+        r.map_err(|e| HostError(format!("cannot write the state: {e}")))?;
+        self.metrics.state_writes += 1;
+        for (g, state) in f.states {
+            let group = &mut self.groups[g];
+            group.durable = state;
+            group.node.handle_persisted(now, state);
+        }
+        if f.boot {
+            self.boot_pending = false;
+            self.transmits.extend(self.held.drain(..));
+        }
+        self.flush(now)
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// The state file to write now, if a write is due and none is in flight. The
+    /// driver reports its end with [`Host::handle_write_done`].
+    pub fn poll_write(&mut self) -> Option<StateWrite> {
+        self.write.take()
+    }
+
+    /// The next notice (core events, in order).
+    pub fn poll_event(&mut self) -> Option<Notice> {
+        self.notices.pop_front()
+    }
+
+    /// The earliest deadline of every group's core.
+    pub fn next_deadline(&self) -> Time {
+        self.groups
+            .iter()
+            .map(|g| g.node.next_deadline())
+            .min()
+            .unwrap_or(Time(u64::MAX))
+    }
+
+    /// True while a write is in flight or waits to be handed over.
+    pub fn write_pending(&self) -> bool {
+        self.in_flight.is_some()
+            || self.write.is_some()
+            || self.extra_dirty
+            || self.groups.iter().any(|g| g.want.is_some())
+    }
+
+    /// The number of the write that will hold everything asked for so far: a write
+    /// counts as done once `metrics().state_writes` reaches it (writes finish in the
+    /// order they are handed out, one at a time). Zero when nothing is pending.
+    pub fn write_holding_all(&self) -> u64 {
+        if !self.write_pending() {
+            0
+        } else if self.extra_dirty || self.groups.iter().any(|g| g.want.is_some()) {
+            self.writes_submitted + 1
+        } else {
+            self.writes_submitted
+        }
+    }
+
+    /// True while a write handed out has not been reported done.
+    pub fn write_in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// The state file as it stands (every group's last written state).
+    pub fn state(&self) -> StateWrite {
+        let mut groups = self.kept.clone();
+        for g in &self.groups {
+            groups.insert(g.name.clone(), g.durable);
+        }
+        StateWrite {
+            groups,
+            extra: self.extra.clone(),
+            by_group: self.groups.iter().map(|g| g.durable).collect(),
+        }
+    }
+
+    /// "group orders: " with several groups, else nothing.
+    fn tag(&self, g: usize) -> String {
+        if self.cfg.several {
+            format!("group {}: ", self.groups[g].name)
+        } else {
+            String::new()
+        }
+    }
+}
