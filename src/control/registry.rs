@@ -52,6 +52,13 @@ impl Control {
         })
     }
 
+    /// True while the connection that asked is still there to take the held answer.
+    pub fn still_held(&self, h: HeldReply) -> bool {
+        self.clients
+            .get(h.slot)
+            .is_some_and(|c| c.serial == h.serial)
+    }
+
     /// Sends a held answer, if the connection that asked is still there.
     pub fn reply_held(&mut self, h: HeldReply, line: &str) {
         let Some(c) = self.clients.get_mut(h.slot) else {

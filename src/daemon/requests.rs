@@ -207,7 +207,10 @@ impl Daemon {
         }
         self.flush_node()?;
         if let Some(reply) = self.control.hold(slot) {
-            // Bounded by the clients: one held request per connection.
+            // Bounded by the clients: one held request per live connection (those of
+            // connections gone, while a frozen disk holds every write, are forgotten).
+            let control = &self.control;
+            self.pending_drains.retain(|p| control.still_held(p.reply));
             self.pending_drains.push(PendingDrain {
                 reply,
                 gs,
