@@ -15,9 +15,7 @@
 
 mod common;
 
-use common::{
-    Cluster, Mode, Opts, SERIAL, Span, Supervisors, boottime_ns, overlaps, slacked, spans,
-};
+use common::{Cluster, Mode, Opts, SERIAL, Span, Supervisors, boottime_ns, slacked, spans};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -167,62 +165,13 @@ fn apply(c: &mut Cluster, fault: Fault, leader: u16, rng: &mut electd::rng::Spli
     }
 }
 
-/// What the checker found.
-struct Report {
-    spans: Vec<Span>,
-    overlaps: Vec<(Span, Span, u64)>,
-    /// Planned stops whose processor was not given SIGTERM and its grace.
-    graceless: Vec<String>,
-}
-
-fn check(log: &str, done: &[Done], linger_ms: u64) -> Report {
-    let spans = spans(log);
-    let overlaps = overlaps(&spans, SLOP_NS);
-    let mut graceless = Vec::new();
-    for d in done.iter().filter(|d| d.fault.planned()) {
-        // The processor that ran on the leader when the fault began.
-        let Some(s) = spans
-            .iter()
-            .find(|s| s.host == d.leader && s.start <= d.at_ns && s.end >= d.at_ns)
-        else {
-            graceless.push(format!("{d:?}: no processor was running on the leader"));
-            continue;
-        };
-        let lingered = s.sigterm.map(|t| s.end.saturating_sub(t));
-        // It exits by itself linger_ms after SIGTERM unless it was killed first.
-        if !s.stopped || lingered.is_none_or(|l| l < (linger_ms - 1) * 1_000_000) {
-            graceless.push(format!(
-                "{d:?}: {s:?} (exited by itself: {}, ran {:?} ms after SIGTERM)",
-                s.stopped,
-                lingered.map(|l| l / 1_000_000)
-            ));
-        }
-    }
-    Report {
-        spans,
-        overlaps,
-        graceless,
-    }
-}
-
-fn describe(r: &Report) -> String {
-    let mut s = format!("{} processor runs\n", r.spans.len());
-    for (a, b, o) in &r.overlaps {
-        s += &format!(
-            "overlap {:.1} ms: host {} pid {} term {} and host {} pid {} term {}\n",
-            *o as f64 / 1e6,
-            a.host,
-            a.pid,
-            a.term,
-            b.host,
-            b.pid,
-            b.term
-        );
-    }
-    for g in &r.graceless {
-        s += &format!("no grace: {g}\n");
-    }
-    s
+fn check(log: &str, done: &[Done], linger_ms: u64) -> common::StopReport {
+    let planned: Vec<(u16, u64, String)> = done
+        .iter()
+        .filter(|d| d.fault.planned())
+        .map(|d| (d.leader, d.at_ns, format!("{d:?}")))
+        .collect();
+    common::stop_report(log, &planned, linger_ms, SLOP_NS)
 }
 
 /// Runs `faults` (shuffled by the seed) against a cluster with `electctl run --poll
@@ -233,7 +182,7 @@ fn scenario(
     faults: &[Fault],
     linger_ms: u64,
     env: &[(&str, &str)],
-) -> (Report, u64, Cluster) {
+) -> (common::StopReport, u64, Cluster) {
     let seed = seed();
     eprintln!("S5 seed {seed} (replay: ELECTD_S5_SEED={seed}), poll {poll}");
     let mut rng = electd::rng::SplitMix64::new(seed);
@@ -271,7 +220,7 @@ fn scenario(
     // The test's own teardown, not a fault.
     sups.stop();
     let r = check(&log, &done, linger_ms);
-    eprintln!("{}", describe(&r));
+    eprintln!("{}", r.describe());
     (r, seed, c)
 }
 
@@ -288,7 +237,7 @@ fn s5(poll: &str) {
     eprintln!("S5 with --poll {poll}: {:?}", t0.elapsed());
     let why = format!(
         "seed {seed} (ELECTD_S5_SEED={seed} to replay)\n{}\n{}\n{}",
-        describe(&r),
+        r.describe(),
         c.logs(),
         supervisor_logs(&c)
     );
@@ -341,7 +290,7 @@ fn sabotaged_resign_overlaps() {
     assert!(
         !r.overlaps.is_empty(),
         "the checker missed the overlap that resign_early makes (seed {seed}):\n{}\n{}",
-        describe(&r),
+        r.describe(),
         supervisor_logs(&c)
     );
 }

@@ -36,7 +36,7 @@
 
 mod common;
 
-use common::{Cluster, Mode, Opts, SERIAL, Span, boottime_ns, overlaps, slacked, spans};
+use common::{Cluster, Mode, Opts, SERIAL, Span, boottime_ns, slacked, spans};
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -295,61 +295,13 @@ fn leader_among(c: &Cluster, among: &[u16], within: Duration) -> Option<u16> {
     None
 }
 
-struct Report {
-    spans: Vec<Span>,
-    overlaps: Vec<(Span, Span, u64)>,
-    graceless: Vec<String>,
-}
-
-fn check(log: &str, done: &[Done], planned_grace: bool) -> Report {
-    let spans = spans(log);
-    let overlaps = overlaps(&spans, SLOP_NS);
-    let mut graceless = Vec::new();
-    for d in done
+fn check(log: &str, done: &[Done], planned_grace: bool) -> common::StopReport {
+    let planned: Vec<(u16, u64, String)> = done
         .iter()
         .filter(|d| planned_grace && d.fault != Fault::Crash)
-    {
-        let Some(s) = spans
-            .iter()
-            .find(|s| s.host == d.leader && s.start <= d.at_ns && s.end >= d.at_ns)
-        else {
-            graceless.push(format!("{d:?}: no processor was running on the leader"));
-            continue;
-        };
-        let lingered = s.sigterm.map(|t| s.end.saturating_sub(t));
-        if !s.stopped || lingered.is_none_or(|l| l < (LINGER_MS - 1) * 1_000_000) {
-            graceless.push(format!(
-                "{d:?}: {s:?} (exited by itself: {}, ran {:?} ms after SIGTERM)",
-                s.stopped,
-                lingered.map(|l| l / 1_000_000)
-            ));
-        }
-    }
-    Report {
-        spans,
-        overlaps,
-        graceless,
-    }
-}
-
-fn describe(r: &Report) -> String {
-    let mut s = format!("{} processor runs\n", r.spans.len());
-    for (a, b, o) in &r.overlaps {
-        s += &format!(
-            "overlap {:.1} ms: host {} pid {} term {} and host {} pid {} term {}\n",
-            *o as f64 / 1e6,
-            a.host,
-            a.pid,
-            a.term,
-            b.host,
-            b.pid,
-            b.term
-        );
-    }
-    for g in &r.graceless {
-        s += &format!("no grace: {g}\n");
-    }
-    s
+        .map(|d| (d.leader, d.at_ns, format!("{d:?}")))
+        .collect();
+    common::stop_report(log, &planned, LINGER_MS, SLOP_NS)
 }
 
 /// Applies `fault` to `leader`; returns true when its electd is down (to respawn).
@@ -374,7 +326,7 @@ fn apply(c: &mut Cluster, fault: Fault, leader: u16) -> bool {
 }
 
 /// Rounds of `trigger` with each fault (shuffled by the seed); returns the report.
-fn stalls(trigger: Trigger) -> (Report, u64, Cluster) {
+fn stalls(trigger: Trigger) -> (common::StopReport, u64, Cluster) {
     let seed = seed();
     let n = rounds();
     eprintln!("stalls {trigger:?}: seed {seed} (ELECTD_STALL_SEED={seed}), {n} rounds per fault");
@@ -469,7 +421,7 @@ fn stalls(trigger: Trigger) -> (Report, u64, Cluster) {
                 format!("{l}: the daemon resigned at the lease end, run never confirmed")
             }));
     }
-    eprintln!("{}", describe(&r));
+    eprintln!("{}", r.describe());
     assert!(
         moved * 2 >= order.len(),
         "the next processor ran during the stall in only {moved} of {} rounds: the test proves little\n{}",
@@ -494,7 +446,7 @@ fn assert_clean(trigger: Trigger) {
     );
     let why = format!(
         "seed {seed} (ELECTD_STALL_SEED={seed} to replay)\n{}\n{}\n{}",
-        describe(&r),
+        r.describe(),
         c.logs(),
         run_logs(&c)
     );

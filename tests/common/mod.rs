@@ -798,6 +798,77 @@ pub fn overlaps(spans: &[Span], slop_ns: u64) -> Vec<(Span, Span, u64)> {
     out
 }
 
+/// What the S5 checkers of tests/s5.rs and tests/stalls.rs found in a processor log.
+pub struct StopReport {
+    /// Every processor run.
+    pub spans: Vec<Span>,
+    /// Runs on two hosts at once, with the overlap in ns.
+    pub overlaps: Vec<(Span, Span, u64)>,
+    /// Planned stops whose processor was not given SIGTERM and its grace.
+    pub graceless: Vec<String>,
+}
+
+/// Checks a processor log: no two runs overlap (beyond `slop_ns`), and at each planned
+/// stop `(leader, at_ns, what)` the processor running on the leader was stopped by
+/// SIGTERM and exited by itself, `linger_ms` after it (it was given its grace).
+pub fn stop_report(
+    log: &str,
+    planned: &[(u16, u64, String)],
+    linger_ms: u64,
+    slop_ns: u64,
+) -> StopReport {
+    let spans = spans(log);
+    let overlaps = overlaps(&spans, slop_ns);
+    let mut graceless = Vec::new();
+    for (leader, at_ns, what) in planned {
+        // The processor that ran on the leader when the stop began.
+        let Some(s) = spans
+            .iter()
+            .find(|s| s.host == *leader && s.start <= *at_ns && s.end >= *at_ns)
+        else {
+            graceless.push(format!("{what}: no processor was running on the leader"));
+            continue;
+        };
+        let lingered = s.sigterm.map(|t| s.end.saturating_sub(t));
+        // It exits by itself linger_ms after SIGTERM unless it was killed first.
+        if !s.stopped || lingered.is_none_or(|l| l < (linger_ms - 1) * 1_000_000) {
+            graceless.push(format!(
+                "{what}: {s:?} (exited by itself: {}, ran {:?} ms after SIGTERM)",
+                s.stopped,
+                lingered.map(|l| l / 1_000_000)
+            ));
+        }
+    }
+    StopReport {
+        spans,
+        overlaps,
+        graceless,
+    }
+}
+
+impl StopReport {
+    /// The runs, overlaps and graceless stops, for a failure message.
+    pub fn describe(&self) -> String {
+        let mut s = format!("{} processor runs\n", self.spans.len());
+        for (a, b, o) in &self.overlaps {
+            s += &format!(
+                "overlap {:.1} ms: host {} pid {} term {} and host {} pid {} term {}\n",
+                *o as f64 / 1e6,
+                a.host,
+                a.pid,
+                a.term,
+                b.host,
+                b.pid,
+                b.term
+            );
+        }
+        for g in &self.graceless {
+            s += &format!("no grace: {g}\n");
+        }
+        s
+    }
+}
+
 /// `electctl run` supervisors this test started: stopped (SIGTERM, then SIGKILL after a
 /// bounded wait) when dropped, so a failing test leaves none behind.
 pub struct Supervisors(pub Vec<Child>);
