@@ -143,22 +143,18 @@ impl Sup {
         } else {
             (Stdio::from(common::run_log(c, id)), None, None)
         };
-        let child = Command::new(env!("CARGO_BIN_EXE_electctl"))
-            .arg("--socket")
-            .arg(c.sock(id))
-            .arg("run")
-            .args(args)
-            .arg("--")
-            .arg(std::env::current_exe().unwrap())
-            .args(["cmd_helper", "--exact", "--nocapture", "--test-threads=1"])
-            .env(common::CMD_LOG_VAR, cmd_log)
-            .env(common::CMD_HOST_VAR, id.to_string())
-            .env(common::CMD_LINGER_VAR, LINGER_MS.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
+        let linger = LINGER_MS.to_string();
+        let child = common::supervise_cmd(
+            c,
+            id,
+            cmd_log,
+            args,
+            &[(common::CMD_LINGER_VAR, linger.as_str())],
+        )
+        .stdin(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
         Sup {
             child,
             fifo_r,

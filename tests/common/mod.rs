@@ -905,8 +905,23 @@ pub fn supervise_with(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_electctl"))
-        .arg("--socket")
+    supervise_cmd(c, id, log, args, env)
+        .stderr(run_log(c, id))
+        .spawn()
+        .unwrap()
+}
+
+/// The `electctl run` command of `supervise_with`, before its stderr is chosen and it
+/// is spawned (tests/stalls.rs points stderr at a FIFO nobody reads).
+pub fn supervise_cmd(
+    c: &Cluster,
+    id: u16,
+    log: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_electctl"));
+    cmd.arg("--socket")
         .arg(c.sock(id))
         .arg("run")
         .args(args)
@@ -916,10 +931,8 @@ pub fn supervise_with(
         .env(CMD_LOG_VAR, log)
         .env(CMD_HOST_VAR, id.to_string())
         .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(run_log(c, id))
-        .spawn()
-        .unwrap()
+        .stdout(Stdio::null());
+    cmd
 }
 
 /// The log file of server `id`'s `electctl run` (appended to, so restarts keep it).
