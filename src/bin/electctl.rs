@@ -685,6 +685,7 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::USAGE;
+    use std::process::Command;
 
     /// The commands of electctl(1), in its order: each `.B`/`.BR` entry of COMMANDS.
     fn man_commands() -> Vec<String> {
@@ -747,5 +748,64 @@ mod tests {
             }
         }
         assert_eq!(commands, man_commands(), "electctl --help vs electctl(1)");
+    }
+
+    /// The bash completion the package installs (issue 23, item 9).
+    const COMPLETION: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/pkg/completion/electctl");
+
+    /// What the completion offers for the words typed so far.
+    fn complete(words: &[&str]) -> Vec<String> {
+        let script = format!(
+            "source {COMPLETION}; COMP_WORDS=({}); COMP_CWORD={}; _electctl; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            words
+                .iter()
+                .map(|w| format!("'{w}'"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            words.len() - 1
+        );
+        let o = Command::new("bash").args(["-c", &script]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn bash_completion_offers_every_command_and_option() {
+        let o = Command::new("bash")
+            .args(["-n", COMPLETION])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut want = man_commands();
+        assert!(want.len() >= 10, "{want:?}");
+        want.sort();
+        let mut got = complete(&["electctl", ""]);
+        got.sort();
+        assert_eq!(got, want, "the commands of electctl(1)");
+        assert_eq!(complete(&["electctl", "st"]), ["status"]);
+        assert_eq!(
+            complete(&["electctl", "--socket", "/run/x.sock", "is"]),
+            ["is-leader"]
+        );
+        let opts = complete(&["electctl", "--"]);
+        for o in ["--socket", "--config", "--id", "--help"] {
+            assert!(opts.contains(&o.to_string()), "{opts:?}");
+        }
+        assert_eq!(complete(&["electctl", "status", "--j"]), ["--json"]);
+        assert_eq!(complete(&["electctl", "yield", "--"]), ["--to"]);
+        let run = complete(&["electctl", "run", "--"]);
+        for o in [
+            "--group",
+            "--grace",
+            "--poll",
+            "--max-restarts",
+            "--restart-window",
+        ] {
+            assert!(run.contains(&o.to_string()), "{run:?}");
+        }
     }
 }
