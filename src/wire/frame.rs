@@ -122,6 +122,23 @@ pub(super) fn encode_single(msg: &Message, keyed: Option<(u64, &Key)>, out: &mut
     out.len() - start
 }
 
+/// The trailer checked first (CRC or tag), then the magic and this framing's version:
+/// the prologue every decode shares. Returns the signed bytes.
+fn open_framed<'a>(
+    bytes: &'a [u8],
+    format: Format,
+    keys: Option<&[&Key]>,
+) -> Result<&'a [u8], DecodeError> {
+    let signed = trailer::open(bytes, format, keys)?;
+    if signed[0..2] != MAGIC {
+        return Err(DecodeError::BadMagic);
+    }
+    if signed[2] != format.version() {
+        return Err(DecodeError::BadVersion(signed[2]));
+    }
+    Ok(signed)
+}
+
 /// Decodes a single message, keyed when `keys` are given: length and trailer, then
 /// magic, version, kind, length, and the message's own checks. Returns the message and,
 /// keyed, the sender's counter.
@@ -134,13 +151,7 @@ pub(super) fn decode_single(
         keyed: keys.is_some(),
     };
     let len = bytes.len();
-    let signed = trailer::open(bytes, format, keys)?;
-    if signed[0..2] != MAGIC {
-        return Err(DecodeError::BadMagic);
-    }
-    if signed[2] != format.version() {
-        return Err(DecodeError::BadVersion(signed[2]));
-    }
+    let signed = open_framed(bytes, format, keys)?;
     let kind = Kind::from_u8(signed[3]).ok_or(DecodeError::BadKind(signed[3]))?;
     let header = format.header_len();
     if signed.len() != header + kind.body_len() {
@@ -205,13 +216,7 @@ pub(super) fn decode_bundle(
         keyed: keys.is_some(),
     };
     let len = bytes.len();
-    let signed = trailer::open(bytes, format, keys)?;
-    if signed[0..2] != MAGIC {
-        return Err(DecodeError::BadMagic);
-    }
-    if signed[2] != format.version() {
-        return Err(DecodeError::BadVersion(signed[2]));
-    }
+    let signed = open_framed(bytes, format, keys)?;
     let count = usize::from(signed[3]);
     if count == 0 || count > MAX_ENTRIES {
         return Err(DecodeError::BadCount(count));
