@@ -216,7 +216,6 @@ impl Node {
         self.counters.handovers[reason as usize] += 1;
         self.drop_held_leads(l.term);
         self.tally.clear();
-        self.counters.leader_changes += 1;
         self.push_event(Event::SteppedDown { term: l.term });
         let until = l.lease_until().filter(|&u| u > now).unwrap_or(now);
         self.push_event(Event::Resigning {
@@ -626,7 +625,6 @@ impl Node {
             return;
         };
         self.drop_held_leads(l.term);
-        self.counters.leader_changes += 1;
         self.push_event(Event::SteppedDown { term: l.term });
         if self.leader == Some(self.me) {
             // Its lease has ended (or a newer leader superseded it): its own vote is free.

@@ -521,7 +521,6 @@ impl Node {
         hold: Duration,
     ) {
         if self.leader != Some(s) {
-            self.counters.leader_changes += 1;
             if s != self.me {
                 info!(
                     "{}following leader {} in term {term}",

@@ -397,8 +397,6 @@ pub struct Counters {
     pub abstentions: u64,
     /// Times this server became leader.
     pub elected: u64,
-    /// Times the known leader changed.
-    pub leader_changes: u64,
     /// LEADs of this server's own term from another leader.
     pub dual_leader: u64,
     /// LEADs with a term below this server's term.
