@@ -520,13 +520,11 @@ impl Node {
         seq: u64,
         hold: Duration,
     ) {
-        if self.leader != Some(s) {
-            if s != self.me {
-                info!(
-                    "{}following leader {} in term {term}",
-                    self.log_tag, self.ids[s]
-                );
-            }
+        if self.leader != Some(s) && s != self.me {
+            info!(
+                "{}following leader {} in term {term}",
+                self.log_tag, self.ids[s]
+            );
         }
         self.leader = Some(s);
         self.successor = None;
