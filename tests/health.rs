@@ -407,6 +407,19 @@ fn lead_by_priority(c: &Cluster, want: u16, bound: Duration) -> (u16, u64) {
     panic!("{want} never led");
 }
 
+/// Waits until each of `ids` is unhealthy by its own status AND as server `seer` sees
+/// it. Both are needed: `seer`'s view alone may be a stale report from before the server
+/// first turned healthy (servers with a check start unhealthy), which passes the wait at
+/// once while the server is in fact still fit (CI saw that: a failing leader then handed
+/// over, as designed, to a server it had just heard fit).
+fn wait_seen_unhealthy(c: &Cluster, seer: u16, ids: &[u16], what: &str) {
+    wait_for(what, Duration::from_secs(3), || {
+        ids.iter()
+            .all(|&f| healthy(c, f) == Some(false) && peer_healthy(c, seer, f) == Some(Some(false)))
+            .then_some(())
+    });
+}
+
 fn all_healthy(c: &Cluster, ids: &[u16], within: Duration) {
     wait_for("every server healthy", within, || {
         ids.iter()
@@ -989,14 +1002,11 @@ fn all_checks_failing_keep_the_leader_and_recovery_needs_no_restart() {
     for &f in &fs {
         flag(&c, f, true);
     }
-    wait_for(
+    wait_seen_unhealthy(
+        &c,
+        l,
+        &fs,
         "both followers unhealthy, as the leader sees them",
-        Duration::from_secs(2),
-        || {
-            fs.iter()
-                .all(|&f| peer_healthy(&c, l, f) == Some(Some(false)))
-                .then_some(())
-        },
     );
     flag(&c, l, true);
     wait_for("the leader failing", Duration::from_secs(2), || {
@@ -1055,15 +1065,7 @@ fn all_checks_failing_keep_the_leader_and_recovery_needs_no_restart() {
     for &f in &fs {
         flag(&c, f, true);
     }
-    wait_for(
-        "both followers unhealthy again",
-        Duration::from_secs(2),
-        || {
-            fs.iter()
-                .all(|&f| peer_healthy(&c, l, f) == Some(Some(false)))
-                .then_some(())
-        },
-    );
+    wait_seen_unhealthy(&c, l, &fs, "both followers unhealthy again");
     flag(&c, l, true);
     wait_for("the leader failing again", Duration::from_secs(2), || {
         (health(&c, l).as_deref() == Some("failing")).then_some(())
@@ -1730,11 +1732,7 @@ fn a_follower_knows_its_leaders_health() {
     for &f in &fs {
         flag(&c, f, true);
     }
-    wait_for("followers unhealthy", Duration::from_secs(2), || {
-        fs.iter()
-            .all(|&f| peer_healthy(&c, l, f) == Some(Some(false)))
-            .then_some(())
-    });
+    wait_seen_unhealthy(&c, l, &fs, "followers unhealthy");
     flag(&c, l, true);
     wait_for("leader failing", Duration::from_secs(2), || {
         (health(&c, l).as_deref() == Some("failing")).then_some(())
@@ -1863,9 +1861,7 @@ fn a_failing_leader_whose_successor_froze_is_not_left_leaderless() {
     let fs: Vec<u16> = (1..=3).filter(|&i| i != l).collect();
     let (frozen, sick) = (fs[0], fs[1]);
     flag(&c, sick, true);
-    wait_for("unhealthy follower", Duration::from_secs(2), || {
-        (peer_healthy(&c, l, sick) == Some(Some(false))).then_some(())
-    });
+    wait_seen_unhealthy(&c, l, &[sick], "unhealthy follower");
     common::signal(c.child(frozen), libc::SIGSTOP);
     flag(&c, l, true);
     wait_for("leader failing", Duration::from_secs(2), || {
@@ -1912,11 +1908,7 @@ fn a_leader_crash_during_a_shared_fault_leaves_a_leader() {
     for &f in &fs {
         flag(&c, f, true);
     }
-    wait_for("followers unhealthy", Duration::from_secs(2), || {
-        fs.iter()
-            .all(|&f| peer_healthy(&c, l, f) == Some(Some(false)))
-            .then_some(())
-    });
+    wait_seen_unhealthy(&c, l, &fs, "followers unhealthy");
     flag(&c, l, true);
     wait_for("leader failing", Duration::from_secs(2), || {
         (health(&c, l).as_deref() == Some("failing")).then_some(())
