@@ -8,16 +8,17 @@
 //! back until the driver confirms the write with `handle_persisted`.
 //!
 //! One sub-state per file, with the handlers that change it: `types` (what goes in and
-//! out), [`elector`] (WATCHING and VOTING: claims, the decision, the vote, faith in a
-//! leader), [`candidate`] (the tally board; FOLLOWER and LEADER, the moves between
-//! them), `leadership` (a leader's LEADs, acknowledgements and lease), `resign` (a
-//! planned handoff), `fitness` (health, drain, preference, when to hand over),
-//! `output` (write before send: held outputs, persistence), `timers` (the table of
-//! deadlines and their firing), `invariants` (checked after every input), `peers`
-//! (one struct per other server). This file holds the `Node`, its inputs and its
-//! views.
+//! out), [`elector`] (WATCHING and VOTING: claims, the vote, faith in a leader),
+//! `decision` (the pure choice of a round), [`candidate`] (the tally board; FOLLOWER
+//! and LEADER, the moves between them), `leadership` (a leader's LEADs,
+//! acknowledgements and lease), `resign` (a planned handoff), `fitness` (health,
+//! drain, preference, when to hand over), `output` (write before send: held outputs,
+//! persistence), `timers` (the table of deadlines and their firing), `invariants`
+//! (checked after every input), `peers` (one struct per other server). This file
+//! holds the `Node`, its inputs and its views.
 
 pub mod candidate;
+mod decision;
 pub mod elector;
 mod fitness;
 mod invariants;
