@@ -29,10 +29,10 @@ fn ms(ns: u64) -> u64 {
 }
 
 pub(super) struct Running {
-    pub(super) child: Child,
+    child: Child,
     pub(super) exit_fd: Option<OwnedFd>,
-    pub(super) term: u64,
-    pub(super) started: Instant,
+    term: u64,
+    started: Instant,
     /// SIGTERM was sent: SIGKILL at this boot-clock time unless it exits first.
     pub(super) kill_at_ns: Option<u64>,
     /// The process that stops the command by the lease end even if this one stalls.

@@ -100,13 +100,13 @@ pub(super) struct Conn {
     inbuf: Vec<u8>,
     pub(super) last_line: Instant,
     /// The highest non-leader line not yet confirmed.
-    pub(super) to_confirm: Option<u64>,
+    to_confirm: Option<u64>,
     /// The number of the last leader line read (0: none).
-    pub(super) last_leader_n: u64,
+    last_leader_n: u64,
     /// The number of the last line confirmed (`released N`).
-    pub(super) confirmed_n: u64,
+    confirmed_n: u64,
     /// What this connection was told is failing (`health failing REASON`), if anything.
-    pub(super) reported: Option<String>,
+    reported: Option<String>,
 }
 
 impl Conn {
