@@ -7,39 +7,43 @@ use crate::supervise::{self, RunOptions};
 use std::path::Path;
 use std::time::Duration;
 
-pub(super) fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
-    let mut opts = getopts::Options::new();
-    opts.parsing_style(getopts::ParsingStyle::StopAtFirstFree);
-    opts.optopt(
-        "",
+/// `run`'s options: long name, description, value.
+const OPTIONS: [(&str, &str, &str); 5] = [
+    (
         "group",
         "the election group whose lease the command follows (default: the only one)",
         "GROUP",
-    );
-    opts.optopt(
-        "",
+    ),
+    (
         "grace",
         "time between SIGTERM and SIGKILL (default 100ms); must fit in the lease",
         "DURATION",
-    );
-    opts.optopt(
-        "",
+    ),
+    (
         "poll",
         "reconnect interval and longest silence before asking again (default 20ms)",
         "DURATION",
-    );
-    opts.optopt(
-        "",
+    ),
+    (
         "max-restarts",
         "exits within --restart-window that make this server unhealthy",
         "N",
-    );
-    opts.optopt(
-        "",
+    ),
+    (
         "restart-window",
         "the window for --max-restarts (default 1m)",
         "DURATION",
-    );
+    ),
+];
+
+/// `electctl run [OPTIONS] -- CMD [ARGS]`: reads the options and runs the supervisor
+/// until it stops; Ok(its exit code).
+pub(super) fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String> {
+    let mut opts = getopts::Options::new();
+    opts.parsing_style(getopts::ParsingStyle::StopAtFirstFree);
+    for (name, help, hint) in OPTIONS {
+        opts.optopt("", name, help, hint);
+    }
     let m = opts.parse(rest).map_err(|e| format!("run: {e}\n{USAGE}"))?;
     let duration = |name: &str, default: u64| -> Result<Duration, String> {
         match m.opt_str(name) {
