@@ -9,17 +9,20 @@
 //! - `load`: reading a file and the rules that validate it into a `Config`;
 //! - `cluster`: what the rest of electd asks of one (names resolved, fingerprint);
 //! - `warnings`: what does not stop the daemon but an operator should know;
+//! - `preflight`: `electd --check-config`, the file checked on this host.
 
 mod cluster;
 mod groups;
 mod load;
 mod parse;
+mod preflight;
 mod warnings;
 
 use parse::{Raw, expand, one, parse_line};
 pub use parse::{closest, parse_duration, socket_in};
 
 pub use groups::balanced_order;
+pub use preflight::{Line, Report, check_config};
 pub use warnings::executable;
 
 use crate::addr::{self, Address, Claim, Family};

@@ -25,6 +25,24 @@ impl Config {
         Config::parse(&text, path, id)
     }
 
+    /// `load`, and the key files opened as the daemon opens them (SPEC section 10):
+    /// what a start refuses, with an error that names the file and line.
+    pub fn load_with_keys(path: &Path, id: Option<u16>) -> Result<Config, String> {
+        let cfg = Config::load(path, id).map_err(|e| e.to_string())?;
+        crate::auth::load_keys(cfg.key_file.as_deref(), cfg.key_file_next.as_deref())
+            .map_err(|e| format!("{}: {e}", cfg.key_place(&e)))?;
+        Ok(cfg)
+    }
+
+    /// `FILE:LINE` of the key-file line a key error `e` is about.
+    pub(super) fn key_place(&self, e: &str) -> String {
+        let next = self
+            .key_file_next
+            .as_ref()
+            .is_some_and(|n| e.contains(&n.display().to_string()));
+        self.place(if next { "key-file-next" } else { "key-file" })
+    }
+
     /// Parses configuration text; `path` names it in errors.
     pub fn parse(text: &str, path: &Path, id_override: Option<u16>) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
