@@ -37,11 +37,11 @@
 //! unbatched mode (one datagram per message, one write per request, as before issue
 //! 12) is gone: the daemon has none.
 //!
-//! The files, one concern each: `clock` (time and drift), `options` (the knobs),
-//! `network`, `disk`, `process` (a server's life cycle), `supervisors` (the `electctl
-//! run` model), `health` (the processor and its check), `commands` (what `electctl`
-//! sends), `observe` (checkers, watch, statuses), `stats`; this file holds `Sim`, its
-//! event queue and loop, and the drive of a host's outputs.
+//! The files, one concern each: `clock` (time and drift), `options` (the knobs and the
+//! one config fixture), `network`, `disk`, `process` (a server's life cycle),
+//! `supervisors` (the `electctl run` model), `health` (the processor and its check),
+//! `commands` (what `electctl` sends), `observe` (checkers, watch, statuses), `stats`;
+//! this file holds `Sim`, its event queue and loop, and the drive of a host's outputs.
 #![allow(dead_code)]
 
 pub mod check;
@@ -69,7 +69,7 @@ pub use self::{
 
 use check::Checker;
 use electd::host::{HostSabotage, Notice};
-use electd::node::{Durable, NodeConfig, ServerInfo};
+use electd::node::{Durable, NodeConfig};
 use electd::rng::SplitMix64;
 use network::{HISTORY, LinkHolds};
 use observe::Watch;
@@ -238,52 +238,20 @@ impl Sim {
     pub fn new(opts: Options) -> Sim {
         let mut rng = SplitMix64::new(opts.seed);
         let groups = opts.groups.max(1);
-        let servers_of = |g: usize| -> Vec<ServerInfo> {
-            (1..=opts.n as u16)
-                .map(|id| ServerInfo {
-                    id,
-                    priority: opts.priority(g, id),
-                    witness: opts.witnesses.contains(&id),
-                })
-                .collect()
-        };
-        let servers = servers_of(0);
         let mut hosts = Vec::new();
         let mut cfgs = Vec::new();
-        for s in &servers {
+        for id in 1..=opts.n as u16 {
             let e = i64::from(opts.clock_error_ppm);
             let mut error_ppm = rng.below(2 * e as u64 + 1) as i64 - e;
-            if let Some(&fixed) = opts.clock_errors.get(usize::from(s.id) - 1) {
+            if let Some(&fixed) = opts.clock_errors.get(usize::from(id) - 1) {
                 error_ppm = fixed;
             }
             let clock = Clock::new(rng.below(1 << 40), error_ppm);
-            let timers = opts.timers_of(s.id);
-            let first = NodeConfig {
-                id: s.id,
-                servers: servers.clone(),
-                fingerprint: 0xE1EC_7D00 ^ opts.n as u32,
-                heartbeat: timers.heartbeat,
-                rtt: timers.rtt,
-                missed_heartbeats: timers.k,
-                drift_ppm: opts.drift_ppm,
-                max_hold: Duration::from_secs(60),
-                preempt_delay: opts.preempt_delay,
-                seed: rng.next_u64(),
-                strict: true,
-                sabotage: opts.sabotage.clone(),
-            };
-            // The other groups' jitter seeds derive from the first, so that a run with
-            // one group draws exactly what it drew before groups existed.
-            let mine: Vec<NodeConfig> = (0..groups)
-                .map(|g| NodeConfig {
-                    servers: servers_of(g),
-                    seed: first.seed ^ (g as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                    ..first.clone()
-                })
-                .collect();
+            let timers = opts.timers_of(id);
+            let mine = opts.node_configs(id, rng.next_u64());
             cfgs.push(mine);
             hosts.push(Host {
-                id: s.id,
+                id,
                 shell: None,
                 clock,
                 disk: Disk(vec![Durable::default(); groups]),
@@ -507,9 +475,7 @@ impl Sim {
                 h.timers = timers;
                 let mut drift_hold = (0, Duration::ZERO);
                 for cfg in self.cfgs[host].iter_mut() {
-                    cfg.heartbeat = timers.heartbeat;
-                    cfg.rtt = timers.rtt;
-                    cfg.missed_heartbeats = timers.k;
+                    timers.apply(cfg);
                     drift_hold = (cfg.drift_ppm, cfg.max_hold);
                 }
                 let (drift, max_hold) = drift_hold;

@@ -1,7 +1,10 @@
-//! The knobs of a run (`Options`, seed first) and each server's `Timers`.
+//! The knobs of a run (`Options`, seed first), each server's `Timers`, and the one
+//! config fixture every sim test runs with: `Options::node_configs` (a server's
+//! `NodeConfig` per group) and `host_config` (its shell's `HostConfig`).
 
 use super::{Real, ms};
-use electd::node::Sabotage;
+use electd::host::HostConfig;
+use electd::node::{NodeConfig, Sabotage, ServerInfo};
 use std::time::Duration;
 
 /// All knobs of a run; the seed comes first and fixes everything else it does not set.
@@ -125,6 +128,13 @@ impl Timers {
     pub fn hold(&self) -> Real {
         self.heartbeat.as_nanos() as u64 * u64::from(self.k)
     }
+
+    /// Puts these timers into a server's config (a reload).
+    pub fn apply(&self, cfg: &mut NodeConfig) {
+        cfg.heartbeat = self.heartbeat;
+        cfg.rtt = self.rtt;
+        cfg.missed_heartbeats = self.k;
+    }
 }
 
 impl Options {
@@ -232,5 +242,64 @@ impl Options {
     /// SPEC section 8, L1: a leader with a valid lease within 5*HBT + 8*RTT.
     pub fn l1_bound(&self) -> Real {
         5 * self.heartbeat.as_nanos() as u64 + 8 * self.rtt.as_nanos() as u64
+    }
+
+    /// Group `g`'s server list: every server with its priority there and whether it is
+    /// a witness.
+    pub fn servers(&self, g: usize) -> Vec<ServerInfo> {
+        (1..=self.n as u16)
+            .map(|id| ServerInfo {
+                id,
+                priority: self.priority(g, id),
+                witness: self.witnesses.contains(&id),
+            })
+            .collect()
+    }
+
+    /// The cluster's config fingerprint.
+    pub fn fingerprint(&self) -> u32 {
+        0xE1EC_7D00 ^ self.n as u32
+    }
+
+    /// The config fixture: server `id`'s `NodeConfig` of every group, with the timers it
+    /// starts with and `seed` for group 0's jitter.
+    pub fn node_configs(&self, id: u16, seed: u64) -> Vec<NodeConfig> {
+        let timers = self.timers_of(id);
+        let first = NodeConfig {
+            id,
+            servers: self.servers(0),
+            fingerprint: self.fingerprint(),
+            heartbeat: timers.heartbeat,
+            rtt: timers.rtt,
+            missed_heartbeats: timers.k,
+            drift_ppm: self.drift_ppm,
+            max_hold: Duration::from_secs(60),
+            preempt_delay: self.preempt_delay,
+            seed,
+            strict: true,
+            sabotage: self.sabotage.clone(),
+        };
+        // The other groups' jitter seeds derive from the first, so that a run with
+        // one group draws exactly what it drew before groups existed.
+        (0..self.groups.max(1))
+            .map(|g| NodeConfig {
+                servers: self.servers(g),
+                seed: first.seed ^ (g as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                ..first.clone()
+            })
+            .collect()
+    }
+}
+
+/// The config fixture's other half: the shell's `HostConfig` of a server whose groups
+/// run `cfgs` (from `Options::node_configs`). No keys and no source check: the
+/// simulated network carries only the cluster's own datagrams.
+pub fn host_config(cfgs: &[NodeConfig]) -> HostConfig {
+    HostConfig {
+        id: cfgs[0].id,
+        fingerprint: cfgs[0].fingerprint,
+        max_hold: cfgs[0].max_hold,
+        sources: None,
+        several: cfgs.len() > 1,
     }
 }

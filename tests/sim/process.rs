@@ -2,9 +2,10 @@
 //! its life cycle: crash (with or without a restart), restart, pause, suspend, wake,
 //! and SIGHUP with new timers.
 
+use super::options::host_config;
 use super::supervisors::Supervisor;
 use super::{Clock, Disk, Ev, Real, Sim, Timers, ms};
-use electd::host::{self as shell, HostConfig};
+use electd::host as shell;
 use electd::node::Node;
 use electd::time::Time;
 
@@ -95,13 +96,7 @@ impl Sim {
             }
             groups.push((format!("g{g}"), node, h.disk.group(g)));
         }
-        let hc = HostConfig {
-            id: h.id,
-            fingerprint: self.cfgs[host][0].fingerprint,
-            max_hold: self.cfgs[host][0].max_hold,
-            sources: None,
-            several: groups.len() > 1,
-        };
+        let hc = host_config(&self.cfgs[host]);
         // No keys and no boot numbers in the simulator; the supervisors release every
         // RESIGN through `released` (the release gates stay shut).
         h.shell = Some(shell::Host::new(
