@@ -2,7 +2,7 @@
 //! (rate error, rate changes, a clock that stops while suspended) and the verb that
 //! changes a clock's rate mid-run.
 
-use super::Sim;
+use super::{Ev, Sim};
 use electd::time::Time;
 
 /// Nanoseconds of simulated real time.
@@ -99,15 +99,7 @@ impl Sim {
         let (i, now) = (self.idx(id), self.now);
         let h = &mut self.hosts[i];
         h.clock.set_rate(now, error_ppm);
-        let ends: Vec<(usize, Real)> = h
-            .sup
-            .iter()
-            .enumerate()
-            .filter_map(|(g, s)| s.end.map(|u| (g, h.clock.real(u))))
-            .collect();
-        for (g, end) in ends {
-            self.checker(g).remap(now, id, end);
-        }
+        self.sup_clock_remapped(i);
         self.gather();
         let h = &mut self.hosts[i];
         if self.opts.trace {
@@ -118,6 +110,43 @@ impl Sim {
         if !h.paused && h.up() {
             h.timer_at = None;
             self.drive(i);
+        }
+    }
+
+    /// The process's one timer fires (unless a crash, a pause or a newer deadline made
+    /// it stale).
+    pub(super) fn on_timer(&mut self, host: usize, inc: u64, deadline: Real) {
+        let h = &mut self.hosts[host];
+        if h.inc != inc || h.paused || !h.up() || h.timer_at != Some(deadline) {
+            return;
+        }
+        h.timer_at = None;
+        let local = h.clock.local(self.now);
+        // One timer per process, at its groups' earliest deadline: the host runs
+        // every group's handler (early is a no-op), as the daemon does.
+        if let Some(sh) = h.shell.as_mut() {
+            sh.handle_timeout(local).expect("host");
+        }
+        self.drive(host);
+    }
+
+    /// Places the process's one timer at `deadline` (real time), unless it is there
+    /// already or the process is paused.
+    pub(super) fn place_timer(&mut self, host: usize, deadline: Real) {
+        let h = &mut self.hosts[host];
+        let inc = h.inc;
+        if h.timer_at != Some(deadline) && !h.paused {
+            h.timer_at = Some(deadline);
+            // A real scheduler wakes a little late (epoll counts in milliseconds).
+            let late = self.rng.below(self.opts.timer_slop + 1);
+            self.push(
+                deadline + late,
+                Ev::Timer {
+                    host,
+                    inc,
+                    deadline,
+                },
+            );
         }
     }
 }

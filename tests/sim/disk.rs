@@ -84,4 +84,22 @@ impl Sim {
     pub fn disarm(&mut self) {
         self.hosts.iter_mut().for_each(|h| h.crash_in_write = false);
     }
+
+    /// A write reached the disk (if its process still lives): the host hears of it now,
+    /// or when a pause ends.
+    pub(super) fn on_persist_done(&mut self, host: usize, inc: u64, state: Disk) {
+        let h = &mut self.hosts[host];
+        if h.life != inc || !h.up() {
+            return;
+        }
+        h.disk = state.clone();
+        if h.writing.as_ref() == Some(&state) {
+            h.writing = None;
+        }
+        if h.paused {
+            h.backlog.push(Ev::PersistDone { host, inc, state });
+            return;
+        }
+        self.persisted(host, &state);
+    }
 }

@@ -148,4 +148,14 @@ impl Sim {
         };
         Some(at.max(self.now))
     }
+
+    /// The check of this life of `host` has risen: its daemon reports the health now.
+    pub(super) fn on_rise(&mut self, host: usize, life: u64) {
+        let h = &mut self.hosts[host];
+        if h.life != life || !h.up() {
+            return;
+        }
+        h.risen = true;
+        self.report_health(host);
+    }
 }

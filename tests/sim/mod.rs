@@ -69,15 +69,13 @@ pub use self::{
 
 use check::Checker;
 use electd::host::{HostSabotage, Notice};
-use electd::node::{Durable, NodeConfig};
+use electd::node::NodeConfig;
 use electd::rng::SplitMix64;
 use network::{HISTORY, LinkHolds};
 use observe::Watch;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::rc::Rc;
-use std::time::Duration;
-use supervisors::Supervisor;
 
 #[derive(Debug)]
 enum Ev {
@@ -250,29 +248,7 @@ impl Sim {
             let timers = opts.timers_of(id);
             let mine = opts.node_configs(id, rng.next_u64());
             cfgs.push(mine);
-            hosts.push(Host {
-                id,
-                shell: None,
-                clock,
-                disk: Disk(vec![Durable::default(); groups]),
-                writing: None,
-                write_done_at: 0,
-                paused: false,
-                backlog: Vec::new(),
-                timer_at: None,
-                inc: 0,
-                life: 0,
-                restarts: 0,
-                suspended_at: None,
-                crash_in_write: false,
-                sup: vec![Supervisor::default(); groups],
-                timers,
-                healthy: true,
-                risen: false,
-                fit_changed_at: 0,
-                quiet_end: 0,
-                rise_at: 0,
-            });
+            hosts.push(Host::new(id, clock, timers, groups));
         }
         let n = opts.n;
         let mut sim = Sim {
@@ -377,53 +353,13 @@ impl Sim {
 
     fn dispatch(&mut self, ev: Ev) {
         match ev {
-            Ev::Deliver { to, from, bytes } => {
-                let h = &mut self.hosts[to];
-                if !h.up() {
-                    return;
-                }
-                if h.paused {
-                    // A paused process's socket buffer is bounded like a real one.
-                    if h.backlog.len() < 256 {
-                        h.backlog.push(Ev::Deliver { to, from, bytes });
-                    }
-                    return;
-                }
-                self.deliver(to, from, &bytes);
-            }
+            Ev::Deliver { to, from, bytes } => self.on_deliver(to, from, bytes),
             Ev::Timer {
                 host,
                 inc,
                 deadline,
-            } => {
-                let h = &mut self.hosts[host];
-                if h.inc != inc || h.paused || !h.up() || h.timer_at != Some(deadline) {
-                    return;
-                }
-                h.timer_at = None;
-                let local = h.clock.local(self.now);
-                // One timer per process, at its groups' earliest deadline: the host runs
-                // every group's handler (early is a no-op), as the daemon does.
-                if let Some(sh) = h.shell.as_mut() {
-                    sh.handle_timeout(local).expect("host");
-                }
-                self.drive(host);
-            }
-            Ev::PersistDone { host, inc, state } => {
-                let h = &mut self.hosts[host];
-                if h.life != inc || !h.up() {
-                    return;
-                }
-                h.disk = state.clone();
-                if h.writing.as_ref() == Some(&state) {
-                    h.writing = None;
-                }
-                if h.paused {
-                    h.backlog.push(Ev::PersistDone { host, inc, state });
-                    return;
-                }
-                self.persisted(host, &state);
-            }
+            } => self.on_timer(host, inc, deadline),
+            Ev::PersistDone { host, inc, state } => self.on_persist_done(host, inc, state),
             Ev::Resume { host, inc } | Ev::Wake { host, inc } => self.wake(host, inc),
             Ev::Restart { host } => self.start(host),
             Ev::Health {
@@ -435,29 +371,12 @@ impl Sim {
                     self.apply_health(host, healthy);
                 }
             }
-            Ev::Rise { host, life } => {
-                let h = &mut self.hosts[host];
-                if h.life != life || !h.up() {
-                    return;
-                }
-                h.risen = true;
-                self.report_health(host);
-            }
+            Ev::Rise { host, life } => self.on_rise(host, life),
             Ev::Crash {
                 host,
                 inc,
                 restart_after,
-            } => {
-                if self.hosts[host].life != inc || !self.hosts[host].up() {
-                    return;
-                }
-                let id = self.hosts[host].id;
-                self.crash(id);
-                if let Some(d) = restart_after {
-                    self.hosts[host].restarts += 1;
-                    self.push(self.now + d, Ev::Restart { host });
-                }
-            }
+            } => self.on_crash(host, inc, restart_after),
             Ev::Released {
                 host,
                 group,
@@ -465,32 +384,7 @@ impl Sim {
                 stop,
             } => self.released(host, group, inc, stop),
             Ev::SupWake { host, group, until } => self.sup_wake(host, group, until),
-            Ev::Reload { host, timers } => {
-                let h = &mut self.hosts[host];
-                if h.paused {
-                    h.backlog.push(Ev::Reload { host, timers });
-                    return;
-                }
-                self.stats.reloads += 1;
-                h.timers = timers;
-                let mut drift_hold = (0, Duration::ZERO);
-                for cfg in self.cfgs[host].iter_mut() {
-                    timers.apply(cfg);
-                    drift_hold = (cfg.drift_ppm, cfg.max_hold);
-                }
-                let (drift, max_hold) = drift_hold;
-                if self.opts.trace {
-                    self.trace
-                        .push(format!("{} reload {} {timers:?}", self.now, h.id));
-                }
-                if let Some(sh) = h.shell.as_mut() {
-                    for node in sh.nodes_mut() {
-                        node.set_timers(timers.heartbeat, timers.rtt, timers.k, drift, max_hold)
-                            .expect("valid timers");
-                    }
-                    self.drive(host);
-                }
-            }
+            Ev::Reload { host, timers } => self.reload(host, timers),
         }
     }
 
@@ -568,7 +462,7 @@ impl Sim {
             return;
         };
         let deadline = h.clock.real(deadline).max(now);
-        let (id, inc) = (h.id, h.inc);
+        let id = h.id;
         for g in 0..h.nodes().count() {
             let h = &mut self.hosts[host];
             let node = h.node_of(g).expect("running");
@@ -576,37 +470,13 @@ impl Sim {
             let lease_end = status.lease_until.map(|u| h.clock.real(u));
             let leads = node.leads().unwrap_or(0);
             if let (Some(u), Some(end)) = (status.lease_until, lease_end) {
-                // The supervisor learns the lease (at once: the soonest it could start)
-                // and runs the command until that end at least. A leader line: no
-                // confirmation of an earlier stop counts any more. A stalled one reads
-                // the line only when it runs again (`sup_wake`): its enforcer keeps
-                // the end it was told last.
-                let sup = &mut h.sup[g];
-                sup.stopping = false;
-                sup.lines += 1;
-                if sup.stalled_until.is_none() {
-                    sup.end = Some(u);
-                    self.checker(g).cmd_lease(now, id, end);
-                }
+                self.sup_leader_line(host, g, u, end);
             }
             self.checker(g)
                 .on_status(now, id, &status, lease_end, leads);
             self.check_watch(g, id, &status);
         }
-        let h = &mut self.hosts[host];
-        if h.timer_at != Some(deadline) && !h.paused {
-            h.timer_at = Some(deadline);
-            // A real scheduler wakes a little late (epoll counts in milliseconds).
-            let late = self.rng.below(self.opts.timer_slop + 1);
-            self.push(
-                deadline + late,
-                Ev::Timer {
-                    host,
-                    inc,
-                    deadline,
-                },
-            );
-        }
+        self.place_timer(host, deadline);
         self.gather();
     }
 

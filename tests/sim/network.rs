@@ -433,4 +433,20 @@ impl Sim {
     pub fn is_cut(&self, from: u16, to: u16) -> bool {
         self.cut[self.idx(from)][self.idx(to)]
     }
+
+    /// A datagram arrives at `to`: handled now, or queued while the process is paused.
+    pub(super) fn on_deliver(&mut self, to: usize, from: usize, bytes: Rc<Vec<u8>>) {
+        let h = &mut self.hosts[to];
+        if !h.up() {
+            return;
+        }
+        if h.paused {
+            // A paused process's socket buffer is bounded like a real one.
+            if h.backlog.len() < 256 {
+                h.backlog.push(Ev::Deliver { to, from, bytes });
+            }
+            return;
+        }
+        self.deliver(to, from, &bytes);
+    }
 }

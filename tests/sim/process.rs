@@ -6,8 +6,9 @@ use super::options::host_config;
 use super::supervisors::Supervisor;
 use super::{Clock, Disk, Ev, Real, Sim, Timers, ms};
 use electd::host as shell;
-use electd::node::Node;
+use electd::node::{Durable, Node};
 use electd::time::Time;
+use std::time::Duration;
 
 /// One simulated server process and its disk.
 pub struct Host {
@@ -51,6 +52,34 @@ pub struct Host {
 }
 
 impl Host {
+    /// A server that has not started yet: its clock, its timers, and a state file of
+    /// `groups` groups never written.
+    pub(super) fn new(id: u16, clock: Clock, timers: Timers, groups: usize) -> Host {
+        Host {
+            id,
+            shell: None,
+            clock,
+            disk: Disk(vec![Durable::default(); groups]),
+            writing: None,
+            write_done_at: 0,
+            paused: false,
+            backlog: Vec::new(),
+            timer_at: None,
+            inc: 0,
+            life: 0,
+            restarts: 0,
+            suspended_at: None,
+            crash_in_write: false,
+            sup: vec![Supervisor::default(); groups],
+            timers,
+            healthy: true,
+            risen: false,
+            fit_changed_at: 0,
+            quiet_end: 0,
+            rise_at: 0,
+        }
+    }
+
     /// Group 0's node, if the process runs.
     pub fn node(&self) -> Option<&Node> {
         self.node_of(0)
@@ -149,18 +178,7 @@ impl Sim {
         h.clock.start(now);
         let backlog = std::mem::take(&mut h.backlog);
         if let (Some(since), true) = (suspended_at, stopped) {
-            // The supervisor enforces the lease end on the host's clock: if that clock
-            // stopped, its command runs past the end it had in real time.
-            let id = h.id;
-            let ends: Vec<(usize, Real)> = h
-                .sup
-                .iter()
-                .enumerate()
-                .filter_map(|(g, s)| s.end.map(|u| (g, h.clock.real(u))))
-                .collect();
-            for (g, end) in ends {
-                self.checker(g).cmd_extend(now, id, since, end);
-            }
+            self.sup_clock_stopped(host, since);
         }
         let h = &mut self.hosts[host];
         let local = h.clock.local(now);
@@ -308,5 +326,47 @@ impl Sim {
 
     pub fn is_paused(&self, id: u16) -> bool {
         self.hosts[self.idx(id)].paused
+    }
+
+    /// A scheduled crash of this life of `host`, and its restart if one is due.
+    pub(super) fn on_crash(&mut self, host: usize, inc: u64, restart_after: Option<Real>) {
+        if self.hosts[host].life != inc || !self.hosts[host].up() {
+            return;
+        }
+        let id = self.hosts[host].id;
+        self.crash(id);
+        if let Some(d) = restart_after {
+            self.hosts[host].restarts += 1;
+            self.push(self.now + d, Ev::Restart { host });
+        }
+    }
+
+    /// SIGHUP with new timers: every group's core takes them (a paused process when it
+    /// wakes).
+    pub(super) fn reload(&mut self, host: usize, timers: Timers) {
+        let h = &mut self.hosts[host];
+        if h.paused {
+            h.backlog.push(Ev::Reload { host, timers });
+            return;
+        }
+        self.stats.reloads += 1;
+        h.timers = timers;
+        let mut drift_hold = (0, Duration::ZERO);
+        for cfg in self.cfgs[host].iter_mut() {
+            timers.apply(cfg);
+            drift_hold = (cfg.drift_ppm, cfg.max_hold);
+        }
+        let (drift, max_hold) = drift_hold;
+        if self.opts.trace {
+            self.trace
+                .push(format!("{} reload {} {timers:?}", self.now, h.id));
+        }
+        if let Some(sh) = h.shell.as_mut() {
+            for node in sh.nodes_mut() {
+                node.set_timers(timers.heartbeat, timers.rtt, timers.k, drift, max_hold)
+                    .expect("valid timers");
+            }
+            self.drive(host);
+        }
     }
 }

@@ -11,18 +11,66 @@ use electd::time::Time;
 /// the daemon numbers them.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Supervisor {
-    pub(super) end: Option<Time>,
-    pub(super) stopping: bool,
-    pub(super) lines: u64,
+    end: Option<Time>,
+    stopping: bool,
+    lines: u64,
     /// The planned stop whose command the supervisor last confirmed exited.
-    pub(super) confirmed: u64,
+    confirmed: u64,
     /// The supervisor process is stopped until then (issue 21: SIGSTOP, a debugger, a
     /// blocked write): it reads no line and confirms nothing, while its lease-end
     /// enforcer, a process of its own, still ends the command at `end`.
-    pub(super) stalled_until: Option<Real>,
+    stalled_until: Option<Real>,
 }
 
 impl Sim {
+    /// Group `g`'s supervisor on `host` reads a leader line: the lease runs until `u` on
+    /// the host's clock, `end` in real time.
+    pub(super) fn sup_leader_line(&mut self, host: usize, g: usize, u: Time, end: Real) {
+        // The supervisor learns the lease (at once: the soonest it could start) and
+        // runs the command until that end at least. A leader line: no confirmation of
+        // an earlier stop counts any more. A stalled one reads the line only when it
+        // runs again (`sup_wake`): its enforcer keeps the end it was told last.
+        let (id, now) = (self.hosts[host].id, self.now);
+        let sup = &mut self.hosts[host].sup[g];
+        sup.stopping = false;
+        sup.lines += 1;
+        if sup.stalled_until.is_none() {
+            sup.end = Some(u);
+            self.checker(g).cmd_lease(now, id, end);
+        }
+    }
+
+    /// Per group, the lease end the supervisor of `host` enforces, in real time by the
+    /// host's clock now.
+    fn sup_lease_ends(&self, host: usize) -> Vec<(usize, Real)> {
+        let h = &self.hosts[host];
+        h.sup
+            .iter()
+            .enumerate()
+            .filter_map(|(g, s)| s.end.map(|u| (g, h.clock.real(u))))
+            .collect()
+    }
+
+    /// The clock of `host` stood still from `since` until now (a suspend with
+    /// `monotonic_suspend`).
+    pub(super) fn sup_clock_stopped(&mut self, host: usize, since: Real) {
+        // The supervisor enforces the lease end on the host's clock: if that clock
+        // stopped, its command runs past the end it had in real time.
+        let (id, now) = (self.hosts[host].id, self.now);
+        for (g, end) in self.sup_lease_ends(host) {
+            self.checker(g).cmd_extend(now, id, since, end);
+        }
+    }
+
+    /// The clock of `host` changed its rate: the lease ends its supervisors enforce on
+    /// it fall at other real times.
+    pub(super) fn sup_clock_remapped(&mut self, host: usize) {
+        let (id, now) = (self.hosts[host].id, self.now);
+        for (g, end) in self.sup_lease_ends(host) {
+            self.checker(g).remap(now, id, end);
+        }
+    }
+
     /// Group `group`'s supervisor on `host` confirms planned stop `stop`.
     pub(super) fn released(&mut self, host: usize, group: usize, inc: u64, stop: u64) {
         let again = Ev::Released {
