@@ -25,6 +25,7 @@ pub struct Clock {
 }
 
 impl Clock {
+    /// A clock reading `offset` at real time 0, running at `error_ppm`.
     pub fn new(offset: u64, error_ppm: i64) -> Clock {
         Clock {
             base_local: offset,
@@ -34,6 +35,7 @@ impl Clock {
         }
     }
 
+    /// What the clock reads at real time `real`.
     pub fn local(&self, real: Real) -> Time {
         let r = self.stopped_at.map_or(real, |s| s.min(real));
         let dr = i128::from(r) - i128::from(self.base_real);

@@ -70,6 +70,7 @@ impl Sim {
         r
     }
 
+    /// Hands group `g`'s core on a running, awake `id` to `f`, then flushes the host.
     pub(super) fn with_node(&mut self, g: usize, id: u16, f: impl FnOnce(&mut Node, Time)) {
         let i = self.idx(id);
         let h = &mut self.hosts[i];

@@ -60,6 +60,7 @@ impl Sim {
             .max(self.now)
     }
 
+    /// The processor of `host` turns healthy or not (counted), and its daemon is told.
     pub(super) fn apply_health(&mut self, host: usize, healthy: bool) {
         let now = self.now;
         let h = &mut self.hosts[host];

@@ -71,7 +71,7 @@ use check::Checker;
 use electd::host::{HostSabotage, Notice};
 use electd::node::NodeConfig;
 use electd::rng::SplitMix64;
-use network::{HISTORY, LinkHolds};
+use network::Network;
 use observe::Watch;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -177,8 +177,8 @@ pub struct Sim {
     queue: BinaryHeap<Entry>,
     seq: u64,
     pub hosts: Vec<Host>,
-    /// cut[from][to]: datagrams from `from` to `to` are dropped.
-    cut: Vec<Vec<bool>>,
+    /// The links between the hosts and what they hold.
+    net: Network,
     /// Group 0's checker; the other groups' are in `group_checks`, and their violations
     /// are moved to this one's list (tagged with the group) after every event.
     pub check: Checker,
@@ -197,22 +197,10 @@ pub struct Sim {
     health_epoch: u64,
     /// Per host, per group.
     cfgs: Vec<Vec<NodeConfig>>,
-    /// Every datagram sent recently: (real time, from, to, bytes), for late redelivery.
-    history: std::collections::VecDeque<(Real, usize, usize, Rc<Vec<u8>>)>,
     /// Real times of recent elections and planned stops (where a flush is aimed).
     pub marks: std::collections::VecDeque<Real>,
     /// Faults the adversaries injected, for the swarm's summary.
     pub stats: Stats,
-    /// Datagrams matching this (from id, to id, message) are held back by the network
-    /// (`hold_back`) until `release_held`.
-    filter: Option<Box<Filter>>,
-    held_back: Vec<(usize, usize, Rc<Vec<u8>>)>,
-    /// lead_holds[from][to][kind]: messages of that kind (`Kind`; LEADs with their
-    /// RESIGNs) on that link are caught until the real time given, and lost, held back
-    /// or delayed (issue 20, `hold_leads`, `hold_kind`).
-    lead_holds: Vec<Vec<LinkHolds>>,
-    /// Some link holds some kind (a hint: transmit decodes only then).
-    any_hold: bool,
     /// Called when a server is elected or re-elected in group 0, before its first LEAD
     /// of the term leaves (issue 20: an adversary that steers a new leadership's
     /// traffic); kept while it returns true.
@@ -260,7 +248,7 @@ impl Sim {
             queue: BinaryHeap::new(),
             seq: 0,
             hosts,
-            cut: vec![vec![false; n]; n],
+            net: Network::new(n),
             events: 0,
             sent: 0,
             election_sent: 0,
@@ -269,13 +257,8 @@ impl Sim {
             trace: Vec::new(),
             health_epoch: 0,
             cfgs,
-            history: std::collections::VecDeque::with_capacity(HISTORY),
             marks: std::collections::VecDeque::new(),
             stats: Stats::default(),
-            filter: None,
-            held_back: Vec::new(),
-            lead_holds: vec![vec![[None; 4]; n]; n],
-            any_hold: false,
             on_elected: None,
             opts,
         };
@@ -480,6 +463,7 @@ impl Sim {
         self.gather();
     }
 
+    /// Remembers now as a moment worth aiming a flush at (an election, a planned stop).
     fn mark(&mut self) {
         if self.marks.len() == 64 {
             self.marks.pop_front();

@@ -7,10 +7,11 @@ use super::{Ev, Real, Sim, ms, tag};
 use electd::host::Transmit;
 use electd::node::Dest;
 use electd::wire;
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 /// Per message kind (`Kind as usize`), the hold on one link: until when, and how.
-pub(super) type LinkHolds = [Option<(Real, LeadHold)>; 4];
+type LinkHolds = [Option<(Real, LeadHold)>; 4];
 
 /// A message kind a link hold can catch (issue 20).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -71,7 +72,40 @@ pub fn decode_all(bytes: &[u8]) -> Vec<wire::Entry> {
 pub type Filter = dyn Fn(u16, u16, &wire::Message) -> bool;
 
 /// How many sent datagrams the simulator remembers for redelivery.
-pub(super) const HISTORY: usize = 4096;
+const HISTORY: usize = 4096;
+
+/// The network's state: which links are cut, what was sent recently, and what is
+/// held back or held on which link.
+pub(super) struct Network {
+    /// cut[from][to]: datagrams from `from` to `to` are dropped.
+    cut: Vec<Vec<bool>>,
+    /// Every datagram sent recently: (real time, from, to, bytes), for late redelivery.
+    history: VecDeque<(Real, usize, usize, Rc<Vec<u8>>)>,
+    /// Datagrams matching this (from id, to id, message) are held back by the network
+    /// (`hold_back`) until `release_held`.
+    filter: Option<Box<Filter>>,
+    held_back: Vec<(usize, usize, Rc<Vec<u8>>)>,
+    /// lead_holds[from][to][kind]: messages of that kind (`Kind`; LEADs with their
+    /// RESIGNs) on that link are caught until the real time given, and lost, held back
+    /// or delayed (issue 20, `hold_leads`, `hold_kind`).
+    lead_holds: Vec<Vec<LinkHolds>>,
+    /// Some link holds some kind (a hint: transmit decodes only then).
+    any_hold: bool,
+}
+
+impl Network {
+    /// `n` hosts, every link up, nothing sent or held.
+    pub(super) fn new(n: usize) -> Network {
+        Network {
+            cut: vec![vec![false; n]; n],
+            history: VecDeque::with_capacity(HISTORY),
+            filter: None,
+            held_back: Vec::new(),
+            lead_holds: vec![vec![[None; 4]; n]; n],
+            any_hold: false,
+        }
+    }
+}
 
 impl Sim {
     /// The network hands `bytes` from `from` to the daemon on `to`: into its host (the
@@ -132,12 +166,15 @@ impl Sim {
         }
     }
 
+    /// One datagram onto the link `from` -> `to`: remembered, maybe sent again late,
+    /// held back, cut or lost, held by kind, aimed, duplicated, delayed.
     pub(super) fn transmit(&mut self, from: usize, to: usize, bytes: &Rc<Vec<u8>>) {
         self.sent += 1;
-        if self.history.len() == HISTORY {
-            self.history.pop_front();
+        if self.net.history.len() == HISTORY {
+            self.net.history.pop_front();
         }
-        self.history
+        self.net
+            .history
             .push_back((self.now, from, to, Rc::clone(bytes)));
         if self.opts.late_pm > 0 && self.rng.below(1000) < u64::from(self.opts.late_pm) {
             // A genuine copy that some queue held on to: it arrives long after.
@@ -152,27 +189,27 @@ impl Sim {
                 },
             );
         }
-        if let Some(f) = &self.filter {
+        if let Some(f) = &self.net.filter {
             let (fid, tid) = (self.hosts[from].id, self.hosts[to].id);
             if decode_all(bytes).iter().any(|e| f(fid, tid, &e.msg)) {
-                self.held_back.push((from, to, Rc::clone(bytes)));
+                self.net.held_back.push((from, to, Rc::clone(bytes)));
                 return;
             }
         }
-        if self.cut[from][to] || self.rng.below(1000) < u64::from(self.opts.loss_pm) {
+        if self.net.cut[from][to] || self.rng.below(1000) < u64::from(self.opts.loss_pm) {
             return;
         }
         // Issue 20: a LEAD hold on this link catches LEADs only (decoded only while one
         // is set, so runs without holds draw and cost what they did).
         let mut extra = 0;
-        if self.any_hold
-            && self.lead_holds[from][to]
+        if self.net.any_hold
+            && self.net.lead_holds[from][to]
                 .iter()
                 .flatten()
                 .any(|h| h.0 > self.now)
         {
             let now = self.now;
-            let slots = self.lead_holds[from][to];
+            let slots = self.net.lead_holds[from][to];
             let caught = decode_all(bytes)
                 .iter()
                 .find_map(|e| slots[Kind::of(&e.msg) as usize].filter(|h| h.0 > now));
@@ -265,6 +302,7 @@ impl Sim {
     /// stalled and flushed), each possibly twice, within `spread` from now.
     pub fn flush(&mut self, from: Real, to: Real, spread: Real) {
         let old: Vec<_> = self
+            .net
             .history
             .iter()
             .filter(|e| e.0 >= from && e.0 <= to)
@@ -297,18 +335,18 @@ impl Sim {
     /// The network holds back every datagram matching `f` from now on (a queue that
     /// stalls for some traffic), until `release_held`.
     pub fn hold_back(&mut self, f: Box<Filter>) {
-        self.filter = Some(f);
+        self.net.filter = Some(f);
     }
 
     /// How many datagrams the network holds back now.
     pub fn held(&self) -> usize {
-        self.held_back.len()
+        self.net.held_back.len()
     }
 
     /// Delivers the held-back datagrams now, in the order sent, and holds back no more.
     pub fn release_held(&mut self) {
-        self.filter = None;
-        for (from, to, bytes) in std::mem::take(&mut self.held_back) {
+        self.net.filter = None;
+        for (from, to, bytes) in std::mem::take(&mut self.net.held_back) {
             self.push(self.now, Ev::Deliver { to, from, bytes });
         }
         self.run_until(self.now);
@@ -316,8 +354,8 @@ impl Sim {
 
     /// Loses the held-back datagrams and holds back no more.
     pub fn drop_held(&mut self) {
-        self.filter = None;
-        self.held_back.clear();
+        self.net.filter = None;
+        self.net.held_back.clear();
     }
 
     /// From now until real time `until`, LEADs (RESIGNs included) from `from` to `to`
@@ -333,8 +371,8 @@ impl Sim {
     pub fn hold_kind(&mut self, kind: Kind, from: u16, to: u16, until: Real, how: LeadHold) {
         let (f, t) = (self.idx(from), self.idx(to));
         let on = until > self.now;
-        self.lead_holds[f][t][kind as usize] = Some((until, how)).filter(|_| on);
-        self.any_hold |= on;
+        self.net.lead_holds[f][t][kind as usize] = Some((until, how)).filter(|_| on);
+        self.net.any_hold |= on;
         if self.opts.trace {
             self.trace.push(format!(
                 "{} hold {kind:?} {from}->{to} {how:?} until {until}",
@@ -345,15 +383,17 @@ impl Sim {
 
     /// Ends every LEAD hold (what a `Hold` caught is still delivered at its end).
     pub fn free_leads(&mut self) {
-        self.lead_holds
+        self.net
+            .lead_holds
             .iter_mut()
             .for_each(|row| row.iter_mut().for_each(|h| *h = [None; 4]));
-        self.any_hold = false;
+        self.net.any_hold = false;
     }
 
     /// True while some link holds LEADs.
     pub fn leads_held_now(&self) -> bool {
-        self.lead_holds
+        self.net
+            .lead_holds
             .iter()
             .flatten()
             .flatten()
@@ -363,8 +403,8 @@ impl Sim {
     /// Delivers the held-back datagrams now, the last sent first (a reordering), and
     /// holds back no more.
     pub fn release_held_reversed(&mut self) {
-        self.filter = None;
-        for (from, to, bytes) in std::mem::take(&mut self.held_back).into_iter().rev() {
+        self.net.filter = None;
+        for (from, to, bytes) in std::mem::take(&mut self.net.held_back).into_iter().rev() {
             self.push(self.now, Ev::Deliver { to, from, bytes });
         }
         self.run_until(self.now);
@@ -374,6 +414,7 @@ impl Sim {
     /// duplicates, from the network's history).
     pub fn redeliver(&mut self, f: &Filter) -> usize {
         let old: Vec<_> = self
+            .net
             .history
             .iter()
             .filter(|e| {
@@ -393,7 +434,7 @@ impl Sim {
     /// Drops datagrams from `from` to `to` (one direction).
     pub fn cut_one_way(&mut self, from: u16, to: u16) {
         let (f, t) = (self.idx(from), self.idx(to));
-        self.cut[f][t] = true;
+        self.net.cut[f][t] = true;
     }
 
     /// Drops datagrams between `a` and `b` both ways.
@@ -424,14 +465,15 @@ impl Sim {
 
     /// Restores every link.
     pub fn heal(&mut self) {
-        self.cut
+        self.net
+            .cut
             .iter_mut()
             .for_each(|row| row.iter_mut().for_each(|c| *c = false));
     }
 
     /// True when datagrams from `from` to `to` are dropped by a cut.
     pub fn is_cut(&self, from: u16, to: u16) -> bool {
-        self.cut[self.idx(from)][self.idx(to)]
+        self.net.cut[self.idx(from)][self.idx(to)]
     }
 
     /// A datagram arrives at `to`: handled now, or queued while the process is paused.

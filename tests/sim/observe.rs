@@ -158,6 +158,7 @@ impl Sim {
         self.watch = None;
     }
 
+    /// An "I" violation if group `g` changed on `id` while only another group may.
     pub(super) fn check_watch(&mut self, g: usize, id: u16, st: &Status) {
         let Some(w) = &self.watch else { return };
         if g == w.active {
@@ -177,6 +178,7 @@ impl Sim {
         }
     }
 
+    /// The term a running server sees in group 0 (0 while it is down).
     pub fn term(&self, id: u16) -> u64 {
         self.status(id).map_or(0, |s| s.term)
     }

@@ -320,10 +320,12 @@ impl Sim {
         }
     }
 
+    /// True while the process of `id` runs.
     pub fn is_up(&self, id: u16) -> bool {
         self.hosts[self.idx(id)].up()
     }
 
+    /// True while the process of `id` is paused or suspended.
     pub fn is_paused(&self, id: u16) -> bool {
         self.hosts[self.idx(id)].paused
     }
