@@ -1,6 +1,14 @@
 //! The `electctl run` model (S5 per group): each host's supervisors learn the leases,
 //! are told to stop for planned handoffs, confirm after a delay, late or never, stall
 //! (issue 21), and release the RESIGN that waits for them.
+//!
+//! Its whole surface to the rest of the simulator: `Host::sup` (one `Supervisor` per
+//! group, fields private here); the events `Ev::Released` and `Ev::SupWake` (the loop
+//! dispatches them to `released` and `sup_wake`; a crash keeps them, a wake replays
+//! them); `plan_stop` (a `Resigning` event), `sup_leader_line` (a lease after a
+//! flush), `sup_clock_stopped` and `sup_clock_remapped` (the host's clock); and the
+//! test verbs `stall_supervisor` and `supervisor_stalled`. It releases a RESIGN
+//! through the core (`handle_released`), as the host's release gates stay shut.
 
 use super::{Ev, Real, Sim, tag};
 use electd::time::Time;
