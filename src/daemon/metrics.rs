@@ -173,9 +173,13 @@ impl Daemon {
         let control = &self.control.counters;
         let hold = self.cfg.heartbeat * self.cfg.missed_heartbeats;
         let heard = self.peers_heard();
+        // Wall clock, as Prometheus's time() is: a lease ends now plus the lease left.
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         Snapshot {
             groups: (0..self.groups.len())
-                .map(|g| self.group_snapshot(g, now))
+                .map(|g| self.group_snapshot(g, now, wall))
                 .collect(),
             id: self.cfg.id,
             name: self.cfg.name_of(self.cfg.id),
@@ -218,17 +222,14 @@ impl Daemon {
         }
     }
 
-    /// What `metrics` reports of group `g`, read at `now`.
-    fn group_snapshot(&self, g: usize, now: Time) -> GroupSnapshot {
+    /// What `metrics` reports of group `g`, read at `now` (`wall`: the same moment as
+    /// Unix time).
+    fn group_snapshot(&self, g: usize, now: Time, wall: Duration) -> GroupSnapshot {
         let group = &self.groups[g];
         let node = &self.host.group(g).node;
         let status = node.status(now);
         let counters = node.counters();
         let leading = status.role == Role::Leader;
-        // Wall clock, as Prometheus's time() is: now plus the lease left here.
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
         GroupSnapshot {
             name: group.name.clone(),
             is_leader: leading,
