@@ -6,9 +6,9 @@
 //!   that kills the group, the first line of its output ([`run_once`]).
 //! - `runner`: the thread that runs the check every `check-interval` and wakes the
 //!   event loop (a `mio::Waker`) with each result; the loop never waits for a check.
-//! - [`verdict`]: pure fall/rise counting ([`FallRise`]): `unknown` until the first
+//! - [`verdict`]: pure fall/rise counting ([`CheckState`]): `unknown` until the first
 //!   verdict, `ok` after `check-rise` consecutive successes, `failing` after
-//!   `check-fall` consecutive failures. A server
+//!   `check-fall` consecutive failures, and the cause while it is not `ok`. A server
 //!   with a check is unhealthy until its verdict is `ok`.
 //!
 //! [`Checks`] ties them together for the daemon: one group's runner and verdict.
@@ -20,22 +20,28 @@ pub mod verdict;
 
 pub use outcome::{CheckCounters, Failure, Outcome, REASONS, signal_name};
 pub use process::{OUTPUT_BYTES, Stuck, run_once};
-pub use verdict::{FallRise, Verdict};
+pub use verdict::{CheckState, FallRise, Limits, Verdict};
 
 use crate::config::Check;
-use log::{debug, info};
+use log::info;
 use runner::{Runner, Who};
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// The fall and rise of a configured check.
+fn limits(c: &Check) -> Limits {
+    Limits {
+        fall: c.fall,
+        rise: c.rise,
+    }
+}
+
 /// The check as the event loop sees it: the runner, the verdict and its cause.
 pub struct Checks {
     check: Option<Check>,
     runner: Option<Runner>,
-    counting: FallRise,
-    /// The latest failure, described ("exit status 3; output: ...").
-    last_failure: Option<String>,
+    state: CheckState,
     waker: Arc<mio::Waker>,
     who: Who,
     leader: Arc<AtomicBool>,
@@ -67,12 +73,10 @@ impl Checks {
             )?),
             None => None,
         };
-        let counting = check.map_or(FallRise::new(1, 1), |c| FallRise::new(c.fall, c.rise));
         Ok(Checks {
             check: check.cloned(),
             runner,
-            counting,
-            last_failure: None,
+            state: CheckState::new(check.map(limits)),
             waker,
             who,
             leader,
@@ -87,32 +91,17 @@ impl Checks {
 
     /// The verdict: `Ok` without a check.
     pub fn verdict(&self) -> Verdict {
-        if self.check.is_some() {
-            self.counting.verdict()
-        } else {
-            Verdict::Ok
-        }
+        self.state.verdict()
     }
 
     /// Why the verdict is not `Ok`, if it is not.
     pub fn cause(&self) -> Option<String> {
-        let c = self.check.as_ref()?;
-        match self.counting.verdict() {
-            Verdict::Ok => None,
-            Verdict::Failing => Some(format!(
-                "check failed {} times in a row, last: {}",
-                self.counting.failures_in_a_row(),
-                self.last_failure.as_deref().unwrap_or("?")
-            )),
-            Verdict::Unknown => Some(format!(
-                "check has no verdict yet ({} of {} successes needed{})",
-                self.counting.successes_in_a_row(),
-                c.rise,
-                self.last_failure
-                    .as_deref()
-                    .map_or(String::new(), |f| format!("; last failure: {f}"))
-            )),
-        }
+        self.state.cause()
+    }
+
+    /// The verdict and the results behind it, for whoever will own it (the host).
+    pub fn state(&self) -> &CheckState {
+        &self.state
     }
 
     /// Tells the checks whether this server leads (their ELECTD_ROLE).
@@ -120,10 +109,9 @@ impl Checks {
         self.leader.store(leader, Ordering::Relaxed);
     }
 
-    /// Applies a reloaded configuration. A changed command or timing keeps the verdict
-    /// (a reload is no restart and must not move the leadership by itself); a check
-    /// added by a reload starts from the current verdict, `ok`, and needs `check-fall`
-    /// failures to fail; a removed check leaves the server healthy.
+    /// Applies a reloaded configuration: the verdict follows the rules of
+    /// [`CheckState::set_limits`] (a reload is no restart); the runner takes the new
+    /// command and timing, or stops with the check.
     pub fn reconfigure(&mut self, new: Option<&Check>) -> io::Result<()> {
         if new == self.check.as_ref() {
             return Ok(());
@@ -131,18 +119,9 @@ impl Checks {
         match new {
             None => {
                 self.runner = None;
-                self.counting = FallRise::new(1, 1);
-                self.last_failure = None;
                 info!("health check removed");
             }
             Some(c) => {
-                if self.check.is_none() {
-                    // Healthy so far, without a check: keep it until the check fails.
-                    self.counting = FallRise::new(c.fall, c.rise);
-                    self.counting.verdict = Verdict::Ok;
-                } else {
-                    self.counting.set_limits(c.fall, c.rise);
-                }
                 match &self.runner {
                     Some(r) if r.settings.send(c.into()).is_ok() => {}
                     _ => {
@@ -164,41 +143,23 @@ impl Checks {
                 );
             }
         }
+        // Only once the runner took it: a reload that fails keeps the old cause.
+        self.state.set_limits(new.map(limits));
         self.check = new.cloned();
         Ok(())
     }
 
-    /// Takes the results that arrived; returns the new verdict if it changed. Logs a
-    /// failure that begins a run of failures (at info) and the rest at debug; the
-    /// caller logs changes of health.
+    /// Takes the results that arrived; returns the new verdict if it changed (the
+    /// latest change). [`CheckState::record`] logs the results; the caller logs
+    /// changes of health.
     pub fn drain(&mut self) -> Option<Verdict> {
-        let mut changed = None;
         let r = self.runner.as_ref()?;
         let outcomes: Vec<Outcome> = r.results.try_iter().collect();
-        let c = self.check.as_ref()?;
+        self.check.as_ref()?;
+        let mut changed = None;
         for o in outcomes {
-            self.counters.runs += 1;
-            let ok = o.result.is_ok();
-            let text = o.describe();
-            if let Err(f) = &o.result {
-                self.counters.failures[f.index()] += 1;
-                if self.counting.failures_in_a_row() == 0 {
-                    info!(
-                        "health check failed (1 of {} before unhealthy): {text}",
-                        c.fall
-                    );
-                } else {
-                    debug!("health check failed again: {text}");
-                }
-                self.last_failure = Some(text);
-            } else if self.counting.failures_in_a_row() > 0 {
-                info!("health check passed ({:?}) after a failure", o.took);
-            } else {
-                debug!("health check passed in {:?}", o.took);
-            }
-            if let Some(v) = self.counting.record(ok) {
-                changed = Some(v);
-            }
+            self.counters.count(&o);
+            changed = self.state.record(&o).or(changed);
         }
         changed
     }

@@ -116,3 +116,13 @@ pub struct CheckCounters {
     /// Failures by reason, in the order of [`REASONS`].
     pub failures: [u64; 4],
 }
+
+impl CheckCounters {
+    /// Counts one finished run, and its failure by reason.
+    pub fn count(&mut self, o: &Outcome) {
+        self.runs += 1;
+        if let Err(f) = &o.result {
+            self.failures[f.index()] += 1;
+        }
+    }
+}
