@@ -273,7 +273,7 @@ impl Daemon {
             (
                 "supervisors",
                 "Supervisors (electctl run) registered for the group.",
-                &|_, i| self.control.supervisors(i).to_string(),
+                &|_, i| self.host.registry().supervisors(i).to_string(),
             ),
             (
                 "healthy",
@@ -473,7 +473,7 @@ impl Daemon {
                 "counter",
                 "supervisors_departed_unconfirmed",
                 "Supervisors that left without confirming the end of a lease they were told of.",
-                self.control.counters.departed_unconfirmed.to_string(),
+                self.host.registry().departed_unconfirmed.to_string(),
             ),
             (
                 "counter",

@@ -1142,6 +1142,7 @@ impl Sim {
             max_hold: self.cfgs[host][0].max_hold,
             sources: None,
             several: groups.len() > 1,
+            rtt: self.cfgs[host][0].rtt,
         };
         // No keys and no boot numbers in the simulator; the supervisors release every
         // RESIGN through `released` (the release gates stay shut).
@@ -1366,6 +1367,7 @@ impl Sim {
             misroute_groups: self.opts.misroute_group && host == 0,
             no_align: !self.opts.align_heartbeats,
             confirm_early: self.opts.confirm_early,
+            release_on_older_confirmation: false,
         }
     }
 
