@@ -26,6 +26,8 @@ pub mod config;
 pub mod conns;
 pub mod control;
 pub mod core;
+/// electctl's commands: their requests on the control socket and how the answers print.
+pub mod ctl;
 pub mod daemon;
 pub mod health;
 pub mod hooks;

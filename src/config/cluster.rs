@@ -4,6 +4,20 @@
 use super::*;
 
 impl Config {
+    /// The line of cluster-wide directive `directive`, if the file gives it.
+    pub fn line_of(&self, directive: &str) -> Option<usize> {
+        self.lines.get(directive).copied()
+    }
+
+    /// `FILE:LINE` of `directive` (`FILE` alone when the file does not give it), to
+    /// start a message about it.
+    pub fn place(&self, directive: &str) -> String {
+        match self.line_of(directive) {
+            Some(l) => format!("{}:{l}", self.path.display()),
+            None => self.path.display().to_string(),
+        }
+    }
+
     /// This server's entry in the list.
     pub fn me(&self) -> &Server {
         self.servers

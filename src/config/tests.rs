@@ -23,6 +23,20 @@ fn parse(text: &str) -> Result<Config, ConfigError> {
     Config::parse(text, Path::new("electd.conf"), None)
 }
 
+/// The warnings of `text`, which must parse.
+fn warnings_of(text: &str) -> Vec<String> {
+    parse(text).unwrap().warnings()
+}
+
+/// Asserts that `GOOD` with each case's line appended (line 15) is refused with the
+/// case's error.
+fn assert_appended_refused(cases: &[(&str, &str)]) {
+    for &(line, want) in cases {
+        let text = format!("{GOOD}{line}\n");
+        assert_eq!(parse(&text).unwrap_err().to_string(), want, "{line}");
+    }
+}
+
 /// Issue 20: a hold is compared with max-hold as a LEAD carries it (rounded up to
 /// whole milliseconds). 100.9ms * 3 = 302.7 ms travels as 303 ms, which every
 /// receiver with max-hold 302.7ms refuses: the cluster would churn with no lease.
@@ -138,10 +152,7 @@ fn errors_name_file_line_and_problem() {
             "electd.conf:15: 'id' is given twice (first on line 5): keep one",
         ),
     ];
-    for (line, want) in cases {
-        let text = format!("{GOOD}{line}\n");
-        assert_eq!(parse(&text).unwrap_err().to_string(), want, "{line}");
-    }
+    assert_appended_refused(&cases);
     assert_eq!(
         parse(&GOOD.replace("id 1", "id 9"))
             .unwrap_err()
@@ -267,10 +278,7 @@ fn check_and_preempt_errors_name_the_line() {
             "electd.conf:15: unknown directive 'chek' (did you mean 'check'?)",
         ),
     ];
-    for (line, want) in cases {
-        let text = format!("{GOOD}{line}\n");
-        assert_eq!(parse(&text).unwrap_err().to_string(), want, "{line}");
-    }
+    assert_appended_refused(&cases);
     let long = format!("{GOOD}check {}\n", "a ".repeat(MAX_CHECK_ARGS + 1));
     assert!(parse(&long).unwrap_err().msg.contains("at most 64"));
 }
@@ -286,23 +294,11 @@ fn warnings_for_a_check_that_cannot_run() {
         ),
         "{w:?}"
     );
-    assert!(
-        parse(&format!("{GOOD}check /bin/sh -c true\n"))
-            .unwrap()
-            .warnings()
-            .is_empty()
-    );
-    assert!(
-        parse(&format!("{GOOD}check sh -c true\n"))
-            .unwrap()
-            .warnings()
-            .is_empty()
-    );
+    assert!(warnings_of(&format!("{GOOD}check /bin/sh -c true\n")).is_empty());
+    assert!(warnings_of(&format!("{GOOD}check sh -c true\n")).is_empty());
     let plain = std::env::temp_dir().join(format!("electd-check-{}", std::process::id()));
     std::fs::write(&plain, "#!/bin/sh\n").unwrap();
-    let w = parse(&format!("{GOOD}check {}\n", plain.display()))
-        .unwrap()
-        .warnings();
+    let w = warnings_of(&format!("{GOOD}check {}\n", plain.display()));
     let _ = std::fs::remove_file(&plain);
     assert!(w[0].contains("is not executable"), "{w:?}");
     assert!(executable("/").unwrap_err().contains("directory"));
@@ -313,16 +309,9 @@ fn warnings_for_a_check_that_cannot_run() {
     );
     // Same priority everywhere: preempt-delay can never act.
     let same = GOOD.replace(" priority 10", "");
-    let w = parse(&format!("{same}preempt-delay 1m\n"))
-        .unwrap()
-        .warnings();
+    let w = warnings_of(&format!("{same}preempt-delay 1m\n"));
     assert!(w[0].contains("preempt-delay has no effect"), "{w:?}");
-    assert!(
-        parse(&format!("{GOOD}preempt-delay 1m\n"))
-            .unwrap()
-            .warnings()
-            .is_empty()
-    );
+    assert!(warnings_of(&format!("{GOOD}preempt-delay 1m\n")).is_empty());
 }
 
 /// Issue 13: IPv6 and host names, one family per cluster, ttl 0.
@@ -903,11 +892,7 @@ fn group_warnings_name_the_group_and_line() {
 #[test]
 fn preempt_delay_warning_looks_at_every_group() {
     let flat = THREE.replace(" priority 5", "");
-    let warns = |tail: &str| {
-        parse(&format!("{flat}preempt-delay 1m\n{tail}"))
-            .unwrap()
-            .warnings()
-    };
+    let warns = |tail: &str| warnings_of(&format!("{flat}preempt-delay 1m\n{tail}"));
     assert_eq!(
         warns(""),
         [
@@ -925,12 +910,7 @@ fn preempt_delay_warning_looks_at_every_group() {
     let balanced = parse(&format!("{flat}balance on\npreempt-delay 1m\ngroup a\n")).unwrap();
     assert!(balanced.warnings().is_empty(), "{:?}", balanced.warnings());
     // Servers' own priorities differ: a group without an order keeps them.
-    assert!(
-        parse(&format!("{THREE}preempt-delay 1m\ngroup a\n"))
-            .unwrap()
-            .warnings()
-            .is_empty()
-    );
+    assert!(warnings_of(&format!("{THREE}preempt-delay 1m\ngroup a\n")).is_empty());
 }
 
 /// The wire names groups by index: the list of names, in order, is in the
@@ -1016,10 +996,7 @@ fn repeats_both_transports_only_witnesses_and_timings_name_their_line() {
             "electd.conf:15: key-file-next needs key-file",
         ),
     ];
-    for (line, want) in appended {
-        let text = format!("{GOOD}{line}\n");
-        assert_eq!(parse(&text).unwrap_err().to_string(), want, "{line}");
-    }
+    assert_appended_refused(&appended);
     let replaced = [
         (
             "rtt 100ms",

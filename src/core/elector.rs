@@ -1,9 +1,12 @@
 //! The ELECTOR (SPEC section 5): WATCHING and VOTING, the slate of claims in the
-//! current round, the pure function that turns a slate into a vote or an abstention,
-//! and the `Node` handlers of the elector's events (LEADs heard, claims, the round's
-//! timer, the decision and the vote).
+//! current round, faith in the followed leader, and the `Node` handlers of the
+//! elector's events (LEADs heard, claims, the round's timer, the vote). The decision
+//! itself, a pure function of the slate, is in `decision.rs`.
 
 use super::*;
+
+pub use super::decision::{Abstain, Decision, DecisionInput, decide};
+
 /// One server's claim in a round, taken from its ELECT.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Claim {
@@ -17,6 +20,15 @@ pub struct Claim {
     pub heard: u8,
     /// The claimant says it may not lead now.
     pub ineligible: bool,
+}
+
+impl Claim {
+    /// True when the claimant could be chosen: it says it may lead, is no witness
+    /// (`witness`), and hears a majority (SPEC section 5; `ignore_heard` is the
+    /// test-only breakage of that rule).
+    pub(super) fn could_be_chosen(&self, witness: bool, quorum: usize, ignore_heard: bool) -> bool {
+        !self.ineligible && !witness && (ignore_heard || usize::from(self.heard) >= quorum)
+    }
 }
 
 /// The ELECTOR's two states.
@@ -87,116 +99,6 @@ impl Slate {
     /// The round's term: the highest proposed term among the claims.
     pub fn round_term(&self) -> Option<u64> {
         self.claims.iter().flatten().map(|c| c.term).max()
-    }
-}
-
-/// Everything a decision depends on, gathered by the node.
-#[derive(Debug)]
-pub struct DecisionInput<'a> {
-    /// The claims of this round, own included.
-    pub slate: &'a Slate,
-    /// Majority of the configured servers.
-    pub quorum: usize,
-    /// Per server position: configured as a witness (never eligible).
-    pub witness: &'a [bool],
-    /// Per server position: its id (smallest id breaks the last tie).
-    pub ids: &'a [u16],
-    /// Still within the startup quiet period.
-    pub quiet: bool,
-    /// The current leader's position, when it was heard within its hold.
-    pub live_leader: Option<usize>,
-    /// The highest term this server voted in, and for whom (position).
-    pub voted: (u64, Option<usize>),
-    /// Test-only: ignore the heard-count eligibility rule.
-    pub ignore_heard: bool,
-    /// The successor named by the RESIGN that opened this round (SPEC section 14).
-    pub successor: Option<usize>,
-}
-
-/// Why a server cast no vote in a round.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Abstain {
-    /// Fewer than a majority of servers made claims.
-    NoMajority,
-    /// The startup quiet period has not passed.
-    Quiet,
-    /// The live leader made no eligible claim.
-    LeaderIneligible,
-    /// No claimant is eligible.
-    NoEligible,
-    /// Already voted in this term (or a later one) for someone else.
-    AlreadyVoted,
-}
-
-/// The outcome of a round at one server.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// Vote for the server at position `candidate` in `term`.
-    Vote {
-        /// The election term E.
-        term: u64,
-        /// Position of the chosen server.
-        candidate: usize,
-    },
-    /// Cast no vote.
-    Abstain(Abstain),
-}
-
-fn eligible(input: &DecisionInput<'_>, idx: usize) -> bool {
-    match input.slate.get(idx) {
-        Some(c) => {
-            !c.ineligible
-                && !input.witness[idx]
-                && (input.ignore_heard || usize::from(c.heard) >= input.quorum)
-        }
-        None => false,
-    }
-}
-
-/// Decides a round (SPEC section 5, "Decision").
-pub fn decide(input: &DecisionInput<'_>) -> Decision {
-    let Some(term) = input.slate.round_term() else {
-        return Decision::Abstain(Abstain::NoMajority);
-    };
-    if input.slate.len() < input.quorum {
-        return Decision::Abstain(Abstain::NoMajority);
-    }
-    if input.quiet {
-        return Decision::Abstain(Abstain::Quiet);
-    }
-    let choice = match input.live_leader {
-        // A server never votes for anyone else within the hold of hearing the leader:
-        // the leader's lease rests on it.
-        Some(l) if eligible(input, l) => l,
-        Some(_) => return Decision::Abstain(Abstain::LeaderIneligible),
-        // A resigning leader named its successor: chosen when it claims, eligible.
-        None if input.successor.is_some_and(|p| eligible(input, p)) => {
-            input.successor.expect("checked")
-        }
-        None => {
-            // The newest term seen, then priority, then smallest id. Not the seq: a
-            // RESIGN advances it, and the servers that heard the RESIGN before the
-            // others' claims would outrank priority (issue 11).
-            let best = (0..input.ids.len())
-                .filter(|&i| eligible(input, i))
-                .max_by_key(|&i| {
-                    let c = input.slate.get(i).expect("eligible implies a claim");
-                    (c.last.0, c.priority, std::cmp::Reverse(input.ids[i]))
-                });
-            match best {
-                Some(i) => i,
-                None => return Decision::Abstain(Abstain::NoEligible),
-            }
-        }
-    };
-    let (voted_term, voted_for) = input.voted;
-    if term > voted_term || (term == voted_term && voted_for == Some(choice)) {
-        Decision::Vote {
-            term,
-            candidate: choice,
-        }
-    } else {
-        Decision::Abstain(Abstain::AlreadyVoted)
     }
 }
 
@@ -471,12 +373,11 @@ impl Node {
     /// once, whose claim did the same elsewhere: an ELECT storm at network speed. Left
     /// open for its window, a round absorbs them.
     pub(super) fn slate_has_eligible(&self) -> bool {
+        let ignore_heard = self.cfg.sabotage.ignore_heard;
         (0..self.ids.len()).any(|i| {
-            self.slate.get(i).is_some_and(|c| {
-                !c.ineligible
-                    && !self.witness[i]
-                    && (self.cfg.sabotage.ignore_heard || usize::from(c.heard) >= self.quorum)
-            })
+            self.slate
+                .get(i)
+                .is_some_and(|c| c.could_be_chosen(self.witness[i], self.quorum, ignore_heard))
         })
     }
 
@@ -575,212 +476,5 @@ impl Node {
             }
             self.promise = hold;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn claim(term: u64, last: (u64, u64), heard: u8) -> Claim {
-        Claim {
-            term,
-            last,
-            priority: 0,
-            heard,
-            ineligible: false,
-        }
-    }
-
-    struct Fixture {
-        slate: Slate,
-        witness: Vec<bool>,
-        ids: Vec<u16>,
-    }
-
-    impl Fixture {
-        fn new(n: usize) -> Fixture {
-            Fixture {
-                slate: Slate::new(n),
-                witness: vec![false; n],
-                ids: (1..=n as u16).collect(),
-            }
-        }
-        fn input(&self) -> DecisionInput<'_> {
-            DecisionInput {
-                slate: &self.slate,
-                quorum: self.ids.len() / 2 + 1,
-                witness: &self.witness,
-                ids: &self.ids,
-                quiet: false,
-                live_leader: None,
-                voted: (0, None),
-                ignore_heard: false,
-                successor: None,
-            }
-        }
-    }
-
-    #[test]
-    fn abstains_without_a_majority_slate() {
-        let mut f = Fixture::new(5);
-        f.slate.record(0, claim(3, (2, 9), 5));
-        f.slate.record(1, claim(3, (2, 9), 5));
-        assert_eq!(decide(&f.input()), Decision::Abstain(Abstain::NoMajority));
-        f.slate.record(2, claim(2, (1, 1), 5));
-        assert_eq!(
-            decide(&f.input()),
-            Decision::Vote {
-                term: 3,
-                candidate: 0
-            }
-        );
-    }
-
-    #[test]
-    fn picks_newest_term_then_priority_then_smallest_id() {
-        let mut f = Fixture::new(3);
-        f.slate.record(0, claim(4, (1, 9), 3));
-        f.slate.record(1, claim(4, (2, 5), 3));
-        f.slate.record(2, claim(5, (2, 7), 3));
-        // Newest term 2 ties between 1 and 2 (the seq does not rank: a RESIGN advances
-        // it): smallest id wins; E is the highest claim.
-        assert_eq!(
-            decide(&f.input()),
-            Decision::Vote {
-                term: 5,
-                candidate: 1
-            }
-        );
-        let mut c = *f.slate.get(2).unwrap();
-        c.priority = 9;
-        f.slate.record(2, c);
-        assert_eq!(
-            decide(&f.input()),
-            Decision::Vote {
-                term: 5,
-                candidate: 2
-            }
-        );
-    }
-
-    #[test]
-    fn a_named_successor_wins_when_eligible_and_only_then() {
-        let mut f = Fixture::new(3);
-        f.slate.record(0, claim(4, (2, 5), 3));
-        f.slate.record(1, claim(4, (2, 5), 3));
-        let mut c = claim(4, (2, 5), 3);
-        c.priority = 9;
-        f.slate.record(2, c);
-        let mut i = f.input();
-        i.successor = Some(1);
-        assert_eq!(
-            decide(&i),
-            Decision::Vote {
-                term: 4,
-                candidate: 1
-            },
-            "over a higher priority"
-        );
-        // Ineligible or absent: the usual choice.
-        let mut c = *f.slate.get(1).unwrap();
-        c.ineligible = true;
-        f.slate.record(1, c);
-        let mut i = f.input();
-        i.successor = Some(1);
-        assert_eq!(
-            decide(&i),
-            Decision::Vote {
-                term: 4,
-                candidate: 2
-            }
-        );
-        let mut f = Fixture::new(3);
-        f.slate.record(0, claim(4, (2, 5), 3));
-        f.slate.record(2, claim(4, (2, 5), 3));
-        let mut i = f.input();
-        i.successor = Some(1);
-        assert_eq!(
-            decide(&i),
-            Decision::Vote {
-                term: 4,
-                candidate: 0
-            }
-        );
-        // Never over a live leader.
-        i.live_leader = Some(2);
-        assert_eq!(
-            decide(&i),
-            Decision::Vote {
-                term: 4,
-                candidate: 2
-            }
-        );
-    }
-
-    #[test]
-    fn heard_count_witness_and_ineligible_flag_exclude() {
-        let mut f = Fixture::new(3);
-        f.slate.record(0, claim(4, (9, 9), 1)); // newest, but heard only itself
-        f.slate.record(1, claim(4, (2, 7), 2));
-        f.slate.record(2, claim(4, (2, 8), 3));
-        f.witness[2] = true;
-        assert_eq!(
-            decide(&f.input()),
-            Decision::Vote {
-                term: 4,
-                candidate: 1
-            }
-        );
-        let mut i = f.input();
-        i.ignore_heard = true;
-        assert_eq!(
-            decide(&i),
-            Decision::Vote {
-                term: 4,
-                candidate: 0
-            }
-        );
-        let mut c = *f.slate.get(1).unwrap();
-        c.ineligible = true;
-        f.slate.record(1, c);
-        assert_eq!(decide(&f.input()), Decision::Abstain(Abstain::NoEligible));
-    }
-
-    #[test]
-    fn live_leader_is_sticky_and_votes_are_never_changed() {
-        let mut f = Fixture::new(3);
-        f.slate.record(0, claim(4, (3, 1), 3));
-        let mut c1 = claim(4, (3, 9), 3);
-        c1.priority = 1;
-        f.slate.record(1, c1);
-        let mut i = f.input();
-        i.live_leader = Some(0);
-        assert_eq!(
-            decide(&i),
-            Decision::Vote {
-                term: 4,
-                candidate: 0
-            }
-        );
-        i.live_leader = Some(2); // live leader made no claim
-        assert_eq!(decide(&i), Decision::Abstain(Abstain::LeaderIneligible));
-        i.live_leader = None;
-        i.voted = (4, Some(0));
-        assert_eq!(decide(&i), Decision::Abstain(Abstain::AlreadyVoted));
-        i.voted = (4, Some(1));
-        assert_eq!(
-            decide(&i),
-            Decision::Vote {
-                term: 4,
-                candidate: 1
-            },
-            "a resend is allowed"
-        );
-        i.voted = (5, Some(1));
-        assert_eq!(decide(&i), Decision::Abstain(Abstain::AlreadyVoted));
-        i.voted = (0, None);
-        i.quiet = true;
-        assert_eq!(decide(&i), Decision::Abstain(Abstain::Quiet));
     }
 }

@@ -7,63 +7,44 @@
 //! asked for with `Output::Persist`; every datagram queued after such a request is held
 //! back until the driver confirms the write with `handle_persisted`.
 //!
-//! One concern per file: `types` (what goes in and out), [`elector`] (WATCHING and
-//! VOTING: claims, the decision, the vote), [`candidate`] (FOLLOWER and LEADER: tally,
-//! heartbeats, acknowledgements, lease, resignation), `fitness` (health, drain,
-//! preference, handover), `checks` (invariants), `timers` (the table of deadlines). This file holds the `Node`, its inputs,
-//! its timers and its outputs.
+//! One sub-state per file, with the handlers that change it: `types` (what goes in and
+//! out), [`elector`] (WATCHING and VOTING: claims, the vote, faith in a leader),
+//! `decision` (the pure choice of a round), [`candidate`] (the tally board; FOLLOWER
+//! and LEADER, the moves between them), `leadership` (a leader's LEADs,
+//! acknowledgements and lease), `resign` (a planned handoff), `fitness` (health,
+//! drain, preference, when to hand over), `output` (write before send: held outputs,
+//! persistence), `timers` (the table of deadlines and their firing), `invariants`
+//! (checked after every input), `peers` (one struct per other server). This file
+//! holds the `Node`, its inputs and its views.
 
 pub mod candidate;
-mod checks;
+mod decision;
 pub mod elector;
 mod fitness;
+mod invariants;
+mod leadership;
+mod output;
 mod peers;
+mod resign;
 mod timers;
 mod types;
 
+pub use leadership::LEASE_MARGIN;
 pub use timers::Timer;
 pub use types::*;
 
 use crate::rng::SplitMix64;
 use crate::time::Time;
 use crate::wire::{Body, Message, PeerSet};
-use candidate::{Leadership, Tally};
+use candidate::Tally;
 use elector::{Claim, ElectorState, Slate};
+use leadership::{Leadership, lease_len};
 use log::{debug, error, info, warn};
+use output::Held;
 use peers::Peer;
+use resign::Resign;
 use std::collections::VecDeque;
 use std::time::Duration;
-
-/// An output waiting for a durable write.
-#[derive(Clone, Debug)]
-enum Held {
-    Send(Dest, Message),
-    SelfVote(u64),
-    /// A re-election to this term, applied once led_term = term is durable.
-    Reelect(u64),
-}
-
-/// A planned handoff in progress (SPEC section 6, Resign).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Resign {
-    /// No handoff under way.
-    Idle,
-    /// No longer reporting leader; waiting for local supervisors to confirm that their
-    /// commands exited, at most until `until` (the lease end). No LEAD leaves meanwhile.
-    Waiting {
-        term: u64,
-        seq: u64,
-        until: Time,
-        to: Option<usize>,
-    },
-    /// The first RESIGN left; the second is due at `at`.
-    Again {
-        term: u64,
-        seq: u64,
-        at: Time,
-        to: Option<usize>,
-    },
-}
 
 /// One server's protocol state: ELECTOR and CANDIDATE.
 #[derive(Debug)]
@@ -138,21 +119,6 @@ pub struct Node {
     out: VecDeque<Output>,
     counters: Counters,
 }
-
-/// K*HBT*(1-2*rho): how long a majority's acknowledgement lets a leader lead.
-fn lease_len(hold: Duration, drift_ppm: u32) -> Duration {
-    let ns = crate::time::duration_nanos(hold) as u128;
-    let exact =
-        Duration::from_nanos((ns * u128::from(1_000_000 - 2 * drift_ppm) / 1_000_000) as u64);
-    // At the drift bound with no delay, the S2 margin is 2*rho^2*H (docs/PROTOCOL.md):
-    // about a nanosecond for a short hold at rho = 0 (where it is zero outright). A
-    // microsecond off the lease keeps that equality from being decided by clock
-    // rounding (issue 20).
-    exact.saturating_sub(LEASE_MARGIN)
-}
-
-/// Taken off every lease so that safety never rests on an exact tie of instants.
-pub const LEASE_MARGIN: Duration = Duration::from_micros(1);
 
 /// A duration in whole milliseconds, rounded up (a hold must never shrink in transit).
 fn ms_ceil(d: Duration) -> u32 {
@@ -377,21 +343,6 @@ impl Node {
         self.check_invariants(now);
     }
 
-    /// Confirms that `state` is durable; releases the datagrams that waited for it.
-    pub fn handle_persisted(&mut self, now: Time, state: Durable) {
-        // Confirmations come in order; an older one must never lower what is durable.
-        let d = self.durable;
-        if state.term >= d.term && state.voted_term >= d.voted_term && state.led_term >= d.led_term
-        {
-            self.durable = state;
-        }
-        if self.requested == Some(state) {
-            self.requested = None;
-        }
-        self.release(now);
-        self.check_invariants(now);
-    }
-
     /// Applies new timers (SIGHUP). Each LEAD carries the hold it promised and keeps the
     /// lease length it was sent with, and followers never shorten a promise already
     /// made, so the change is safe at any moment; running timers keep their deadlines
@@ -419,12 +370,7 @@ impl Node {
         Ok(())
     }
 
-    // ----- outputs ------------------------------------------------------------------
-
-    /// The next thing the driver must do, in order.
-    pub fn poll_output(&mut self) -> Option<Output> {
-        self.out.pop_front()
-    }
+    // ----- views --------------------------------------------------------------------
 
     /// What the node reports at `now`.
     pub fn status(&self, now: Time) -> Status {
@@ -501,120 +447,5 @@ impl Node {
     /// The counters for metrics.
     pub fn counters(&self) -> &Counters {
         &self.counters
-    }
-
-    // ----- timers -------------------------------------------------------------------
-
-    /// Fires every timer that is due at `now`, once, in the order of `Timer::ALL`
-    /// (each deadline is read afresh: a step-down clears the heartbeat).
-    fn on_time(&mut self, now: Time) {
-        self.last_now = self.last_now.max(now);
-        for t in Timer::ALL {
-            if self.deadline(t).is_some_and(|d| now >= d) {
-                self.fire(t, now);
-            }
-        }
-    }
-
-    fn fire(&mut self, timer: Timer, now: Time) {
-        match timer {
-            Timer::StepDown => {
-                let Some(l) = &self.leadership else { return };
-                let had = l.lease_until().is_some();
-                warn!(
-                    "{}lost quorum: stepping down from term {} ({})",
-                    self.log_tag,
-                    l.term,
-                    if had {
-                        "lease expired"
-                    } else {
-                        "no lease within K*HBT"
-                    }
-                );
-                self.step_down(now);
-            }
-            Timer::Resign => match self.resign {
-                Resign::Waiting { .. } => {
-                    info!(
-                        "{}lease ended before every local supervisor confirmed: resigning now",
-                        self.log_tag
-                    );
-                    self.send_resign(now);
-                }
-                Resign::Again { term, seq, to, .. } => {
-                    self.resign = Resign::Idle;
-                    self.send_lead_msg(term, seq, true, to);
-                }
-                Resign::Idle => {}
-            },
-            Timer::Heartbeat => self.send_lead(now),
-            Timer::Elector => self.on_elector_timer(now),
-            // Nothing to do: the role is reported from the lease, and the handover
-            // waits in `consider_handover`; they are deadlines so the driver wakes.
-            Timer::LeaseEnd | Timer::UnfitWait => {}
-        }
-    }
-
-    // ----- persistence and output ---------------------------------------------------
-
-    fn durable_view(&self) -> Durable {
-        let mut d = Durable {
-            term: self.term,
-            voted_term: self.voted_term,
-            voted_for: self.voted_for.map_or(0, |i| self.ids[i]),
-            led_term: self.led_term,
-            hold_ms: ms_ceil(self.promise),
-            drained: self.drained,
-        };
-        if self.cfg.sabotage.forget_votes {
-            d.term = self.durable.term;
-            d.voted_term = self.durable.voted_term;
-            d.voted_for = self.durable.voted_for;
-        }
-        if self.cfg.sabotage.volatile_led {
-            d.led_term = self.durable.led_term;
-        }
-        d
-    }
-
-    /// Asks for the state to be written if it differs from what was last asked for.
-    fn persist(&mut self) {
-        let want = self.durable_view();
-        if want != self.requested.unwrap_or(self.durable) {
-            self.requested = Some(want);
-            self.out.push_back(Output::Persist(want));
-        }
-    }
-
-    fn send(&mut self, dest: Dest, msg: Message) {
-        if self.requested.is_some() || !self.held.is_empty() {
-            self.held.push_back(Held::Send(dest, msg));
-        } else {
-            self.emit_send(dest, msg);
-        }
-    }
-
-    fn emit_send(&mut self, dest: Dest, msg: Message) {
-        self.check_durable_for(&msg);
-        if let (Dest::One(c), Body::Vote { .. }) = (dest, msg.body) {
-            self.push_event(Event::Voted {
-                term: msg.term,
-                candidate: c,
-            });
-        }
-        self.out.push_back(Output::Send { dest, msg });
-    }
-
-    fn push_event(&mut self, e: Event) {
-        self.out.push_back(Output::Event(e));
-    }
-
-    fn message(&self, term: u64, body: Body) -> Message {
-        Message {
-            sender: self.cfg.id,
-            fingerprint: self.cfg.fingerprint,
-            term,
-            body,
-        }
     }
 }

@@ -70,4 +70,27 @@ impl Node {
             .min()
             .unwrap_or(self.elector_deadline)
     }
+
+    /// Fires every timer that is due at `now`, once, in the order of `Timer::ALL`
+    /// (each deadline is read afresh: a step-down clears the heartbeat).
+    pub(super) fn on_time(&mut self, now: Time) {
+        self.last_now = self.last_now.max(now);
+        for t in Timer::ALL {
+            if self.deadline(t).is_some_and(|d| now >= d) {
+                self.fire(t, now);
+            }
+        }
+    }
+
+    fn fire(&mut self, timer: Timer, now: Time) {
+        match timer {
+            Timer::StepDown => self.on_step_down_timer(now),
+            Timer::Resign => self.on_resign_timer(now),
+            Timer::Heartbeat => self.send_lead(now),
+            Timer::Elector => self.on_elector_timer(now),
+            // Nothing to do: the role is reported from the lease, and the handover
+            // waits in `consider_handover`; they are deadlines so the driver wakes.
+            Timer::LeaseEnd | Timer::UnfitWait => {}
+        }
+    }
 }

@@ -100,7 +100,7 @@ impl Enforcer {
             }
         }
         let child = cmd.spawn()?;
-        let exit_fd = super::pidfd(child.id());
+        let exit_fd = super::command::pidfd(child.id());
         Ok(Enforcer {
             child,
             pipe: Some(w),

@@ -1,0 +1,294 @@
+//! A leader's state (SPEC section 6): its term and LEAD sequence, the recent LEADs and
+//! the acknowledgements that make its lease, and the `Node` handlers that change it
+//! (the heartbeat, an ACK).
+
+use super::*;
+
+/// K*HBT*(1-2*rho): how long a majority's acknowledgement lets a leader lead.
+pub(super) fn lease_len(hold: Duration, drift_ppm: u32) -> Duration {
+    let ns = crate::time::duration_nanos(hold) as u128;
+    let exact =
+        Duration::from_nanos((ns * u128::from(1_000_000 - 2 * drift_ppm) / 1_000_000) as u64);
+    // At the drift bound with no delay, the S2 margin is 2*rho^2*H (docs/PROTOCOL.md):
+    // about a nanosecond for a short hold at rho = 0 (where it is zero outright). A
+    // microsecond off the lease keeps that equality from being decided by clock
+    // rounding (issue 20).
+    exact.saturating_sub(LEASE_MARGIN)
+}
+
+/// Taken off every lease so that safety never rests on an exact tie of instants.
+pub const LEASE_MARGIN: Duration = Duration::from_micros(1);
+
+/// How many recent LEADs a leader remembers to match ACKs against. An ACK of an older
+/// LEAD could only yield a lease that ended long ago, so dropping it is safe.
+pub const SENT_WINDOW: usize = 64;
+
+/// A leader's state: its term, LEAD sequence, acknowledgements and lease.
+#[derive(Clone, Debug)]
+pub struct Leadership {
+    /// The term this server leads.
+    pub term: u64,
+    /// The seq of the last LEAD sent in `term`.
+    pub seq: u64,
+    /// When this server began leading `term` (a re-election restarts it): the window
+    /// of K*HBT in which a leadership may still gather its lease.
+    pub term_since: Time,
+    /// When the next heartbeat is due.
+    pub next_lead_at: Time,
+    /// (term, seq, lease end) of recent LEADs.
+    sent: VecDeque<(u64, u64, Time)>,
+    /// Per server, the latest lease end among the LEADs it acknowledged.
+    acked: Vec<Option<Time>>,
+    lease_until: Option<Time>,
+    /// The lease held when this server was re-elected, if it was still valid then: the
+    /// lease of the new term never ends before it (SPEC section 6, re-election).
+    floor: Option<Time>,
+    scratch: Vec<Time>,
+    /// The longest lease length any LEAD of this leadership was sent with.
+    longest: Duration,
+    /// The lease end moved earlier at some point (must never happen).
+    regressed: bool,
+}
+
+impl Leadership {
+    /// A new leadership of `term` for `n` servers, starting at `now`.
+    pub fn new(term: u64, n: usize, now: Time) -> Leadership {
+        Leadership {
+            term,
+            seq: 0,
+            term_since: now,
+            next_lead_at: now,
+            sent: VecDeque::with_capacity(SENT_WINDOW),
+            acked: vec![None; n],
+            lease_until: None,
+            floor: None,
+            scratch: Vec::with_capacity(n),
+            longest: Duration::ZERO,
+            regressed: false,
+        }
+    }
+
+    /// Records that LEAD (term, seq) left at `now` promising `lease_len` of faith; the
+    /// leader counts as having acknowledged it. Each LEAD keeps the lease length it was
+    /// sent with, so a timer reload never stretches a promise already made.
+    pub fn record_send(&mut self, me: usize, now: Time, lease_len: Duration) {
+        if self.sent.len() == SENT_WINDOW {
+            self.sent.pop_front();
+        }
+        let end = now + lease_len;
+        self.longest = self.longest.max(lease_len);
+        self.sent.push_back((self.term, self.seq, end));
+        // Keep the latest end, as for any voter: after a reload to a shorter hold, a
+        // new LEAD's end can come before one already reported to supervisors, and the
+        // lease must never move earlier than what was reported (the swarm found a
+        // yield that waited only for the shorter end while `electctl run` enforced
+        // the longer one).
+        let e = &mut self.acked[me];
+        *e = Some(e.map_or(end, |old| old.max(end)));
+    }
+
+    /// Records ACK(term, seq) from `voter`; returns false if that LEAD is unknown.
+    pub fn record_ack(&mut self, voter: usize, term: u64, seq: u64) -> bool {
+        let Some(&(_, _, at)) = self.sent.iter().rev().find(|s| s.0 == term && s.1 == seq) else {
+            return false;
+        };
+        let e = &mut self.acked[voter];
+        *e = Some(e.map_or(at, |old| old.max(at)));
+        true
+    }
+
+    /// Re-elected in `term` at `now` (SPEC section 6): LEAD seq restarts, and from now
+    /// on the lease rests only on acknowledgements of LEADs of `term`, with the lease
+    /// still valid at `now` (if any) as a floor. An acknowledgement of the old term
+    /// must not count again: the follower that gave it may since have followed a
+    /// leader of a higher term, or been released by that leadership's RESIGN, and
+    /// helped elect someone else (issue 20: two leases overlapped by ~200 ms).
+    /// `keep_acks` is the test-only sabotage that reverts this.
+    pub fn begin_term(&mut self, term: u64, now: Time, keep_acks: bool) {
+        debug_assert!(term > self.term);
+        self.term = term;
+        self.seq = 0;
+        if keep_acks {
+            // The code before the fix, exactly: old ACKs count, the window runs on.
+            return;
+        }
+        self.term_since = now;
+        self.floor = self.lease_until.filter(|&u| u > now);
+        self.sent.clear();
+        self.acked.iter_mut().for_each(|a| *a = None);
+        self.lease_until = self.floor;
+    }
+
+    /// Recomputes the lease: the Q-th latest lease end among the acknowledged LEADs of
+    /// this term, never before the floor kept at a re-election.
+    pub fn update_lease(&mut self, quorum: usize) {
+        self.scratch.clear();
+        self.scratch.extend(self.acked.iter().flatten());
+        if self.scratch.len() < quorum {
+            self.lease_until = self.floor;
+            return;
+        }
+        let k = self.scratch.len() - quorum;
+        let (_, qth, _) = self.scratch.select_nth_unstable(k);
+        let qth = (*qth).max(self.floor.unwrap_or(Time::ZERO));
+        self.regressed |= self.lease_until.is_some_and(|old| qth < old);
+        self.lease_until = Some(qth);
+    }
+
+    /// True if the lease end ever moved earlier (an invariant the core checks: every
+    /// end reported to a supervisor must stay valid).
+    pub fn regressed(&self) -> bool {
+        self.regressed
+    }
+
+    /// The longest lease length any LEAD of this leadership was sent with: no lease
+    /// ends later than now plus this (an invariant the core checks).
+    pub fn longest_lease(&self) -> Duration {
+        self.longest
+    }
+
+    /// The end of the lease, if acknowledgements from a majority ever gave one.
+    pub fn lease_until(&self) -> Option<Time> {
+        self.lease_until
+    }
+
+    /// True while the lease is valid at `now`.
+    pub fn lease_valid(&self, now: Time) -> bool {
+        self.lease_until.is_some_and(|u| now < u)
+    }
+}
+
+impl Node {
+    /// Sends this leader's next LEAD now if it is due within `within` (SPEC section 15:
+    /// one datagram per destination per heartbeat carries every group a server leads).
+    /// The driver calls it for each group it leads whenever another group's LEAD leaves,
+    /// so the heartbeats of all groups fall into one flush and share one datagram.
+    /// Always safe: a LEAD sent early only starts its lease and its followers' faith
+    /// earlier, from its own send time. Returns true when a LEAD was queued.
+    pub fn handle_heartbeat_due(&mut self, now: Time, within: Duration) -> bool {
+        self.on_time(now);
+        let due = match &self.leadership {
+            Some(l) if self.resign == Resign::Idle => l.next_lead_at <= now + within,
+            _ => false,
+        };
+        if due {
+            self.send_lead(now);
+        }
+        self.check_invariants(now);
+        due
+    }
+
+    pub(super) fn step_down_at(&self, l: &Leadership) -> Time {
+        // A new leader gets K*HBT to gather a lease; after that it must keep one.
+        (l.term_since + self.hold).max(l.lease_until().unwrap_or(Time::ZERO))
+    }
+
+    /// The servers this leader heard within two heartbeats (itself included): the
+    /// `alive` map of its LEADs. Only direct hearing counts, never a vouch.
+    pub(super) fn alive(&self) -> PeerSet {
+        let mut set = PeerSet::EMPTY;
+        set.insert(self.ids[self.me]);
+        let now = self.last_now;
+        for (i, p) in self.peers.iter().enumerate() {
+            if p.heard_at
+                .is_some_and(|t| now.saturating_since(t) <= self.cfg.heartbeat * 2)
+            {
+                set.insert(self.ids[i]);
+            }
+        }
+        set
+    }
+
+    pub(super) fn on_ack(&mut self, s: usize, term: u64, seq: u64) {
+        let quorum = self.quorum;
+        if let Some(l) = &mut self.leadership {
+            if l.record_ack(s, term, seq) {
+                l.update_lease(quorum);
+            } else {
+                self.counters.unmatched_acks += 1;
+            }
+        }
+    }
+
+    pub(super) fn send_lead(&mut self, now: Time) {
+        let hold = self.hold;
+        // The leader hears itself: its own faith and hold promise cover each LEAD it
+        // sends (its lease counts itself as acknowledged), on disk before it leaves.
+        self.update_promise(now, hold);
+        self.persist();
+        let (term, seq) = {
+            let l = self
+                .leadership
+                .as_mut()
+                .expect("send_lead needs leadership");
+            l.seq += 1;
+            l.next_lead_at = now + self.cfg.heartbeat;
+            l.record_send(self.me, now, self.lease_len);
+            l.update_lease(self.quorum);
+            (l.term, l.seq)
+        };
+        self.send_lead_msg(term, seq, false, None);
+        // A healthy leader never starts a round against itself.
+        self.watch_leader(now, self.me, term, seq, hold);
+    }
+
+    pub(super) fn send_lead_msg(&mut self, term: u64, seq: u64, resign: bool, to: Option<usize>) {
+        // Rounded up: a follower's faith must never end before the lease the leader
+        // computes from its own exact hold (issue 10, finding 2).
+        let hold_ms = if self.cfg.sabotage.hold_rounded_down {
+            ms_floor(self.hold)
+        } else {
+            ms_ceil(self.hold)
+        };
+        let msg = self.message(
+            term,
+            Body::Lead {
+                seq,
+                hold_ms,
+                resign,
+                successor: to.map_or(0, |i| self.ids[i]),
+                unfit: self.unfit(),
+                alive: self.alive(),
+            },
+        );
+        self.send(Dest::All, msg);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_is_qth_newest_ack_plus_length() {
+        let ms = |m: u64| Time(m * 1_000_000);
+        let len = Duration::from_millis(100);
+        let mut l = Leadership::new(7, 5, ms(0));
+        l.seq = 1;
+        l.record_send(0, ms(10), len);
+        l.update_lease(3);
+        assert_eq!(l.lease_until(), None, "the leader alone is no majority");
+        assert!(l.record_ack(1, 7, 1));
+        assert!(!l.record_ack(2, 7, 2), "unknown LEAD");
+        assert!(!l.record_ack(2, 6, 1), "other term");
+        l.seq = 2;
+        l.record_send(0, ms(20), len);
+        assert!(l.record_ack(2, 7, 2));
+        l.update_lease(3);
+        // acks: self 20, v1 10, v2 20 -> third newest is 10.
+        assert_eq!(l.lease_until(), Some(ms(110)));
+        assert!(l.lease_valid(ms(109)) && !l.lease_valid(ms(110)));
+        assert!(l.record_ack(1, 7, 2));
+        assert!(
+            l.record_ack(1, 7, 1),
+            "an older ack never lowers the newest"
+        );
+        l.update_lease(3);
+        assert_eq!(l.lease_until(), Some(ms(120)));
+        // A longer promise from now on does not stretch what was acknowledged before.
+        l.seq = 3;
+        l.record_send(0, ms(30), Duration::from_millis(500));
+        l.update_lease(3);
+        assert_eq!(l.lease_until(), Some(ms(120)));
+    }
+}

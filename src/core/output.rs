@@ -1,0 +1,127 @@
+//! What a node wants done, and write before send: the state to persist, the outputs
+//! held until it is durable (`handle_persisted` releases them), events, messages.
+
+use super::*;
+
+/// An output waiting for a durable write.
+#[derive(Clone, Debug)]
+pub(super) enum Held {
+    Send(Dest, Message),
+    SelfVote(u64),
+    /// A re-election to this term, applied once led_term = term is durable.
+    Reelect(u64),
+}
+
+impl Node {
+    /// Confirms that `state` is durable; releases the datagrams that waited for it.
+    pub fn handle_persisted(&mut self, now: Time, state: Durable) {
+        // Confirmations come in order; an older one must never lower what is durable.
+        let d = self.durable;
+        if state.term >= d.term && state.voted_term >= d.voted_term && state.led_term >= d.led_term
+        {
+            self.durable = state;
+        }
+        if self.requested == Some(state) {
+            self.requested = None;
+        }
+        self.release(now);
+        self.check_invariants(now);
+    }
+
+    /// The next thing the driver must do, in order.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    pub(super) fn durable_view(&self) -> Durable {
+        let mut d = Durable {
+            term: self.term,
+            voted_term: self.voted_term,
+            voted_for: self.voted_for.map_or(0, |i| self.ids[i]),
+            led_term: self.led_term,
+            hold_ms: ms_ceil(self.promise),
+            drained: self.drained,
+        };
+        if self.cfg.sabotage.forget_votes {
+            d.term = self.durable.term;
+            d.voted_term = self.durable.voted_term;
+            d.voted_for = self.durable.voted_for;
+        }
+        if self.cfg.sabotage.volatile_led {
+            d.led_term = self.durable.led_term;
+        }
+        d
+    }
+
+    /// Asks for the state to be written if it differs from what was last asked for.
+    pub(super) fn persist(&mut self) {
+        let want = self.durable_view();
+        if want != self.requested.unwrap_or(self.durable) {
+            self.requested = Some(want);
+            self.out.push_back(Output::Persist(want));
+        }
+    }
+
+    pub(super) fn send(&mut self, dest: Dest, msg: Message) {
+        if self.requested.is_some() || !self.held.is_empty() {
+            self.held.push_back(Held::Send(dest, msg));
+        } else {
+            self.emit_send(dest, msg);
+        }
+    }
+
+    pub(super) fn emit_send(&mut self, dest: Dest, msg: Message) {
+        self.check_durable_for(&msg);
+        if let (Dest::One(c), Body::Vote { .. }) = (dest, msg.body) {
+            self.push_event(Event::Voted {
+                term: msg.term,
+                candidate: c,
+            });
+        }
+        self.out.push_back(Output::Send { dest, msg });
+    }
+
+    pub(super) fn push_event(&mut self, e: Event) {
+        self.out.push_back(Output::Event(e));
+    }
+
+    pub(super) fn message(&self, term: u64, body: Body) -> Message {
+        Message {
+            sender: self.cfg.id,
+            fingerprint: self.cfg.fingerprint,
+            term,
+            body,
+        }
+    }
+
+    /// Emits held outputs, in order, while no write is outstanding.
+    pub(super) fn release(&mut self, now: Time) {
+        while self.requested.is_none() {
+            let Some(h) = self.held.pop_front() else {
+                break;
+            };
+            match h {
+                Held::Send(dest, msg) => self.emit_send(dest, msg),
+                Held::SelfVote(term) => {
+                    self.push_event(Event::Voted {
+                        term,
+                        candidate: self.cfg.id,
+                    });
+                    self.on_vote(now, self.me, term);
+                }
+                Held::Reelect(term) => self.apply_reelection(now, term),
+            }
+        }
+    }
+
+    /// Forgets the heartbeats of `term` still waiting for a write: that leadership
+    /// has ended, and a LEAD leaving later would promise a hold this server may no
+    /// longer have on disk (the swarm found one after a reload shrank the promise).
+    /// Not sending a LEAD is always safe.
+    pub(super) fn drop_held_leads(&mut self, term: u64) {
+        self.held.retain(|h| {
+            !matches!(h, Held::Send(_, m) if m.term == term
+                && matches!(m.body, Body::Lead { resign: false, .. }))
+        });
+    }
+}

@@ -1,0 +1,249 @@
+//! The command's process lifecycle: start it in a process group of its own with its
+//! lease enforcer, reap it, SIGTERM on a planned stop or near the lease end, SIGKILL
+//! after the grace, and the backoff between restarts.
+
+use super::Supervisor;
+use super::enforce::Enforcer;
+use super::lease::MARGIN;
+use crate::time::boot_now;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+fn signal_group(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on the process group of a child we started and have not reaped.
+    unsafe { libc::kill(-(child.id() as i32), sig) };
+}
+
+/// A descriptor that becomes readable when `pid` exits (Linux 5.3+), if available.
+pub(super) fn pidfd(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a non-negative result is a fresh descriptor we own.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+fn ms(ns: u64) -> u64 {
+    ns / 1_000_000
+}
+
+pub(super) struct Running {
+    child: Child,
+    pub(super) exit_fd: Option<OwnedFd>,
+    term: u64,
+    started: Instant,
+    /// SIGTERM was sent: SIGKILL at this boot-clock time unless it exits first.
+    pub(super) kill_at_ns: Option<u64>,
+    /// The process that stops the command by the lease end even if this one stalls.
+    pub(super) enforcer: Option<Enforcer>,
+}
+
+impl Supervisor<'_> {
+    /// Records an exit of the command (or a failure to start it) for --max-restarts.
+    fn count_exit(&mut self) {
+        if let Some(w) = self.restarts.as_mut() {
+            w.exit(Instant::now());
+        }
+    }
+
+    pub(super) fn reap(&mut self) {
+        let Some(r) = self.running.as_mut() else {
+            return;
+        };
+        // SAFETY: waitid with WNOWAIT only looks: the exited leader stays a zombie, so
+        // its process group id cannot be reused before the group is killed below.
+        let exited = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                r.child.id() as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            ) == 0
+                && info.si_pid() != 0
+        };
+        if !exited {
+            return;
+        }
+        // Nothing of its process group may outlive it: the confirmation says "exited".
+        signal_group(&r.child, libc::SIGKILL);
+        if let Some(e) = r.enforcer.take().and_then(Enforcer::retire) {
+            self.retired.push(e);
+        }
+        let status = match r.child.wait() {
+            Ok(s) => s.to_string(),
+            Err(e) => e.to_string(),
+        };
+        say!(
+            "command of term {} exited ({status}) after {:?}",
+            r.term,
+            r.started.elapsed()
+        );
+        // Stopped by the enforcer (this process was stopped or blocked past the time
+        // it owed the SIGTERM), or on a stop this process has only just learned of, is
+        // not an exit by itself: no backoff, and it does not count for --max-restarts.
+        let stop_ns = crate::time::duration_nanos(self.opts.grace + MARGIN);
+        let lease_ending = boot_now().as_nanos() + stop_ns >= self.until_ns;
+        let by_itself = r.kill_at_ns.is_none() && self.leader && !lease_ending;
+        if by_itself {
+            // It exited by itself while leader: restart later, with a doubling backoff.
+            if r.started.elapsed() > Duration::from_secs(10) {
+                self.backoff = Duration::from_millis(100);
+            }
+            self.next_start = Instant::now() + self.backoff;
+            self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
+        }
+        self.running = None;
+        if by_itself {
+            self.count_exit();
+        }
+    }
+
+    /// Hands the lease end on to the enforcer; a command whose enforcer is gone is
+    /// stopped as on a planned stop (nothing would stop it if this process stalled).
+    /// Reaps retired enforcers.
+    pub(super) fn watch_enforcer(&mut self) {
+        self.retired.retain_mut(|e| !e.exited());
+        let Some(r) = self.running.as_mut() else {
+            return;
+        };
+        let Some(e) = r.enforcer.as_mut() else {
+            return;
+        };
+        if self.leader {
+            e.deadline(self.until_ns);
+        }
+        if e.exited() {
+            r.enforcer = None;
+            if r.kill_at_ns.is_none() {
+                self.enforcer_lost = true;
+            }
+        }
+    }
+
+    /// SIGTERM on a planned stop or near the lease end; SIGKILL after the grace or at
+    /// `MARGIN` before the lease end, whichever comes first. Signals go first, log
+    /// lines after (and those never block).
+    pub(super) fn enforce(&mut self) {
+        let grace_ns = crate::time::duration_nanos(self.opts.grace);
+        let margin_ns = crate::time::duration_nanos(MARGIN);
+        let Some(r) = self.running.as_mut() else {
+            return;
+        };
+        let now = boot_now().as_nanos();
+        let left = self.until_ns.saturating_sub(now);
+        if r.kill_at_ns.is_none() {
+            let why = if self.stopping {
+                "electctl run is stopping"
+            } else if !self.leader {
+                "electd no longer leads"
+            } else if self.enforcer_lost {
+                "the lease enforcer process exited"
+            } else if left <= grace_ns + margin_ns {
+                "the lease ends without a renewal"
+            } else {
+                return;
+            };
+            let kill_at = (now + grace_ns).min(self.until_ns.saturating_sub(margin_ns));
+            if let Some(e) = r.enforcer.as_mut() {
+                e.terminating();
+            }
+            signal_group(&r.child, libc::SIGTERM);
+            r.kill_at_ns = Some(kill_at);
+            say!(
+                "{why}: SIGTERM to the command of term {} (lease {} ms left, SIGKILL in {} ms unless it exits)",
+                r.term,
+                ms(left),
+                ms(kill_at.saturating_sub(now))
+            );
+        }
+        if r.kill_at_ns.is_some_and(|k| now >= k) {
+            signal_group(&r.child, libc::SIGKILL);
+            let term = r.term;
+            let _ = r.child.wait();
+            if let Some(e) = r.enforcer.take().and_then(Enforcer::retire) {
+                self.retired.push(e);
+            }
+            self.running = None;
+            say!("the command of term {term} did not exit in time: SIGKILL");
+        }
+    }
+
+    pub(super) fn maybe_start(&mut self) {
+        let stop_ns = crate::time::duration_nanos(self.opts.grace + MARGIN);
+        let left = self.until_ns.saturating_sub(boot_now().as_nanos());
+        if self.running.is_some()
+            || self.stopping
+            || !self.leader
+            || self.checked.is_none()
+            || left <= stop_ns
+            || Instant::now() < self.next_start
+        {
+            return;
+        }
+        let argv = &self.opts.argv;
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .env("ELECTD_TERM", self.term.to_string())
+            .env("ELECTD_GROUP", self.group.as_deref().unwrap_or("default"))
+            .env("ELECTD_ROLE", "leader")
+            .process_group(0);
+        // SAFETY: prctl is async-signal-safe; if this supervisor dies (even by SIGKILL)
+        // the command gets SIGKILL instead of running on unsupervised.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        match cmd.spawn() {
+            Ok(mut child) => {
+                let exit_fd = pidfd(child.id());
+                let enforcer = Enforcer::start(
+                    child.id(),
+                    exit_fd.as_ref(),
+                    self.opts.grace,
+                    MARGIN,
+                    self.until_ns,
+                );
+                let enforcer = match enforcer {
+                    Ok(e) => e,
+                    Err(e) => {
+                        // Nothing would stop it if this process stalled: not started.
+                        signal_group(&child, libc::SIGKILL);
+                        let _ = child.wait();
+                        say!(
+                            "cannot start the lease enforcer ({e}): the command was stopped at once"
+                        );
+                        self.next_start = Instant::now() + self.backoff;
+                        self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
+                        self.count_exit();
+                        return;
+                    }
+                };
+                self.enforcer_lost = false;
+                say!(
+                    "leader in term {} ({} ms of lease left): started pid {}",
+                    self.term,
+                    ms(left),
+                    child.id()
+                );
+                self.running = Some(Running {
+                    exit_fd,
+                    child,
+                    term: self.term,
+                    started: Instant::now(),
+                    kill_at_ns: None,
+                    enforcer: Some(enforcer),
+                });
+            }
+            Err(e) => {
+                say!("cannot start {}: {e}", argv[0]);
+                self.next_start = Instant::now() + self.backoff;
+                self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
+                self.count_exit();
+            }
+        }
+    }
+}

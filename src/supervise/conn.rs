@@ -1,0 +1,406 @@
+//! The connection to the daemon and its line protocol: the `supervise` request, the
+//! numbered lines pushed back and what the supervisor makes of them, the `released N`
+//! confirmations and the `health` reports (SPEC 11, 13).
+
+use super::lease::{Timers, check_grace};
+use super::{RunOptions, Supervisor};
+use crate::json::{self, Value};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The longest line accepted from the daemon.
+const MAX_LINE: usize = 4096;
+
+/// The request that registers a supervisor (of a group's lease, when one is named).
+/// It carries the grace (`grace_ms=N`), so the daemon can refuse a reload that would
+/// leave it no room in the lease (SPEC 11).
+fn supervise_request(opts: &RunOptions) -> String {
+    let grace_ms = opts.grace.as_millis();
+    let grace = if OLD_DAEMON.load(Ordering::Relaxed) {
+        String::new()
+    } else {
+        format!(" grace_ms={grace_ms}")
+    };
+    match &opts.group {
+        Some(g) => format!("supervise {g}{grace}\n"),
+        None => format!("supervise{grace}\n"),
+    }
+}
+
+/// The daemon is older than `grace_ms` (it answered that `grace_ms=N` is no group, or
+/// that `supervise` takes one argument): register without it. Such a daemon cannot
+/// refuse a reload for the grace, but `run` still checks the grace against every line
+/// and reports unhealthy when it no longer fits. One process, one daemon: a flag.
+static OLD_DAEMON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// True for an older daemon's refusal of the `grace_ms=N` argument.
+fn refuses_grace(error: &str) -> bool {
+    (error.contains("'grace_ms=") && error.contains("is not a group name"))
+        || error.ends_with("usage: supervise [GROUP]")
+}
+
+/// While this server does not lead, `run` asks the daemon at most this often (SPEC 11:
+/// "no more than one request a second"): changes are pushed, the ask only checks that
+/// the connection is alive.
+pub const IDLE_ASK: Duration = Duration::from_secs(1);
+
+/// The start of the daemon's answer to a `supervise` naming a group it does not run:
+/// no later answer can change it (the group list cannot be reloaded), so run exits.
+pub const NO_SUCH_GROUP: &str = "electd: no group";
+
+/// One numbered line from the daemon.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    /// Its number on this connection.
+    pub n: u64,
+    /// The daemon's current term.
+    pub term: u64,
+    /// The lease end (CLOCK_BOOTTIME ns) while this server leads; None otherwise.
+    pub lease_until_ns: Option<u64>,
+    /// The daemon's timers.
+    pub timers: Timers,
+    /// The election group the line is about (absent from older daemons' lines).
+    pub group: Option<String>,
+    /// The server that leads, as this server knows it (None: none known).
+    pub leader_id: Option<u64>,
+}
+
+/// Parses a supervisor line; Err for anything else (an `{"error":..}` line included).
+pub fn parse_line(text: &str) -> Result<Line, String> {
+    let v = json::parse(text.trim()).map_err(|e| format!("unreadable line from electd: {e}"))?;
+    if let Some(e) = v.get("error").and_then(Value::as_str) {
+        return Err(format!("electd: {e}"));
+    }
+    let num = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("line from electd without '{k}': {}", text.trim()))
+    };
+    let leader = v.get("role").and_then(Value::as_str) == Some("leader");
+    let until = v.get("lease_until_ns").and_then(Value::as_u64);
+    Ok(Line {
+        group: v.get("group").and_then(Value::as_str).map(str::to_string),
+        leader_id: v.get("leader").and_then(Value::as_u64),
+        n: num("n")?,
+        term: num("term")?,
+        lease_until_ns: if leader { until } else { None },
+        timers: Timers {
+            lease_len: Duration::from_nanos(num("lease_len_ns")?),
+            heartbeat: Duration::from_nanos(num("heartbeat_ns")?),
+            rtt: Duration::from_nanos(num("rtt_ns")?),
+        },
+    })
+}
+
+/// The connection to the daemon.
+pub(super) struct Conn {
+    pub(super) stream: UnixStream,
+    inbuf: Vec<u8>,
+    pub(super) last_line: Instant,
+    /// The highest non-leader line not yet confirmed.
+    to_confirm: Option<u64>,
+    /// The number of the last leader line read (0: none).
+    last_leader_n: u64,
+    /// The number of the last line confirmed (`released N`).
+    confirmed_n: u64,
+    /// What this connection was told is failing (`health failing REASON`), if anything.
+    reported: Option<String>,
+}
+
+impl Conn {
+    pub(super) fn open(opts: &RunOptions) -> Result<Conn, String> {
+        let mut stream = UnixStream::connect(&opts.socket)
+            .map_err(|e| crate::control::connect_error(&opts.socket, &e))?;
+        stream
+            .set_write_timeout(Some(Duration::from_secs(1)))
+            .and_then(|_| stream.write_all(supervise_request(opts).as_bytes()))
+            .and_then(|_| stream.set_nonblocking(true))
+            .map_err(|e| format!("{}: {e}", opts.socket.display()))?;
+        Ok(Conn {
+            stream,
+            inbuf: Vec::new(),
+            last_line: Instant::now(),
+            to_confirm: None,
+            last_leader_n: 0,
+            confirmed_n: 0,
+            reported: None,
+        })
+    }
+
+    pub(super) fn send(&mut self, text: &str) -> Result<(), String> {
+        // Short lines on a local socket: the buffer never fills with this traffic.
+        self.stream
+            .write_all(text.as_bytes())
+            .map_err(|e| format!("write to electd: {e}"))
+    }
+
+    /// Reads what arrived; Err when the connection is gone or talks nonsense.
+    fn read_lines(&mut self) -> Result<Vec<String>, String> {
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return Err("electd closed the connection".into()),
+                Ok(n) => self.inbuf.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("read from electd: {e}")),
+            }
+            if self.inbuf.len() > 16 * MAX_LINE {
+                break;
+            }
+        }
+        let mut lines = Vec::new();
+        while let Some(p) = self.inbuf.iter().position(|&b| b == b'\n') {
+            let l: Vec<u8> = self.inbuf.drain(..=p).collect();
+            lines.push(String::from_utf8_lossy(&l).into_owned());
+        }
+        if self.inbuf.len() > MAX_LINE {
+            return Err(format!("a line from electd longer than {MAX_LINE} bytes"));
+        }
+        Ok(lines)
+    }
+}
+
+impl Supervisor<'_> {
+    /// Tells the daemon when --max-restarts turns the command failing or healthy.
+    pub(super) fn report_health(&mut self) {
+        let now = Instant::now();
+        let restarts = self.restarts.as_mut().map(|w| (w.failing(now), w.clone()));
+        let Some(c) = self.conn.as_mut() else { return };
+        // A grace that no longer fits weighs most: nothing can run here at all.
+        let want = match (&self.unfit, &restarts) {
+            (Some(why), _) => Some(why.clone()),
+            (None, Some((true, w))) => Some(w.describe()),
+            _ => None,
+        };
+        if want == c.reported {
+            return;
+        }
+        if let Some((failing, w)) = &restarts {
+            let was = c.reported.as_deref() == Some(w.describe().as_str());
+            if *failing && !was && self.unfit.is_none() {
+                say!(
+                    "the command exited {} times within {:?}: reporting this server unhealthy to electd",
+                    w.n,
+                    w.window
+                );
+            } else if !failing && was {
+                say!(
+                    "no exit for {:?}: reporting this server healthy again",
+                    w.window
+                );
+            }
+        }
+        let line = match &want {
+            Some(why) => format!("health failing {why}\n"),
+            None => "health ok\n".to_string(),
+        };
+        match c.send(&line) {
+            Ok(()) => c.reported = want,
+            Err(e) => self.lost(e),
+        }
+    }
+
+    pub(super) fn read_daemon(&mut self) -> Result<(), i32> {
+        let Some(c) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        let lines = match c.read_lines() {
+            Ok(l) => l,
+            Err(e) => {
+                self.lost(e);
+                return Ok(());
+            }
+        };
+        for text in lines {
+            match parse_line(&text) {
+                Ok(l) => self.on_line(l)?,
+                Err(e) if refuses_grace(&e) && !OLD_DAEMON.load(Ordering::Relaxed) => {
+                    // A rolling upgrade: this `run` is newer than its daemon.
+                    OLD_DAEMON.store(true, Ordering::Relaxed);
+                    say!(
+                        "electd is older than this electctl (it does not take grace_ms): registering without it; upgrade electd so that a reload can check --grace"
+                    );
+                    if let Some(c) = self.conn.as_mut() {
+                        if let Err(e) = c.send(&supervise_request(self.opts)) {
+                            self.lost(e);
+                            return Ok(());
+                        }
+                    }
+                }
+                Err(e) if e.starts_with(NO_SUCH_GROUP) || e.contains("several election groups") => {
+                    // The command never started on this connection: nothing to stop.
+                    say!("{e}");
+                    return Err(2);
+                }
+                Err(e) => self.error(e),
+            }
+        }
+        let ask = self.ask_interval();
+        if let Some(c) = self.conn.as_mut() {
+            if c.last_line.elapsed() >= ask {
+                // Fallback: nothing pushed for a while; ask again (a fresh line comes).
+                c.last_line = Instant::now();
+                if let Err(e) = c.send(&supervise_request(self.opts)) {
+                    self.lost(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// How long a connection may stay silent before the daemon is asked again: the
+    /// `--poll` while this server leads, at least IDLE_ASK while it does not.
+    pub(super) fn ask_interval(&self) -> Duration {
+        if self.leader {
+            self.opts.poll
+        } else {
+            self.opts.poll.max(IDLE_ASK)
+        }
+    }
+
+    fn on_line(&mut self, l: Line) -> Result<(), i32> {
+        if self.checked != Some(l.timers) {
+            match check_grace(self.opts.grace, &l.timers) {
+                Err(e) if self.checked.is_none() => {
+                    say!("{e}");
+                    return Err(2);
+                }
+                Err(e) => {
+                    // The daemon's lease got shorter (a restart with shorter timers,
+                    // or a reload by a daemon that did not know the grace): nothing
+                    // can run here, so say so where it counts, once, and loudly.
+                    if self.unfit.is_none() {
+                        say!(
+                            "ERROR: this supervisor cannot work any more: {e}. Reporting this server unhealthy to electd so that the lease moves where a command can run"
+                        );
+                    }
+                    self.unfit = Some(format!(
+                        "electctl run --grace {}ms no longer fits the lease",
+                        self.opts.grace.as_millis()
+                    ));
+                }
+                Ok(()) => {
+                    if self.unfit.take().is_some() {
+                        say!("the grace fits the daemon's lease again: reporting healthy");
+                    }
+                }
+            }
+            self.checked = Some(l.timers);
+        }
+        let c = self.conn.as_mut().expect("lines come from a connection");
+        c.last_line = Instant::now();
+        self.term = l.term;
+        if l.group.is_some() {
+            self.group = l.group;
+        }
+        match l.lease_until_ns {
+            Some(u) => {
+                self.leader = true;
+                self.waiting = None;
+                self.until_ns = u;
+                c.last_leader_n = l.n;
+            }
+            None => {
+                // Planned stop or no lease: confirm once no command runs. The known
+                // lease end stays: it still bounds the SIGKILL of a stopping command.
+                self.leader = false;
+                if self.waiting != Some((l.leader_id, l.term)) {
+                    self.waiting = Some((l.leader_id, l.term));
+                    // The group only when one was named (`--group`): the daemon calls
+                    // the one group of a file without `group` lines `default`.
+                    let group = self
+                        .opts
+                        .group
+                        .as_deref()
+                        .map_or(String::new(), |g| format!(" group {g}"));
+                    match l.leader_id {
+                        Some(id) => say!(
+                            "waiting: server {id} leads{group} (term {}); the command starts when this server holds the lease",
+                            l.term
+                        ),
+                        None => say!(
+                            "waiting: no leader{group} known yet (term {}); the command starts when this server holds the lease",
+                            l.term
+                        ),
+                    }
+                }
+                // Only a leader line since the last confirmation needs one (the
+                // daemon counts a supervisor clear otherwise): an idle follower's
+                // lines cost the daemon nothing more.
+                if c.last_leader_n > c.confirmed_n {
+                    c.to_confirm = Some(c.to_confirm.map_or(l.n, |p| p.max(l.n)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Confirms the last non-leader line once no command runs.
+    pub(super) fn confirm(&mut self) {
+        if self.running.is_some() {
+            return;
+        }
+        let Some(c) = self.conn.as_mut() else { return };
+        let Some(n) = c.to_confirm.take() else { return };
+        match c.send(&format!("released {n}\n")) {
+            Ok(()) => c.confirmed_n = n,
+            Err(e) => self.lost(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rolling upgrade: the answers of electd before `grace_ms` (82751f4) to this
+    /// `run`'s request are recognised, and the request is then made without it.
+    #[test]
+    fn an_older_daemons_refusal_of_the_grace_is_recognised() {
+        for old in [
+            r#"{"error":"supervise: 'grace_ms=150' is not a group name ([a-z][a-z0-9_-]{0,31})"}"#,
+            r#"{"error":"usage: supervise [GROUP]"}"#,
+        ] {
+            let e = parse_line(old).unwrap_err();
+            assert!(refuses_grace(&e), "{e}");
+        }
+        for other in [
+            r#"{"error":"no group 'orders' (this server's groups: a, b)"}"#,
+            r#"{"error":"supervise: 'Orders' is not a group name ([a-z][a-z0-9_-]{0,31})"}"#,
+        ] {
+            assert!(!refuses_grace(&parse_line(other).unwrap_err()), "{other}");
+        }
+    }
+
+    #[test]
+    fn lines_parse_and_bad_lines_are_errors() {
+        let l = parse_line(
+            r#"{"n":3,"id":1,"role":"leader","leader":1,"term":7,"lease_until_ns":123,"now_ns":100,"lease_len_ns":294000000,"heartbeat_ns":100000000,"rtt_ns":20000000,"resigning":false}"#,
+        )
+        .unwrap();
+        assert_eq!((l.n, l.term, l.lease_until_ns), (3, 7, Some(123)));
+        let want = Timers {
+            lease_len: Duration::from_millis(294),
+            heartbeat: Duration::from_millis(100),
+            rtt: Duration::from_millis(20),
+        };
+        assert_eq!(l.timers, want);
+        // A follower line carries no lease, whatever it says.
+        let f = parse_line(
+            r#"{"n":4,"role":"follower","term":7,"lease_until_ns":5,"lease_len_ns":1,"heartbeat_ns":1,"rtt_ns":1}"#,
+        )
+        .unwrap();
+        assert_eq!(f.lease_until_ns, None);
+        assert!(
+            parse_line(r#"{"error":"nope"}"#)
+                .unwrap_err()
+                .contains("nope")
+        );
+        assert!(parse_line(r#"{"role":"leader"}"#).is_err());
+        assert!(parse_line("{{{").is_err());
+        assert!(parse_line("").is_err());
+    }
+}

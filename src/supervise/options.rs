@@ -1,0 +1,30 @@
+//! `run`'s settings: what the supervisor is given, and the bounds of its options.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The largest `--max-restarts`.
+pub const MAX_RESTARTS: u32 = 1000;
+/// `--restart-window` when only `--max-restarts` is given.
+pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(60);
+/// The longest `--restart-window`.
+pub const MAX_RESTART_WINDOW: Duration = Duration::from_secs(86_400);
+
+/// The supervisor's settings.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The daemon's control socket.
+    pub socket: PathBuf,
+    /// Time between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// Reconnect interval, and the longest silence before the daemon is asked again.
+    pub poll: Duration,
+    /// The command and its arguments.
+    pub argv: Vec<String>,
+    /// `--max-restarts N --restart-window D`: N exits within D make this server
+    /// unhealthy.
+    pub restarts: Option<(u32, Duration)>,
+    /// `--group GROUP`: the election group whose lease the command follows (None: the
+    /// daemon's only group, or `default`).
+    pub group: Option<String>,
+}

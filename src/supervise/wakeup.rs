@@ -1,0 +1,145 @@
+//! What the supervisor blocks on and for how long: ppoll(2) on the daemon's socket, the
+//! command's and the enforcer's exits, its own signals through a self-pipe, and a
+//! blocked stderr, with a timeout equal to the next thing it must do.
+
+use super::Supervisor;
+use super::enforce::Enforcer;
+use super::lease::MARGIN;
+use super::log;
+use super::restarts::RestartWindow;
+use crate::time::boot_now;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Re-check the command this often when no pidfd could be opened.
+const CHILD_TICK: Duration = Duration::from_millis(10);
+
+/// The write end of the self-pipe the signal handler writes to (-1: none).
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    let fd = SIGNAL_PIPE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: write(2) is async-signal-safe; a full pipe only loses a duplicate.
+        unsafe { libc::write(fd, b"s".as_ptr().cast(), 1) };
+    }
+}
+
+/// SIGTERM and SIGINT wake the loop through a pipe: no wakeup is lost between a check
+/// and the wait.
+pub(super) fn signal_pipe() -> Result<OwnedFd, String> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    SIGNAL_PIPE.store(fds[1], Ordering::SeqCst);
+    // SAFETY: installing an async-signal-safe handler (one write to the pipe).
+    unsafe {
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+    }
+    // SAFETY: fds[0] is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fds[0]) })
+}
+
+impl Supervisor<'_> {
+    /// How long to block: until the next thing this supervisor must do.
+    fn timeout(&self) -> Duration {
+        let now_ns = boot_now().as_nanos();
+        let after_ns = |t: u64| Duration::from_nanos(t.saturating_sub(now_ns));
+        let now = Instant::now();
+        let mut t = Duration::from_secs(60);
+        match &self.conn {
+            Some(c) => {
+                t = t.min((c.last_line + self.ask_interval()).saturating_duration_since(now))
+            }
+            None => t = t.min(self.next_connect.saturating_duration_since(now)),
+        }
+        match &self.running {
+            Some(r) => {
+                let grace = crate::time::duration_nanos(self.opts.grace + MARGIN);
+                t = t.min(match r.kill_at_ns {
+                    Some(k) => after_ns(k),
+                    None => after_ns(self.until_ns.saturating_sub(grace)),
+                });
+                let enforcer_fd = r.enforcer.as_ref().map(Enforcer::exit_fd);
+                if r.exit_fd.is_none() || enforcer_fd.is_some_and(|f| f.is_none()) {
+                    t = t.min(CHILD_TICK);
+                }
+            }
+            None if self.leader => t = t.min(self.next_start.saturating_duration_since(now)),
+            None => {}
+        }
+        if let Some(at) = self.restarts.as_ref().and_then(RestartWindow::clears_at) {
+            t = t.min(at.saturating_duration_since(now));
+        }
+        if !self.retired.is_empty() {
+            t = t.min(CHILD_TICK);
+        }
+        t
+    }
+
+    /// Blocks in ppoll(2) on the daemon, the command's exit and our own signals.
+    pub(super) fn wait(&mut self, sig: &OwnedFd) {
+        let t = self.timeout();
+        let mut fds = vec![libc::pollfd {
+            fd: sig.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        if let Some(c) = &self.conn {
+            fds.push(libc::pollfd {
+                fd: c.stream.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        if let Some(fd) = self.running.as_ref().and_then(|r| r.exit_fd.as_ref()) {
+            fds.push(libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        let enforcer = self.running.as_ref().and_then(|r| r.enforcer.as_ref());
+        if let Some(fd) = enforcer.and_then(Enforcer::exit_fd) {
+            fds.push(libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        if let Some(fd) = log::flush() {
+            // Lines wait for stderr: wake when it takes writes again.
+            fds.push(libc::pollfd {
+                fd,
+                events: libc::POLLOUT,
+                revents: 0,
+            });
+        }
+        let ts = libc::timespec {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: `fds` is a valid array of pollfd for the call; the mask is null.
+        unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+        if fds[0].revents != 0 {
+            let mut b = [0u8; 16];
+            // SAFETY: reading into a local buffer from our non-blocking pipe.
+            while unsafe { libc::read(sig.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) } > 0 {}
+            if !self.stopping {
+                say!("signal received: stopping");
+            }
+            self.stopping = true;
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! What the adversaries did in a run (`Stats`), for the swarm's summary.
+
+/// What the adversaries did in a run.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub late: u64,
+    pub flushed: u64,
+    pub aimed: u64,
+    pub crashes_in_write: u64,
+    pub reloads: u64,
+    pub suspends: u64,
+    pub planned_stops: u64,
+    pub hung: u64,
+    /// Confirmations sent twice or after an older one (`confirm_twice_pm`).
+    pub confirmed_twice: u64,
+    /// Health changes of a processor (issue 11).
+    pub health_flips: u64,
+    /// Health changes aimed at a lease end, a faith end or a timer deadline.
+    pub health_aimed: u64,
+    /// Moments at which every processor was unhealthy.
+    pub all_unhealthy: u64,
+    /// A healthy server cut off from all others.
+    pub healthy_cut_off: u64,
+    /// `drain` and `undrain` commands that reached a daemon.
+    pub drains: u64,
+    pub undrains: u64,
+    /// `yield ID` commands that reached a leader.
+    pub yields_to: u64,
+    /// Handovers begun, by reason (`Handover as usize`: yield, health, drain, preempt).
+    pub handovers: [u64; 4],
+    /// LEADs caught by a per-link LEAD hold (issue 20).
+    pub leads_held: u64,
+    /// Supervisor stalls (issue 21).
+    pub sup_stalls: u64,
+    /// Issue 20's episodes: begun, with a second leader elected while the first sat,
+    /// and with the first re-elected after that.
+    pub lead_episodes: u64,
+    pub concurrent: u64,
+    pub reelected_after: u64,
+    /// Re-elections of a leader while its lease was valid, under `floor_episode`.
+    pub floors: u64,
+}
+
+impl Stats {
+    /// Adds another run's figures.
+    pub fn add(&mut self, x: &Stats) {
+        self.late += x.late;
+        self.flushed += x.flushed;
+        self.aimed += x.aimed;
+        self.crashes_in_write += x.crashes_in_write;
+        self.reloads += x.reloads;
+        self.suspends += x.suspends;
+        self.planned_stops += x.planned_stops;
+        self.hung += x.hung;
+        self.confirmed_twice += x.confirmed_twice;
+        self.health_flips += x.health_flips;
+        self.health_aimed += x.health_aimed;
+        self.all_unhealthy += x.all_unhealthy;
+        self.healthy_cut_off += x.healthy_cut_off;
+        self.drains += x.drains;
+        self.undrains += x.undrains;
+        self.yields_to += x.yields_to;
+        for (a, b) in self.handovers.iter_mut().zip(x.handovers) {
+            *a += b;
+        }
+        self.leads_held += x.leads_held;
+        self.sup_stalls += x.sup_stalls;
+        self.lead_episodes += x.lead_episodes;
+        self.concurrent += x.concurrent;
+        self.reelected_after += x.reelected_after;
+        self.floors += x.floors;
+    }
+}
