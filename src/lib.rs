@@ -35,6 +35,7 @@ pub mod host;
 pub mod http;
 pub mod json;
 pub mod logsink;
+pub mod metrics;
 pub mod notify;
 pub mod rng;
 pub mod store;

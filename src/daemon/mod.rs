@@ -57,7 +57,7 @@ use status::View;
 use crate::auth;
 use crate::config::{Config, Transport as Mode};
 use crate::control::{Control, NOT_LEADER, RELOAD_REFUSED, Request, Scope, error_line};
-use crate::health::{Checks, REASONS, Verdict};
+use crate::health::{Checks, Verdict};
 use crate::hooks::Hooks;
 use crate::http::Http;
 
@@ -67,7 +67,6 @@ use crate::notify::Notifier;
 use crate::store::Store;
 use crate::time::{Time, boot_now};
 use crate::transport::{RECV_BUF, Transport};
-use crate::wire::Kind;
 use log::{debug, error, info, warn};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};

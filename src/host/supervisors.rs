@@ -270,6 +270,12 @@ impl Host {
         &self.registry
     }
 
+    /// The registry, to change (tests of the views only).
+    #[doc(hidden)]
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
     /// `supervise [GROUP]` from `client` (pid `pid` if known): it supervises group `g`'s
     /// lease with `grace` (if it said). It is sent a line at once; a connection
     /// supervises one group, asking for another is an error. Flush after.
