@@ -239,6 +239,7 @@ fn a_resign_waits_for_a_confirmation_of_a_line_after_the_last_leader_line() {
     let l = net.leader(0);
     net.supervise(l, C0, 0);
     let lines = net.lines(l, C0);
+    assert_eq!(lines.len(), 1, "one line, not the same twice: {lines:?}");
     assert_eq!(lines[0].n, 1);
     assert_eq!(lines[0].role, Role::Leader, "{lines:?}");
     assert!(lines[0].lease_until.is_some());

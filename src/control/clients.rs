@@ -96,7 +96,7 @@ pub(super) struct ClientState {
 }
 
 impl Client {
-    fn has_line(&self) -> bool {
+    pub(super) fn has_line(&self) -> bool {
         self.inbuf.contains(&b'\n')
     }
 

@@ -84,7 +84,8 @@ impl Control {
             let Some(c) = self.clients.get_mut(slot) else {
                 continue;
             };
-            if c.supervising && (c.closing.is_some() || c.eof) {
+            // At EOF its buffered requests are served first (a `leave` among them).
+            if c.supervising && (c.closing.is_some() || (c.eof && !c.has_line())) {
                 c.supervising = false;
                 gone.push(ClientId {
                     slot,

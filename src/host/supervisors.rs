@@ -162,6 +162,8 @@ struct Supervisor {
     pid: Option<u32>,
     /// Its report that its command is unhealthy (`health failing`).
     unhealthy: Option<String>,
+    /// What the last line sent to it said.
+    last_key: Option<LineKey>,
 }
 
 impl Supervisor {
@@ -182,8 +184,6 @@ pub struct Registry {
     /// Per group, the latest lease end known to a supervisor that left without
     /// confirming: its command may run until then.
     departed_until: Vec<Time>,
-    /// Per group, what the last lines said.
-    last_key: Vec<Option<LineKey>>,
     /// Supervisors that left with a lease they had not confirmed the end of.
     pub departed_unconfirmed: u64,
 }
@@ -392,8 +392,8 @@ impl Host {
             .clear_if(g, now, self.sabotage.release_on_older_confirmation)
     }
 
-    /// Sends every supervisor of every group a line if what its group's line says
-    /// changed since the last one.
+    /// Sends each supervisor a line if what its group's line says changed since the
+    /// last line it was sent.
     pub(super) fn push_lines(&mut self, now: Time) {
         if self.registry.sups.is_empty() {
             return;
@@ -403,18 +403,12 @@ impl Host {
                 continue;
             }
             let line = self.line_of(now, g);
-            if self.registry.last_key.len() <= g {
-                self.registry.last_key.resize(g + 1, None);
-            }
-            if self.registry.last_key[g] == Some(line.key()) {
-                continue;
-            }
-            self.registry.last_key[g] = Some(line.key());
+            let key = Some(line.key());
             let clients: Vec<ClientId> = self
                 .registry
                 .sups
                 .iter()
-                .filter(|(_, s)| s.group == g)
+                .filter(|(_, s)| s.group == g && s.last_key != key)
                 .map(|(&c, _)| c)
                 .collect();
             for c in clients {
@@ -449,6 +443,7 @@ impl Host {
             return;
         };
         s.sent += 1;
+        s.last_key = Some(line.key());
         line.n = s.sent;
         if line.role == Role::Leader {
             if let Some(u) = line.lease_until {
