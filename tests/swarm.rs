@@ -125,6 +125,9 @@ struct Breakage {
     confirm_early: bool,
     /// A supervisor stall stops its lease-end enforcer too (issue 21).
     stall_enforcer: bool,
+    /// The host releases a RESIGN on any confirmation of a supervisor, even of a line
+    /// older than the last leader line (issue 24).
+    release_older: bool,
     /// Without the S2-support check (to see a broken protocol reach an actual overlap).
     no_support: bool,
 }
@@ -204,6 +207,9 @@ fn options_for(seed: u64) -> (Options, Plan) {
     // heartbeat, or after up to two holds (capped by the lease end); sometimes never.
     o.confirm_max = [0, ms(1), ms(50), 2 * o.hold()][draw(4) as usize];
     o.confirm_hung_pm = [0, 0, 100, 300][draw(4) as usize];
+    // Supervisors that confirm twice, or an older line first (issue 24): in the seeds
+    // with a tenth hung, so that no other seed's draws move.
+    o.confirm_twice_pm = if o.confirm_hung_pm == 100 { 250 } else { 0 };
     o.timer_slop = [ms(1), ms(1), 0, 50_000][draw(4) as usize];
     let mut p = Plan::default();
     // (f) loopback-like delays in a quarter of the seeds.
@@ -291,6 +297,7 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
     o.misroute_group = broken.misroute_group;
     o.yield_wrong_group = broken.yield_wrong_group;
     o.confirm_early = broken.confirm_early;
+    o.release_on_older_confirmation = broken.release_older;
     o.sabotage = broken.sabotage.clone();
     o.monotonic_suspend = broken.monotonic;
     o.ignore_health = broken.ignore_health;
@@ -2365,6 +2372,35 @@ fn negative_control_stall_enforcer() {
         &["S5"],
     );
 }
+
+/// Issue 24, a shell rule broken in the host the daemon runs: a RESIGN released on a
+/// supervisor's confirmation of a line older than its last leader line (a confirmation
+/// of an earlier stop, or of the leader line itself), while its command still runs on
+/// the newer lease. The next leader's command overlaps it: S5 must see it.
+#[test]
+fn negative_control_release_on_older_confirmation() {
+    let broken = Breakage {
+        release_older: true,
+        ..Breakage::default()
+    };
+    let seed = catch_broken(
+        "negative_control_release_on_older_confirmation",
+        "RESIGN released on an older confirmation",
+        &broken,
+        &["S5"],
+    );
+    eprintln!("RESIGN released on an older confirmation: first caught at seed {seed}");
+    let o = run_seed(RELEASE_OLDER_SEED, &broken);
+    assert!(
+        o.violations.iter().any(|v| v.starts_with("S5")),
+        "seed {RELEASE_OLDER_SEED} no longer catches a RESIGN released on an older confirmation: {:?}",
+        o.violations
+    );
+}
+
+/// The first default seed at which the swarm catches
+/// `HostSabotage::release_on_older_confirmation`.
+const RELEASE_OLDER_SEED: u64 = 0;
 
 /// Issue 24, a shell rule broken in the host the daemon runs: a write confirmed to the
 /// cores when it is handed out, before the disk has it. A crash in the write then

@@ -2,9 +2,9 @@
 //! accept, request lines read and taken round-robin, bounded answer buffers, slow
 //! readers and idle clients dropped, each with the control socket's own limits.
 
-use super::registry::Supervisor;
 use super::request::{MAX_REQUEST, Request, error_line};
 use crate::conns::{Conn, Table, Take, Written};
+use crate::host::ClientId;
 use mio::net::{UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
 use std::io::{self, Write};
@@ -77,9 +77,8 @@ pub(super) type Client = Conn<UnixStream, ClientState>;
 pub(super) struct ClientState {
     /// What a `watch` client is told of: one group's changes, or every group's.
     pub(super) watching: Option<Scope>,
-    pub(super) sup: Option<Supervisor>,
-    /// A supervisor's report that its command is unhealthy (`health failing`).
-    pub(super) unhealthy: Option<String>,
+    /// It supervises a lease (`supervise`; the host's registry has the rest).
+    pub(super) supervising: bool,
     pub(super) last_active: Instant,
     /// A line over `MAX_REQUEST` came after the buffered ones: refuse it once they
     /// are answered.
@@ -97,7 +96,7 @@ pub(super) struct ClientState {
 }
 
 impl Client {
-    fn has_line(&self) -> bool {
+    pub(super) fn has_line(&self) -> bool {
         self.inbuf.contains(&b'\n')
     }
 
@@ -124,8 +123,6 @@ pub struct ControlCounters {
     pub refused: u64,
     /// Clients dropped: too long a request, too slow a reader, or idle.
     pub dropped: u64,
-    /// Supervisors that left with a lease they had not confirmed the end of.
-    pub departed_unconfirmed: u64,
 }
 
 /// The listening socket and its clients.
@@ -136,9 +133,8 @@ pub struct Control {
     pub(super) clients: Table<UnixStream, ClientState>,
     /// Counters for metrics.
     pub counters: ControlCounters,
-    /// Per group, the latest lease end (boot clock, ns) known to a supervisor that left
-    /// without confirming: its command may run until then.
-    pub(super) departed_until_ns: Vec<u64>,
+    /// Supervisors freed since the last `take_departed`.
+    pub(super) departed: Vec<ClientId>,
     /// The serial of the next connection.
     pub(super) next_serial: u64,
 }
@@ -165,7 +161,7 @@ impl Control {
             path: path.to_path_buf(),
             clients: Table::new(MAX_CLIENTS, first_token + 1),
             counters: ControlCounters::default(),
-            departed_until_ns: Vec::new(),
+            departed: Vec::new(),
             next_serial: 0,
         })
     }
@@ -194,8 +190,7 @@ impl Control {
                     let cred = peer_cred(&stream);
                     let state = ClientState {
                         watching: None,
-                        sup: None,
-                        unhealthy: None,
+                        supervising: false,
                         last_active: now,
                         too_long: false,
                         peer_uid: cred.map(|c| c.0),
@@ -229,7 +224,7 @@ impl Control {
             .iter()
             .filter(|(_, c)| {
                 c.watching.is_none()
-                    && c.sup.is_none()
+                    && !c.supervising
                     && c.closing.is_none()
                     && c.outbuf.is_empty()
                     && c.inbuf.is_empty()
@@ -431,7 +426,7 @@ impl Control {
             }
             let stuck = written == Written::Blocked;
             let idle = c.watching.is_none()
-                && c.sup.is_none()
+                && !c.supervising
                 && !c.held
                 && now.duration_since(c.last_active) >= IDLE_TIMEOUT;
             if idle {

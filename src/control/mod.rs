@@ -16,20 +16,14 @@
 //! than half of `MAX_OUTBUF` unwritten) is not served until it reads: backpressure
 //! instead of a drop.
 //!
-//! Supervisors (`supervise`, SPEC section 6 Resign): each line pushed to a supervisor
-//! is numbered per connection; the client confirms a non-leader line N with
-//! `released N` once its command has exited. A supervisor is clear when it has
-//! confirmed a number above the last leader line it was sent. One that leaves without
-//! confirming is no confirmation: its last known lease end is kept
-//! (`departed_until_ns`) and a handoff may not be released before it.
-//!
-//! A supervisor may also report its command's health (`health failing REASON`,
-//! `health ok`: `electctl run --max-restarts`, SPEC section 13). The report belongs to
-//! the connection: a supervisor that leaves or disconnects takes it with it.
+//! Supervisors (`supervise`, SPEC section 6 Resign): the registry of what each was told
+//! and confirmed is the host's (`crate::host::Registry`); this side marks the
+//! connections that supervise (never evicted as idle), reports their departures
+//! (`take_departed`) and delivers their numbered lines.
 //!
 //! The rooms: `request` parses request lines and writes error answers; `clients` is the
-//! table of connections and its limits; `registry` is the supervisor registry and the
-//! held answers.
+//! table of connections and its limits; `registry` marks supervisors and holds
+//! answers.
 
 mod clients;
 mod registry;
@@ -41,7 +35,7 @@ pub use clients::{
     Control, ControlCounters, IDLE_TIMEOUT, MAX_ANSWER, MAX_CLIENTS, MAX_OUTBUF,
     REQUESTS_PER_CLIENT, REQUESTS_PER_WAKEUP, Scope,
 };
-pub use registry::{HeldReply, Supervisor};
+pub use registry::HeldReply;
 pub use request::{
     MAX_HEALTH_REASON, MAX_REQUEST, NOT_LEADER, RELOAD_REFUSED, Request, connect_error, error_line,
     json_str, valid_group_name,

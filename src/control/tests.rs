@@ -1,6 +1,7 @@
-//! Tests of the client table and the supervisor registry on a real socket.
+//! Tests of the client table, supervisor departures and watchers on a real socket.
 
 use super::*;
+use crate::host::ClientId;
 use mio::{Poll, Token};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -181,136 +182,34 @@ fn long_requests_are_answered_in_order_then_refused() {
     assert!(l.contains("longer than 1024"), "{l}");
 }
 
+/// The host's registry learns of every supervisor that goes (closed, dropped, EOF)
+/// exactly once, and of no other client; `leave` unmarks it.
 #[test]
-fn supervisors_are_clear_only_after_confirming_a_later_line() {
+fn a_supervisors_departure_is_reported_once_and_no_one_elses() {
     let mut f = Fixture::new("sup");
     let s = f.connect();
-    assert!(f.control.supervisors_clear(0, 0));
-    f.control.supervise(0, 0, None).unwrap();
-    assert!(f.control.supervisors_clear(0, 0), "no lease told yet");
-    f.control
-        .push_supervisor(0, "\"role\":\"leader\"", Some(5_000));
-    assert!(!f.control.supervisors_clear(0, 0));
-    f.control
-        .push_supervisor(0, "\"role\":\"leader\"", Some(6_000));
-    assert!(f.control.confirm(0, 3).is_err(), "line 3 was never sent");
-    f.control.confirm(0, 2).unwrap();
-    assert!(
-        !f.control.supervisors_clear(0, 0),
-        "line 2 is a leader line"
-    );
-    f.control.push_supervisor(0, "\"role\":\"follower\"", None);
-    f.control.confirm(0, 3).unwrap();
-    assert!(f.control.supervisors_clear(0, 0));
-    // Told of a new lease, then gone without confirming: no confirmation, but
-    // only until the lease end it was told of.
-    f.control
-        .push_supervisor(0, "\"role\":\"leader\"", Some(9_000));
+    let _plain = f.connect();
+    let t = f.connect();
+    f.control.mark_supervisor(0);
+    f.control.mark_supervisor(2);
+    f.control.unmark_supervisor(2);
+    assert!(f.control.take_departed().is_empty());
     drop(s);
+    drop(t);
     f.read_all();
     f.flush();
-    assert_eq!(f.control.supervisors(0), 0);
-    assert!(!f.control.supervisors_clear(0, 8_999));
-    assert!(f.control.supervisors_clear(0, 9_000));
-    assert_eq!(f.control.counters.departed_unconfirmed, 1);
+    let gone = f.control.take_departed();
+    assert_eq!(gone, vec![ClientId { slot: 0, serial: 0 }], "{gone:?}");
+    assert!(f.control.take_departed().is_empty(), "reported twice");
 }
 
+/// SPEC section 15: watchers hear only their scope.
 #[test]
-fn a_supervisors_health_report_goes_with_it() {
-    let mut f = Fixture::new("health");
-    let s = f.connect();
-    let _other = f.connect();
-    assert!(
-        f.control
-            .set_supervisor_health(1, Some("x".into()))
-            .is_err(),
-        "only a supervisor reports health"
-    );
-    f.control.supervise(0, 0, None).unwrap();
-    f.control
-        .set_supervisor_health(0, Some("3 exits in 60s".into()))
-        .unwrap();
-    let all: Vec<_> = f.control.unhealthy_supervisors(0).collect();
-    assert_eq!(all, vec![(0, "3 exits in 60s")]);
-    f.control.set_supervisor_health(0, None).unwrap();
-    assert_eq!(f.control.unhealthy_supervisors(0).count(), 0);
-    f.control
-        .set_supervisor_health(0, Some("again".into()))
-        .unwrap();
-    drop(s);
-    f.read_all();
-    f.flush();
-    assert_eq!(f.control.unhealthy_supervisors(0).count(), 0);
-    // `leave` takes it too.
-    let _t = f.connect();
-    let slot = (0..MAX_CLIENTS)
-        .find(|&i| f.control.clients.get(i).is_some() && i != 1)
-        .unwrap();
-    f.control.supervise(slot, 0, None).unwrap();
-    f.control
-        .set_supervisor_health(slot, Some("x".into()))
-        .unwrap();
-    f.control.leave(slot);
-    assert_eq!(f.control.unhealthy_supervisors(0).count(), 0);
-}
-
-#[test]
-fn a_supervisor_that_leaves_cleanly_holds_nothing() {
-    let mut f = Fixture::new("leave");
-    let s = f.connect();
-    f.control.supervise(0, 0, None).unwrap();
-    f.control
-        .push_supervisor(0, "\"role\":\"leader\"", Some(9_000));
-    f.control.leave(0);
-    drop(s);
-    f.read_all();
-    f.flush();
-    assert!(f.control.supervisors_clear(0, 0));
-    assert!(f.control.confirm(0, 1).is_err());
-}
-
-/// SPEC section 15: a group's handoff waits only for that group's supervisors, a
-/// supervisor that leaves unconfirmed holds back only its own group, and a
-/// connection supervises one group.
-#[test]
-fn supervisors_and_watchers_belong_to_one_group() {
+fn watchers_belong_to_one_group() {
     let mut f = Fixture::new("groups");
-    let a = f.connect();
-    let _b = f.connect();
-    f.control.supervise(0, 0, None).unwrap();
-    f.control.supervise(1, 1, None).unwrap();
-    assert!(
-        f.control.supervise(1, 0, None).is_err(),
-        "one group per connection"
-    );
-    assert_eq!(f.control.supervised_group(1), Some(1));
-    f.control
-        .push_supervisors(1, "\"role\":\"leader\"", Some(7_000));
-    assert!(
-        f.control.supervisors_clear(0, 0),
-        "group 0 was told of no lease"
-    );
-    assert!(!f.control.supervisors_clear(1, 0));
-    assert_eq!((f.control.supervisors(0), f.control.supervisors(1)), (1, 1));
-    f.control
-        .push_supervisors(0, "\"role\":\"leader\"", Some(9_000));
-    drop(a);
-    f.read_all();
-    f.flush();
-    assert_eq!(f.control.departed_until_ns(0), 9_000);
-    assert_eq!(
-        f.control.departed_until_ns(1),
-        0,
-        "group 1's supervisor stayed"
-    );
-    assert!(!f.control.supervisors_clear(0, 8_999));
-    assert!(f.control.supervisors_clear(0, 9_000));
     // Watchers hear only their scope.
     let w = f.connect();
-    let slot = (0..MAX_CLIENTS)
-        .find(|&i| f.control.clients.get(i).is_some_and(|c| c.sup.is_none()))
-        .unwrap();
-    f.control.watch(slot, Scope::Group(1));
+    f.control.watch(0, Scope::Group(1));
     f.control.broadcast(Scope::Group(0), "zero\n");
     f.control.broadcast(Scope::All, "all\n");
     f.control.broadcast(Scope::Group(1), "one\n");

@@ -1,8 +1,9 @@
-//! Driving the host: every input goes through [`Daemon::drive`], which tells the host
-//! which groups' RESIGNs may leave at once (the supervisor registry is still here),
-//! hands it the input with the boot clock's `now`, then takes what it produced:
-//! events (handoffs, logged and counted here), the state file's write (to the writer
-//! thread: the loop never waits on the disk, SPEC section 12), and the datagrams.
+//! Driving the host: every input goes through [`Daemon::drive`], which first tells the
+//! host of the supervisors whose connections are gone, hands it the input with the
+//! boot clock's `now`, then takes what it produced: events (handoffs, logged and
+//! counted here), supervisor lines (to their connections), the state file's write (to
+//! the writer thread: the loop never waits on the disk, SPEC section 12), and the
+//! datagrams.
 //!
 //! Persist-then-confirm holds because the host confirms a write to the cores only
 //! when `handle_write_done` reports it, after the writer thread's fsyncs; what waited
@@ -16,17 +17,17 @@ const SLOW_WRITE: Duration = Duration::from_secs(5);
 
 impl Daemon {
     /// Feeds the host one input (`f`, given `now`), then carries out what it asked.
-    pub(super) fn drive(
+    pub(super) fn drive<T>(
         &mut self,
-        f: impl FnOnce(&mut Host, Time) -> Result<(), HostError>,
-    ) -> Result<(), Fatal> {
+        f: impl FnOnce(&mut Host, Time) -> Result<T, HostError>,
+    ) -> Result<T, Fatal> {
         let now = boot_now();
-        for g in 0..self.groups.len() {
-            let clear = self.control.supervisors_clear(g, now.as_nanos());
-            self.host.set_release_gate(g, clear);
+        for c in self.control.take_departed() {
+            self.host.handle_client_gone(c);
         }
-        f(&mut self.host, now).map_err(|e| Fatal(e.0))?;
-        self.take_outputs()
+        let r = f(&mut self.host, now).map_err(|e| Fatal(e.0))?;
+        self.take_outputs()?;
+        Ok(r)
     }
 
     /// Runs every group's due timers, then flushes.
@@ -49,6 +50,10 @@ impl Daemon {
                     event,
                     released,
                 } => self.on_event(group, event, released),
+                Notice::Released { group, why } => self.on_released(group, why),
+                Notice::Supervisor { client, line } => {
+                    self.control.send_line(client, &line.to_json())
+                }
             }
         }
         if let Some(w) = self.host.poll_write() {

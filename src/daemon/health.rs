@@ -7,7 +7,7 @@ impl Daemon {
     /// Group `g`'s health: its check's verdict and every one of its supervisors'
     /// reports. Cheap: it runs at every wakeup.
     pub(super) fn verdict(&self, g: usize) -> Verdict {
-        if self.control.unhealthy_supervisors(g).next().is_some() {
+        if self.host.registry().unhealthy(g).next().is_some() {
             Verdict::Failing
         } else {
             self.groups[g].checks.verdict()
@@ -19,9 +19,9 @@ impl Daemon {
         let checks = &self.groups[g].checks;
         let mut causes: Vec<String> = checks.cause().into_iter().collect();
         let mut v = checks.verdict();
-        for (slot, why) in self.control.unhealthy_supervisors(g) {
+        for (client, why) in self.host.registry().unhealthy(g) {
             v = Verdict::Failing;
-            causes.push(format!("electctl run on control client {slot}: {why}"));
+            causes.push(format!("electctl run on {client}: {why}"));
         }
         (v, (!causes.is_empty()).then(|| causes.join("; ")))
     }

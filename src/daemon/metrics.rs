@@ -192,7 +192,7 @@ impl Daemon {
             control_watchers: self.control.watchers(),
             uptime: self.started.elapsed(),
             config_refused: self.config_refused.is_some(),
-            supervisors_departed_unconfirmed: control.departed_unconfirmed,
+            supervisors_departed_unconfirmed: self.host.registry().departed_unconfirmed,
             state_writes: hm.state_writes,
             send_errors: m.send_errors,
             control_requests: control.requests,
@@ -236,7 +236,7 @@ impl Daemon {
             term: status.term,
             leader_id: status.leader.unwrap_or(0),
             voted_term: status.voted_term,
-            supervisors: self.control.supervisors(g),
+            supervisors: self.host.registry().supervisors(g),
             healthy: node.healthy(),
             drained: node.drained(),
             lease_expiry: status
@@ -319,7 +319,7 @@ mod tests {
         d.control.counters.requests = 21;
         d.control.counters.refused = 22;
         d.control.counters.dropped = 23;
-        d.control.counters.departed_unconfirmed = 24;
+        d.host.registry_mut().departed_unconfirmed = 24;
         d.config_refused = Some("no".into());
         let now = boot_now();
         let peer: std::net::SocketAddr = format!("127.0.0.1:{}", ports[1]).parse().unwrap();

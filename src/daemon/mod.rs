@@ -56,7 +56,7 @@ use status::View;
 
 use crate::auth;
 use crate::config::{Config, Transport as Mode};
-use crate::control::{Control, NOT_LEADER, RELOAD_REFUSED, Request, Scope, error_line, json_str};
+use crate::control::{Control, NOT_LEADER, RELOAD_REFUSED, Request, Scope, error_line};
 use crate::health::{Checks, Verdict};
 use crate::hooks::Hooks;
 use crate::http::Http;
@@ -347,6 +347,7 @@ impl Daemon {
             max_hold: cfg.max_hold,
             sources,
             several: cfg.has_groups(),
+            rtt: cfg.rtt,
         };
         let host = Host::new(host_cfg, cores, kept, extra, keys);
         Ok(Daemon {
@@ -386,16 +387,7 @@ impl Daemon {
             let busy = self.udp_more.iter().any(|&m| m)
                 || self.control.has_more()
                 || self.http.as_ref().is_some_and(Http::has_more);
-            let mut deadline = self.host.next_deadline();
-            for (g, group) in self.host.groups().iter().enumerate() {
-                if group.node.resign_pending() {
-                    // A supervisor that left unconfirmed may hold a lease shorter than ours.
-                    let departed = Time(self.control.departed_until_ns(g));
-                    if departed > now {
-                        deadline = deadline.min(departed);
-                    }
-                }
-            }
+            let mut deadline = self.host.next_deadline(now);
             if let Some(bound) = self.stopping {
                 deadline = deadline.min(bound);
             }
@@ -464,7 +456,6 @@ impl Daemon {
                 self.on_timeouts()?;
             }
             self.serve_http()?;
-            self.check_release()?;
             for g in &mut self.groups {
                 g.checks.drain();
             }

@@ -173,6 +173,7 @@ impl Daemon {
         }
         self.host.set_keys(keys);
         self.host.set_max_hold(new.max_hold);
+        self.host.set_rtt(new.rtt);
         for w in new.warnings() {
             warn!("{w}");
         }
@@ -229,13 +230,13 @@ impl Daemon {
             } else {
                 String::new()
             };
-            for (slot, pid, grace) in self.control.supervisor_graces(g) {
+            for (client, pid, grace) in self.host.registry().graces(g) {
                 if check_grace(grace, &t).is_ok() {
                     continue;
                 }
                 let who = pid.map_or(String::new(), |p| format!(" (pid {p})"));
                 return Err(format!(
-                    "the new timers leave no room for the --grace {}ms of the supervisor `electctl run`{who} on control client {slot}{tag}: the new lease lasts {} ms, renewed every {} ms with acknowledgements within {} ms, so the largest grace that fits is {} ms; lower that supervisor's --grace to {}ms or less (and restart it) first, or choose longer timers",
+                    "the new timers leave no room for the --grace {}ms of the supervisor `electctl run`{who} on {client}{tag}: the new lease lasts {} ms, renewed every {} ms with acknowledgements within {} ms, so the largest grace that fits is {} ms; lower that supervisor's --grace to {}ms or less (and restart it) first, or choose longer timers",
                     grace.as_millis(),
                     t.budget_lease().as_millis(),
                     t.heartbeat.as_millis(),

@@ -31,20 +31,41 @@ impl Daemon {
                         return Ok(());
                     }
                 };
-                if let Err(e) = self.control.supervise(slot, g, grace) {
-                    self.control.reply(slot, &error_line(&e));
+                let Some(client) = self.control.client_id(slot) else {
                     return Ok(());
+                };
+                let pid = self.control.peer_pid(slot);
+                // Marked first: its departure from now on reaches the host.
+                self.control.mark_supervisor(slot);
+                let r = self.drive(|h, now| {
+                    if let Err(e) = h.handle_supervise(now, client, g, grace, pid) {
+                        return Ok(Err(e));
+                    }
+                    h.flush(now).map(Ok)
+                })?;
+                if let Err(e) = r {
+                    self.control.reply(slot, &error_line(&e));
                 }
-                let (fields, until) = self.supervisor_fields(g);
-                self.control.push_supervisor(slot, &fields, until);
                 return Ok(());
             }
-            Request::Released(n) => match self.control.confirm(slot, n) {
-                Ok(()) => return Ok(()),
-                Err(e) => error_line(&e),
-            },
+            Request::Released(n) => {
+                let Some(client) = self.control.client_id(slot) else {
+                    return Ok(());
+                };
+                // A RESIGN this made clear leaves in this flush.
+                match self.drive(|h, now| match h.handle_released(client, n) {
+                    Ok(()) => h.flush(now).map(Ok),
+                    Err(e) => Ok(Err(e)),
+                })? {
+                    Ok(()) => return Ok(()),
+                    Err(e) => error_line(&e),
+                }
+            }
             Request::Leave => {
-                self.control.leave(slot);
+                if let Some(client) = self.control.client_id(slot) {
+                    self.host.handle_leave(client);
+                }
+                self.control.unmark_supervisor(slot);
                 return Ok(());
             }
             Request::Invalid(e) => error_line(&e),
@@ -98,11 +119,16 @@ impl Daemon {
                 Ok(gs) => return self.drain(slot, gs, false),
                 Err(e) => error_line(&e),
             },
-            Request::Health(report) => match self.control.set_supervisor_health(slot, report) {
-                // Like `released`: a supervisor's stream holds numbered lines only.
-                Ok(()) => return Ok(()),
-                Err(e) => error_line(&e),
-            },
+            Request::Health(report) => {
+                let r = self.control.client_id(slot).map_or(Ok(()), |client| {
+                    self.host.handle_supervisor_health(client, report)
+                });
+                match r {
+                    // Like `released`: a supervisor's stream holds numbered lines only.
+                    Ok(()) => return Ok(()),
+                    Err(e) => error_line(&e),
+                }
+            }
             Request::Unknown(w) => error_line(&format!(
                 "unknown command '{w}' (status, watch, elect, yield [GROUP] [ID], drain, undrain, metrics, ping, reload; supervisors: supervise, released N, health, leave)"
             )),

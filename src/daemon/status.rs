@@ -106,37 +106,7 @@ impl Daemon {
             let line = self.status_line(g);
             self.control.broadcast(Scope::Group(g), &line);
         }
-        if self.control.supervisors(g) > 0 {
-            let (fields, until) = self.supervisor_fields(g);
-            self.control.push_supervisors(g, &fields, until);
-        }
         major
-    }
-
-    /// The members of a supervisor line of group `g` (without `n`, added per
-    /// connection) and the lease end when this server leads it. Durations in ns so
-    /// `run` can check its options exactly; `lease_until_ns` and `now_ns` on
-    /// CLOCK_BOOTTIME.
-    pub(super) fn supervisor_fields(&self, g: usize) -> (String, Option<u64>) {
-        let now = boot_now();
-        let node = &self.host.group(g).node;
-        let st = node.status(now);
-        let until = st.lease_until.map(Time::as_nanos);
-        let fields = format!(
-            "\"id\":{},\"group\":{},\"role\":\"{}\",\"leader\":{},\"term\":{},\"lease_until_ns\":{},\"now_ns\":{},\"lease_len_ns\":{},\"heartbeat_ns\":{},\"rtt_ns\":{},\"resigning\":{}",
-            self.cfg.id,
-            json_str(&self.groups[g].name),
-            st.role.name(),
-            st.leader.map_or("null".into(), |l| l.to_string()),
-            st.term,
-            until.map_or("null".into(), |u| u.to_string()),
-            now.as_nanos(),
-            crate::time::duration_nanos(node.lease_len()),
-            crate::time::duration_nanos(node.heartbeat()),
-            crate::time::duration_nanos(self.cfg.rtt),
-            node.resign_pending()
-        );
-        (fields, until)
     }
 
     /// The STATUS= line for systemd: role, leader and term (per group when several).

@@ -83,6 +83,7 @@ impl Host {
     /// group's heartbeat shares one datagram and their ACKs come back in one. Every
     /// `handle_*` ends with it; call it after changing a core through `group_mut`.
     pub fn flush(&mut self, now: Time) -> Result<(), HostError> {
+        self.release_clear(now);
         flush_passes(self, now);
         if self.sabotage.confirm_early {
             self.confirm_now(now);
@@ -92,6 +93,7 @@ impl Host {
             // A new boot number goes to disk before a datagram that carries it leaves.
             self.submit_write();
         }
+        self.push_lines(now);
         Ok(())
     }
 
@@ -164,7 +166,7 @@ impl Host {
 
     /// An event of group `g`: logged as the daemon always did, passed on in order. A
     /// handoff's RESIGN is released at once when no supervisor must confirm first
-    /// (the driver's gate), so it leaves in this flush.
+    /// (the registry is clear), so it leaves in this flush.
     fn on_event(&mut self, now: Time, g: usize, e: Event) {
         let tag = self.tag(g);
         let mut released = false;
@@ -173,9 +175,12 @@ impl Host {
                 log::error!("{tag}server {other} also led term {term}")
             }
             Event::Elected { term } => log::debug!("{tag}won the round of term {term}"),
-            Event::Resigning { .. } if self.release_gate[g] => {
-                released = true;
-                self.groups[g].node.handle_released(now);
+            Event::Resigning { .. } => {
+                self.groups[g].resign_began = now;
+                if self.registry_clear(g, now) {
+                    released = true;
+                    self.groups[g].node.handle_released(now);
+                }
             }
             _ => {}
         }

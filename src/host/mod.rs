@@ -12,6 +12,7 @@
 
 mod flush;
 mod recv;
+mod supervisors;
 
 use crate::auth::{Keys, ReplayWindow};
 use crate::node::{Dest, Durable, Event, Node};
@@ -23,6 +24,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use flush::{FlushSteps, flush_passes};
+pub use supervisors::{ClientId, Registry, Release, SupervisorLine};
 
 /// What the host needs to know of the cluster besides its groups.
 #[derive(Clone, Debug)]
@@ -38,6 +40,8 @@ pub struct HostConfig {
     pub sources: Option<Vec<(u16, SocketAddr)>>,
     /// With several groups, log lines of a group are tagged "group NAME: ".
     pub several: bool,
+    /// The round-trip bound (told to supervisors for their `--grace` checks).
+    pub rtt: Duration,
 }
 
 /// One election group inside the host: its core and what the state file holds of it.
@@ -51,6 +55,8 @@ pub struct HostGroup {
     pub durable: Durable,
     /// A write this group's core asked for, not yet handed over.
     want: Option<Durable>,
+    /// When its last planned handoff began (`Event::Resigning`).
+    resign_began: Time,
 }
 
 /// One datagram to send: bundled and encoded (keyed when keys are configured).
@@ -86,6 +92,13 @@ pub enum Notice {
         group: usize,
         event: Event,
         released: bool,
+    },
+    /// Group `group`'s waiting RESIGN was released (it leaves in this flush): `why`.
+    Released { group: usize, why: Release },
+    /// A numbered line for supervisor `client`.
+    Supervisor {
+        client: ClientId,
+        line: SupervisorLine,
     },
 }
 
@@ -125,6 +138,9 @@ pub struct HostSabotage {
     /// A write is confirmed to the cores as soon as it is handed out, before it is
     /// durable: what waited for it leaves at once (breaks SPEC section 4).
     pub confirm_early: bool,
+    /// A waiting RESIGN is released as soon as every supervisor of its group has
+    /// confirmed any line, even one older than the last leader line (breaks S5).
+    pub release_on_older_confirmation: bool,
 }
 
 /// The write handed to the driver: the groups that asked and the state it holds for
@@ -150,8 +166,8 @@ pub struct Host {
     send_seq: u32,
     /// Writes handed out so far (`metrics.state_writes` counts those confirmed).
     writes_submitted: u64,
-    /// Per group: may a RESIGN leave as soon as its core asks (no supervisor to wait for).
-    release_gate: Vec<bool>,
+    /// The supervisors of every group (`supervisors.rs`).
+    registry: Registry,
     outbox: Vec<(Dest, wire::Entry)>,
     transmits: VecDeque<Transmit>,
     /// Keyed datagrams carrying a boot number not yet on disk (once per 2^32 sends).
@@ -183,7 +199,6 @@ impl Host {
         for (&id, &boot) in &extra.peer_boots {
             replay.floor(id, boot);
         }
-        let n = groups.len();
         Host {
             cfg,
             groups: groups
@@ -193,6 +208,7 @@ impl Host {
                     node,
                     durable,
                     want: None,
+                    resign_began: Time(0),
                 })
                 .collect(),
             keys,
@@ -202,7 +218,7 @@ impl Host {
             extra_dirty: false,
             send_seq: 0,
             writes_submitted: 0,
-            release_gate: vec![false; n],
+            registry: Registry::default(),
             outbox: Vec::new(),
             transmits: VecDeque::new(),
             held: Vec::new(),
@@ -263,10 +279,9 @@ impl Host {
         self.cfg.max_hold = max_hold;
     }
 
-    /// Whether group `g`'s RESIGN may leave at once when its core begins a handoff
-    /// (no supervisor of it must confirm first). The driver keeps it current.
-    pub fn set_release_gate(&mut self, g: usize, clear: bool) {
-        self.release_gate[g] = clear;
+    /// The round-trip bound after a reload (told to supervisors).
+    pub fn set_rtt(&mut self, rtt: Duration) {
+        self.cfg.rtt = rtt;
     }
 
     /// Breaks host rules on purpose (simulator negative controls only).
@@ -321,11 +336,14 @@ impl Host {
         self.notices.pop_front()
     }
 
-    /// The earliest deadline of every group's core.
-    pub fn next_deadline(&self) -> Time {
+    /// The earliest deadline: every group's core's, and the lease end left behind by
+    /// a supervisor that departed unconfirmed while a RESIGN waits for it (`now`: the
+    /// ends already past are no deadline).
+    pub fn next_deadline(&self, now: Time) -> Time {
         self.groups
             .iter()
             .map(|g| g.node.next_deadline())
+            .chain(self.release_deadline(now))
             .min()
             .unwrap_or(Time(u64::MAX))
     }
@@ -367,6 +385,11 @@ impl Host {
             extra: self.extra.clone(),
             by_group: self.groups.iter().map(|g| g.durable).collect(),
         }
+    }
+
+    /// When group `g`'s last planned handoff began.
+    fn handoff_began(&self, g: usize) -> Time {
+        self.groups[g].resign_began
     }
 
     /// "group orders: " with several groups, else nothing.

@@ -377,6 +377,7 @@ impl Sim {
             misroute_groups: self.opts.misroute_group && host == 0,
             no_align: !self.opts.align_heartbeats,
             confirm_early: self.opts.confirm_early,
+            release_on_older_confirmation: self.opts.release_on_older_confirmation,
         }
     }
 
@@ -391,10 +392,12 @@ impl Sim {
         let Some(sh) = h.shell.as_mut() else { return };
         sh.set_sabotage(sabotage);
         sh.flush(local).expect("host");
-        while let Some(Notice::Event { group, event, .. }) =
-            self.hosts[host].shell.as_mut().and_then(|s| s.poll_event())
-        {
-            self.on_event(host, group, event);
+        while let Some(n) = self.hosts[host].shell.as_mut().and_then(|s| s.poll_event()) {
+            match n {
+                Notice::Event { group, event, .. } => self.on_event(host, group, event),
+                Notice::Supervisor { client, line } => self.sup_line(host, client, line),
+                Notice::Released { .. } => {}
+            }
         }
         if let Some(w) = self.hosts[host].shell.as_mut().and_then(|s| s.poll_write()) {
             self.write(host, w);
@@ -421,9 +424,6 @@ impl Sim {
         }
         let (now, id) = (self.now, self.hosts[host].id);
         self.checker(g).on_event(now, id, e);
-        if let electd::node::Event::Resigning { .. } = e {
-            self.plan_stop(host, g);
-        }
         if let electd::node::Event::Elected { term } = e {
             self.mark();
             if g == 0 {
@@ -436,7 +436,7 @@ impl Sim {
         }
     }
 
-    /// After a drain: the supervisors learn the leases, the checkers the statuses, and
+    /// After a drain: the checkers learn the statuses, and
     /// the process's one timer is placed at the earliest deadline of its groups.
     fn after_drive(&mut self, host: usize) {
         let now = self.now;
@@ -452,9 +452,6 @@ impl Sim {
             let status = node.status(h.clock.local(now));
             let lease_end = status.lease_until.map(|u| h.clock.real(u));
             let leads = node.leads().unwrap_or(0);
-            if let (Some(u), Some(end)) = (status.lease_until, lease_end) {
-                self.sup_leader_line(host, g, u, end);
-            }
             self.checker(g)
                 .on_status(now, id, &status, lease_end, leads);
             self.check_watch(g, id, &status);

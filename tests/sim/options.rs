@@ -56,6 +56,12 @@ pub struct Options {
     /// waits for the lease end, and the command is stopped by the supervisor's own
     /// lease-end enforcement at the latest.
     pub confirm_hung_pm: u32,
+    /// Per mille of confirmations sent twice, or after an older one (the leader line's
+    /// number): the host's registry must count only the newest.
+    pub confirm_twice_pm: u32,
+    /// Negative control (issue 24): the host releases a RESIGN on any confirmation,
+    /// even of a line older than the last leader line (`HostSabotage`).
+    pub release_on_older_confirmation: bool,
     /// A suspended host's clock stops (CLOCK_MONOTONIC) instead of running on
     /// (CLOCK_BOOTTIME, what the daemon uses): a negative control for SPEC 8.
     pub monotonic_suspend: bool,
@@ -167,6 +173,8 @@ impl Options {
             confirm_max: 0,
             confirm_min: 0,
             confirm_hung_pm: 0,
+            confirm_twice_pm: 0,
+            release_on_older_confirmation: false,
             monotonic_suspend: false,
             checks: false,
             rise_max: 0,
@@ -301,5 +309,6 @@ pub fn host_config(cfgs: &[NodeConfig]) -> HostConfig {
         max_hold: cfgs[0].max_hold,
         sources: None,
         several: cfgs.len() > 1,
+        rtt: cfgs[0].rtt,
     }
 }

@@ -126,8 +126,7 @@ impl Sim {
             groups.push((format!("g{g}"), node, h.disk.group(g)));
         }
         let hc = host_config(&self.cfgs[host]);
-        // No keys and no boot numbers in the simulator; the supervisors release every
-        // RESIGN through `released` (the release gates stay shut).
+        // No keys and no boot numbers in the simulator.
         h.shell = Some(shell::Host::new(
             hc,
             groups,
@@ -160,6 +159,9 @@ impl Sim {
             self.hosts[host].rise_at = at;
             self.push(at, Ev::Rise { host, life });
         }
+        // Its supervisors connect before anything else happens (`run` waits for the
+        // daemon's socket; the daemon elects no one before its quiet period).
+        self.register(host);
         self.drive(host);
     }
 

@@ -1,29 +1,43 @@
-//! The `electctl run` model (S5 per group): each host's supervisors learn the leases,
-//! are told to stop for planned handoffs, confirm after a delay, late or never, stall
-//! (issue 21), and release the RESIGN that waits for them.
+//! The `electctl run` model (S5 per group): each host's supervisors register with the
+//! host's own registry (`Host::handle_supervise`), read the numbered lines it sends,
+//! run the command on the leases those lines carry, stop it when a line says this
+//! server no longer leads, and confirm `released N` after a delay, late, twice or
+//! never, or stall (issue 21). Whether a confirmation releases a RESIGN is the host's
+//! rule (`electd::host::Registry`), not this model's: the simulator has no copy of it.
 //!
-//! Its whole surface to the rest of the simulator: `Host::sup` (one `Supervisor` per
-//! group, fields private here); the events `Ev::Released` and `Ev::SupWake` (the loop
+//! Its surface to the rest of the simulator: `Host::sup` (one `Supervisor` per group,
+//! fields private here); `register` (a process start), `sup_line` (a
+//! `Notice::Supervisor`); the events `Ev::Released` and `Ev::SupWake` (the loop
 //! dispatches them to `released` and `sup_wake`; a crash keeps them, a wake replays
-//! them); `plan_stop` (a `Resigning` event), `sup_leader_line` (a lease after a
-//! flush), `sup_clock_stopped` and `sup_clock_remapped` (the host's clock); and the
-//! test verbs `stall_supervisor` and `supervisor_stalled`. It releases a RESIGN
-//! through the core (`handle_released`), as the host's release gates stay shut.
+//! them); `sup_clock_stopped` and `sup_clock_remapped` (the host's clock); and the test
+//! verbs `stall_supervisor` and `supervisor_stalled`.
 
 use super::{Ev, Real, Sim, tag};
+use electd::host::{ClientId, SupervisorLine};
+use electd::node::Role;
 use electd::time::Time;
 
-/// One group's `electctl run` supervisor on one host (S5 per group): the last lease
-/// end the host reported (its local clock), the planned stop under way, and a counter
-/// of the lines it was told that matter (each planned stop and each lease report), as
-/// the daemon numbers them.
+/// One group's `electctl run` supervisor on one host (S5 per group): its connection to
+/// the daemon and the line numbers it tracks as `run` does (`supervise/conn.rs`), the
+/// lease end its command runs to (its enforcer's, on the host's clock), and the planned
+/// stop under way.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Supervisor {
+    /// Its connection to this life's daemon (None while the daemon is down).
+    client: Option<ClientId>,
+    /// The number of the last leader line read (0: none), and of the last confirmed.
+    last_leader_n: u64,
+    confirmed_n: u64,
+    /// The highest non-leader line to confirm once the command has exited.
+    to_confirm: Option<u64>,
+    /// The lease end the command runs to (the enforcer's).
     end: Option<Time>,
+    /// A planned stop is under way (the command was told to stop, not yet exited).
     stopping: bool,
-    lines: u64,
-    /// The planned stop whose command the supervisor last confirmed exited.
-    confirmed: u64,
+    /// Planned stops so far (identifies the one an `Ev::Released` belongs to).
+    stops: u64,
+    /// Lines that came while stalled, read when it runs again.
+    unread: Vec<SupervisorLine>,
     /// The supervisor process is stopped until then (issue 21: SIGSTOP, a debugger, a
     /// blocked write): it reads no line and confirms nothing, while its lease-end
     /// enforcer, a process of its own, still ends the command at `end`.
@@ -31,20 +45,67 @@ pub(super) struct Supervisor {
 }
 
 impl Sim {
-    /// Group `g`'s supervisor on `host` reads a leader line: the lease runs until `u` on
-    /// the host's clock, `end` in real time.
-    pub(super) fn sup_leader_line(&mut self, host: usize, g: usize, u: Time, end: Real) {
-        // The supervisor learns the lease (at once: the soonest it could start) and
-        // runs the command until that end at least. A leader line: no confirmation of
-        // an earlier stop counts any more. A stalled one reads the line only when it
-        // runs again (`sup_wake`): its enforcer keeps the end it was told last.
-        let (id, now) = (self.hosts[host].id, self.now);
+    /// A process started: each group's supervisor connects to it and asks to supervise
+    /// (`run` reconnects within its `--poll`; here at once). A new connection starts
+    /// its line numbers afresh; the command and its enforcer carry on.
+    pub(super) fn register(&mut self, host: usize) {
+        let h = &mut self.hosts[host];
+        let local = h.clock.local(self.now);
+        let life = h.life;
+        for g in 0..h.sup.len() {
+            let client = ClientId {
+                slot: g,
+                serial: life,
+            };
+            let sup = &mut h.sup[g];
+            sup.client = Some(client);
+            sup.last_leader_n = 0;
+            sup.confirmed_n = 0;
+            sup.to_confirm = None;
+            sup.unread.clear();
+            if let Some(sh) = h.shell.as_mut() {
+                sh.handle_supervise(local, client, g, None, None)
+                    .expect("one group per connection");
+            }
+        }
+    }
+
+    /// A line from the host for supervisor `client` (group `client.slot`).
+    pub(super) fn sup_line(&mut self, host: usize, client: ClientId, line: SupervisorLine) {
+        let g = client.slot;
         let sup = &mut self.hosts[host].sup[g];
-        sup.stopping = false;
-        sup.lines += 1;
-        if sup.stalled_until.is_none() {
+        if sup.client != Some(client) {
+            return;
+        }
+        if sup.stalled_until.is_some() {
+            // Read when it runs again (`sup_wake`).
+            sup.unread.push(line);
+            return;
+        }
+        self.read_line(host, g, &line);
+    }
+
+    /// Supervisor `g` of `host` reads `line`, as `run` does: a leader line gives the
+    /// command a lease (a new lease cancels a planned stop: the command runs on); a
+    /// non-leader line after a leader line it has not confirmed the end of is one to
+    /// confirm once the command has exited, and starts a planned stop if a command runs.
+    fn read_line(&mut self, host: usize, g: usize, line: &SupervisorLine) {
+        let (id, now) = (self.hosts[host].id, self.now);
+        let h = &mut self.hosts[host];
+        let sup = &mut h.sup[g];
+        if let (Role::Leader, Some(u)) = (line.role, line.lease_until) {
+            sup.last_leader_n = line.n;
+            sup.stopping = false;
             sup.end = Some(u);
+            let end = h.clock.real(u);
             self.checker(g).cmd_lease(now, id, end);
+            return;
+        }
+        if sup.last_leader_n > sup.confirmed_n {
+            sup.to_confirm = Some(sup.to_confirm.map_or(line.n, |p| p.max(line.n)));
+        }
+        if sup.to_confirm.is_some() && !sup.stopping {
+            self.plan_stop(host, g);
         }
     }
 
@@ -79,7 +140,10 @@ impl Sim {
         }
     }
 
-    /// Group `group`'s supervisor on `host` confirms planned stop `stop`.
+    /// Group `group`'s supervisor on `host` is done with planned stop `stop`: its
+    /// command exited; it sends `released N` for the highest non-leader line it read.
+    /// With `confirm_twice_pm` it sends it again, or an older number first (the host
+    /// must not care).
     pub(super) fn released(&mut self, host: usize, group: usize, inc: u64, stop: u64) {
         let again = Ev::Released {
             host,
@@ -99,58 +163,76 @@ impl Sim {
             return;
         }
         let sup = &mut h.sup[group];
-        if sup.lines == stop && sup.stopping {
-            sup.stopping = false;
-            sup.confirmed = stop;
-            let (id, now) = (h.id, self.now);
-            self.checker(group).cmd_stop(now, id);
-            if self.opts.trace {
-                self.trace.push(format!(
-                    "{} {id}{} supervisor: command exited",
-                    self.now,
-                    tag(group)
-                ));
-            }
+        if sup.stops != stop || !sup.stopping {
+            // A new lease cancelled this stop: the command runs on, nothing to confirm.
+            return;
+        }
+        sup.stopping = false;
+        let (id, now) = (h.id, self.now);
+        self.checker(group).cmd_stop(now, id);
+        if self.opts.trace {
+            self.trace.push(format!(
+                "{} {id}{} supervisor: command exited",
+                self.now,
+                tag(group)
+            ));
         }
         let h = &mut self.hosts[host];
         if h.life != inc || !h.up() {
-            return;
-        }
-        // Only the confirmation of the stop under way releases the RESIGN. One of
-        // a stop that a new lease cancelled (the host was re-elected before it
-        // came) says nothing about a later handoff, whose command may still run:
-        // letting it through released a health handover's RESIGN while the
-        // command ran on (S5; found by health_flapping_never_breaks_safety).
-        // The daemon counts `released N` only for a line sent after the last
-        // leader line (control.rs, `Supervisor::clear`): the late confirmation
-        // of a stop that the lease end and a new lease overtook releases no
-        // later handoff (swarm seed 52839).
-        let sup = &h.sup[group];
-        if sup.confirmed != stop || sup.lines != stop {
-            if sup.confirmed == stop && self.opts.trace {
-                self.trace.push(format!(
-                    "{} {}{} supervisor: late confirmation of stop {stop} ignored",
-                    self.now,
-                    h.id,
-                    tag(group)
-                ));
-            }
+            // Its daemon died meanwhile: the connection is gone, nothing to confirm.
             return;
         }
         if h.paused {
+            // The daemon is stopped: the line waits in its socket.
+            h.sup[group].stopping = true;
             h.backlog.push(again);
             return;
         }
-        let local = h.clock.local(self.now);
-        if let Some(sh) = h.shell.as_mut() {
-            sh.group_mut(group).node.handle_released(local);
-        }
-        self.drive(host);
+        self.confirm(host, group);
     }
 
-    /// Group `g`'s supervisor on `host` is told to stop its command for a planned
-    /// handoff; it confirms after a random delay, or never (hung), and the command ends
-    /// at the confirmation or at the lease end, whichever comes first.
+    /// Sends `released N` for the line to confirm, if any (and, with
+    /// `confirm_twice_pm`, a duplicate or an older number too).
+    fn confirm(&mut self, host: usize, group: usize) {
+        let twice = self.opts.confirm_twice_pm > 0
+            && self.rng.below(1000) < u64::from(self.opts.confirm_twice_pm);
+        let older = twice && self.rng.below(2) == 0;
+        let h = &mut self.hosts[host];
+        let sup = &mut h.sup[group];
+        let (Some(n), Some(client)) = (sup.to_confirm.take(), sup.client) else {
+            return;
+        };
+        sup.confirmed_n = n;
+        let mut ns = vec![n];
+        if twice {
+            self.stats.confirmed_twice += 1;
+            if older && sup.last_leader_n > 0 {
+                // An older confirmation first: the leader line's own number.
+                ns.insert(0, sup.last_leader_n);
+            } else {
+                ns.push(n);
+            }
+        }
+        if self.opts.trace {
+            self.trace.push(format!(
+                "{} {}{} supervisor: released {ns:?}",
+                self.now,
+                h.id,
+                tag(group)
+            ));
+        }
+        for n in ns {
+            if let Some(sh) = self.hosts[host].shell.as_mut() {
+                sh.handle_released(client, n).expect("a line it was sent");
+            }
+            self.drive(host);
+        }
+    }
+
+    /// Group `g`'s supervisor on `host` read a line that says this server no longer
+    /// leads while a lease it has not confirmed the end of may still run its command:
+    /// it stops the command and confirms after a random delay, or never (hung); the
+    /// command ends at the confirmation or at the lease end, whichever comes first.
     pub(super) fn plan_stop(&mut self, host: usize, group: usize) {
         self.stats.planned_stops += 1;
         self.mark();
@@ -160,8 +242,8 @@ impl Sim {
         let h = &mut self.hosts[host];
         let sup = &mut h.sup[group];
         sup.stopping = true;
-        sup.lines += 1;
-        let (id, inc, stop) = (h.id, h.life, sup.lines);
+        sup.stops += 1;
+        let (id, inc, stop) = (h.id, h.life, sup.stops);
         let tag = tag(group);
         let now = self.now;
         let ev = Ev::Released {
@@ -170,21 +252,11 @@ impl Sim {
             inc,
             stop,
         };
-        if let Some(until) = self.hosts[host].sup[group].stalled_until {
-            // Told while stalled: it reads the line when it runs again (`sup_wake`).
-            if self.opts.trace {
-                self.trace.push(format!(
-                    "{now} {id}{tag} supervisor: told to stop (stop {stop}) while stalled \
-                     until {until}"
-                ));
-            }
-            return;
-        }
         if !self.checker(group).cmd_running(now, id) {
             // No command runs: the supervisor was never told of this lease (elected and
             // handing over within one input, as a preemption right after an election
-            // does) or its command already ended. It has nothing to stop, and the daemon
-            // counts it as clear at once (control.rs, Supervisor::clear).
+            // does) or its command already ended. It has nothing to stop and confirms at
+            // once.
             if self.opts.trace {
                 self.trace.push(format!(
                     "{now} {id}{tag} supervisor: told to stop (stop {stop}), no command runs: \
@@ -244,8 +316,8 @@ impl Sim {
             .any(|s| s.stalled_until.is_some())
     }
 
-    /// A stalled supervisor runs again: it reads the lines queued meanwhile (the newest
-    /// lease, or a stop, which it then carries out and confirms).
+    /// A stalled supervisor runs again: it reads the lines queued meanwhile (leases,
+    /// stops), then carries out and confirms a stop it had been told of.
     pub(super) fn sup_wake(&mut self, host: usize, group: usize, until: Real) {
         let now = self.now;
         let h = &mut self.hosts[host];
@@ -263,24 +335,21 @@ impl Sim {
             self.trace
                 .push(format!("{now} {id}{} supervisor runs again", tag(group)));
         }
-        let h = &self.hosts[host];
-        let lease = h
-            .node_of(group)
-            .and_then(|n| n.status(h.clock.local(now)).lease_until)
-            .map(|u| (u, h.clock.real(u)));
-        if let Some((u, end)) = lease {
-            self.hosts[host].sup[group].end = Some(u);
-            self.checker(group).cmd_lease(now, id, end);
+        let unread = std::mem::take(&mut self.hosts[host].sup[group].unread);
+        for line in &unread {
+            self.read_line(host, group, line);
         }
         let h = &self.hosts[host];
         let sup = &h.sup[group];
-        if sup.stopping && h.up() {
-            // The stop line it had not read: carried out now, confirmed as usual.
+        if !h.up() {
+        } else if sup.stopping {
+            // The stop under way, whose confirmation the stall swallowed: carried out
+            // now, confirmed as usual.
             let ev = Ev::Released {
                 host,
                 group,
                 inc: h.life,
-                stop: sup.lines,
+                stop: sup.stops,
             };
             let d = if self.checker(group).cmd_running(now, id) {
                 let min = self.opts.confirm_min.min(self.opts.confirm_max);
@@ -289,6 +358,8 @@ impl Sim {
                 0
             };
             self.push(now + d, ev);
+        } else if sup.to_confirm.is_some() {
+            self.plan_stop(host, group);
         }
         self.gather();
     }

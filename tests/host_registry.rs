@@ -1,0 +1,423 @@
+//! The host's supervisor registry (SPEC section 6 Resign, section 8 S5): driven through
+//! the host's own inputs on a three-server cluster of hosts joined by an instant,
+//! lossless network and instant disks. Each rule here is one the daemon and the
+//! simulator both rely on: a RESIGN waits for every supervisor of its group to confirm a
+//! line after the last leader line, a supervisor gone unconfirmed holds it to the lease
+//! end it was told of, and each group waits only for its own supervisors.
+
+use electd::host::{ClientId, Host, HostConfig, Notice, Release, SupervisorLine};
+use electd::node::{Dest, Durable, Node, NodeConfig, Role, Sabotage, ServerInfo};
+use electd::time::Time;
+use electd::wire::{self, Body};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const HBT: Duration = Duration::from_millis(100);
+
+fn node_cfg(id: u16, seed: u64) -> NodeConfig {
+    NodeConfig {
+        id,
+        servers: (1..=3)
+            .map(|id| ServerInfo {
+                id,
+                priority: 0,
+                witness: false,
+            })
+            .collect(),
+        fingerprint: 0xF1F1,
+        heartbeat: HBT,
+        rtt: Duration::from_millis(20),
+        missed_heartbeats: 3,
+        drift_ppm: 10_000,
+        max_hold: Duration::from_secs(60),
+        preempt_delay: None,
+        seed,
+        strict: true,
+        sabotage: Sabotage::default(),
+    }
+}
+
+fn ms(v: u64) -> Time {
+    Time(v * 1_000_000)
+}
+
+/// Three hosts, `groups` groups each; every datagram arrives at once, every write is
+/// durable at once. Records every notice and every RESIGN sent.
+struct Net {
+    hosts: Vec<Host>,
+    now: Time,
+    notices: Vec<Vec<Notice>>,
+    /// (time, sender, group) of every RESIGN sent.
+    resigns: Vec<(Time, u16, u8)>,
+}
+
+impl Net {
+    fn new(groups: usize) -> Net {
+        let hosts = (1..=3u16)
+            .map(|id| {
+                let cfg = HostConfig {
+                    id,
+                    fingerprint: 0xF1F1,
+                    max_hold: Duration::from_secs(60),
+                    sources: None,
+                    several: groups > 1,
+                    rtt: Duration::from_millis(20),
+                };
+                let gs = (0..groups)
+                    .map(|g| {
+                        let node = Node::new(
+                            node_cfg(id, 7 * u64::from(id) + g as u64),
+                            Durable::default(),
+                            ms(0),
+                        )
+                        .unwrap();
+                        (format!("g{g}"), node, Durable::default())
+                    })
+                    .collect();
+                Host::new(cfg, gs, Default::default(), Default::default(), None)
+            })
+            .collect();
+        Net {
+            hosts,
+            now: ms(0),
+            notices: vec![Vec::new(); 3],
+            resigns: Vec::new(),
+        }
+    }
+
+    fn src(id: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 7000 + id))
+    }
+
+    /// Carries every output until none is left.
+    fn settle(&mut self) {
+        for _ in 0..1000 {
+            let mut moved = false;
+            for i in 0..3 {
+                let id = i as u16 + 1;
+                while let Some(n) = self.hosts[i].poll_event() {
+                    self.notices[i].push(n);
+                }
+                if self.hosts[i].poll_write().is_some() {
+                    self.hosts[i].handle_write_done(self.now, Ok(())).unwrap();
+                    moved = true;
+                }
+                while let Some(t) = self.hosts[i].poll_transmit() {
+                    moved = true;
+                    for e in wire::decode_any(&t.bytes, None, 256).map_or(Vec::new(), |b| b.entries)
+                    {
+                        if matches!(e.msg.body, Body::Lead { resign: true, .. }) {
+                            self.resigns.push((self.now, id, e.group));
+                        }
+                    }
+                    for j in 0..3 {
+                        let to = j as u16 + 1;
+                        let deliver = match t.to {
+                            Dest::All => to != id,
+                            Dest::One(x) => x == to,
+                        };
+                        if deliver {
+                            let now = self.now;
+                            self.hosts[j]
+                                .handle_datagram(now, Self::src(id), &t.bytes)
+                                .unwrap();
+                        }
+                    }
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+        panic!("the network never settled");
+    }
+
+    /// Runs time forward to `until`, firing each host's deadlines in order.
+    fn run_to(&mut self, until: Time) {
+        self.settle();
+        for _ in 0..1_000_000 {
+            let next = (0..3)
+                .map(|i| self.hosts[i].next_deadline(self.now))
+                .min()
+                .unwrap()
+                .max(self.now);
+            if next > until {
+                break;
+            }
+            self.now = next;
+            for i in 0..3 {
+                if self.hosts[i].next_deadline(self.now) <= self.now {
+                    let now = self.now;
+                    self.hosts[i].handle_timeout(now).unwrap();
+                }
+            }
+            self.settle();
+        }
+        self.now = until;
+    }
+
+    /// The server leading group `g` (with a valid lease), after running up to 3 s.
+    fn leader(&mut self, g: usize) -> usize {
+        for _ in 0..30 {
+            if let Some(i) = (0..3).find(|&i| self.hosts[i].group(g).node.is_leader(self.now)) {
+                return i;
+            }
+            let t = self.now + HBT;
+            self.run_to(t);
+        }
+        panic!("no leader of group {g}");
+    }
+
+    /// The lines host `i` sent to `client`, in order.
+    fn lines(&self, i: usize, client: ClientId) -> Vec<SupervisorLine> {
+        self.notices[i]
+            .iter()
+            .filter_map(|n| match n {
+                Notice::Supervisor { client: c, line } if *c == client => Some(line.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn released(&self, i: usize, group: usize) -> Vec<Release> {
+        self.notices[i]
+            .iter()
+            .filter_map(|n| match n {
+                Notice::Released { group: g, why } if *g == group => Some(*why),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn resigns_of(&self, i: usize, group: u8) -> usize {
+        self.resigns
+            .iter()
+            .filter(|&&(_, s, g)| s == i as u16 + 1 && g == group)
+            .count()
+    }
+
+    fn yield_(&mut self, i: usize, g: usize) {
+        let now = self.now;
+        assert!(self.hosts[i].group_mut(g).node.handle_yield(now));
+        self.hosts[i].flush(now).unwrap();
+        self.settle();
+    }
+
+    fn supervise(&mut self, i: usize, client: ClientId, g: usize) {
+        let now = self.now;
+        self.hosts[i]
+            .handle_supervise(now, client, g, None, None)
+            .unwrap();
+        self.hosts[i].flush(now).unwrap();
+        self.settle();
+    }
+
+    fn confirm(&mut self, i: usize, client: ClientId, n: u64) {
+        let now = self.now;
+        self.hosts[i].handle_released(client, n).unwrap();
+        self.hosts[i].flush(now).unwrap();
+        self.settle();
+    }
+}
+
+const C0: ClientId = ClientId { slot: 0, serial: 0 };
+const C1: ClientId = ClientId { slot: 1, serial: 1 };
+
+/// The last line number sent to `client` that reported this server as leader.
+fn last_leader_line(lines: &[SupervisorLine]) -> u64 {
+    lines
+        .iter()
+        .filter(|l| l.role == Role::Leader && l.lease_until.is_some())
+        .map(|l| l.n)
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_resign_waits_for_a_confirmation_of_a_line_after_the_last_leader_line() {
+    let mut net = Net::new(1);
+    let l = net.leader(0);
+    net.supervise(l, C0, 0);
+    let lines = net.lines(l, C0);
+    assert_eq!(lines.len(), 1, "one line, not the same twice: {lines:?}");
+    assert_eq!(lines[0].n, 1);
+    assert_eq!(lines[0].role, Role::Leader, "{lines:?}");
+    assert!(lines[0].lease_until.is_some());
+    // Renewals are new lines.
+    let t = net.now + HBT * 2;
+    net.run_to(t);
+    let told = last_leader_line(&net.lines(l, C0));
+    assert!(told > 1, "no renewal line: {:?}", net.lines(l, C0));
+    net.yield_(l, 0);
+    assert!(net.hosts[l].group(0).node.resign_pending());
+    assert_eq!(
+        net.resigns_of(l, 0),
+        0,
+        "the RESIGN left before any confirmation"
+    );
+    // The supervisor is told to stop: a line that is not a leader line.
+    let lines = net.lines(l, C0);
+    let stop = lines.last().unwrap();
+    assert!(stop.n > told && stop.role == Role::Follower, "{lines:?}");
+    // A confirmation of the last leader line is not enough.
+    net.confirm(l, C0, told);
+    assert_eq!(
+        net.resigns_of(l, 0),
+        0,
+        "released on the leader line's confirmation"
+    );
+    assert!(net.released(l, 0).is_empty());
+    // Confirming the stop line releases it in the same flush.
+    let n = stop.n;
+    net.confirm(l, C0, n);
+    assert_eq!(net.released(l, 0), [Release::Confirmed]);
+    assert_eq!(
+        net.resigns_of(l, 0),
+        1,
+        "the RESIGN did not leave with the release"
+    );
+    // Errors name the rule.
+    let e = net.hosts[l].handle_released(C0, 99).unwrap_err();
+    assert!(e.contains("only") && e.contains("lines were sent"), "{e}");
+    let e = net.hosts[l].handle_released(C1, 1).unwrap_err();
+    assert!(e.contains("not a supervisor"), "{e}");
+}
+
+#[test]
+fn the_negative_control_releases_on_an_older_confirmation() {
+    let mut net = Net::new(1);
+    let l = net.leader(0);
+    net.hosts[l].set_sabotage(electd::host::HostSabotage {
+        release_on_older_confirmation: true,
+        ..Default::default()
+    });
+    net.supervise(l, C0, 0);
+    net.confirm(l, C0, 1);
+    net.yield_(l, 0);
+    assert_eq!(
+        net.resigns_of(l, 0),
+        1,
+        "the sabotage should release on the leader line's confirmation"
+    );
+}
+
+#[test]
+fn a_supervisor_gone_unconfirmed_holds_the_resign_to_the_lease_end_it_was_told() {
+    let mut net = Net::new(1);
+    let l = net.leader(0);
+    net.supervise(l, C0, 0);
+    let told = net
+        .lines(l, C0)
+        .iter()
+        .filter_map(|x| x.lease_until)
+        .max()
+        .unwrap();
+    net.hosts[l].handle_client_gone(C0);
+    assert_eq!(net.hosts[l].registry().departed_unconfirmed, 1);
+    assert_eq!(net.hosts[l].registry().supervisors(0), 0);
+    net.yield_(l, 0);
+    assert!(
+        net.hosts[l].group(0).node.resign_pending(),
+        "a RESIGN left while a departed supervisor's command may still run"
+    );
+    assert!(
+        net.hosts[l].next_deadline(net.now) <= told,
+        "no wakeup at the departed supervisor's lease end"
+    );
+    net.run_to(Time(told.0.saturating_sub(1_000_000).max(net.now.0)));
+    assert_eq!(
+        net.resigns_of(l, 0),
+        0,
+        "the RESIGN left before the lease end"
+    );
+    net.run_to(told + Duration::from_millis(1));
+    assert_eq!(net.resigns_of(l, 0), 1);
+    assert!(
+        net.resigns.iter().all(|&(t, _, _)| t >= told),
+        "RESIGN at {:?}, lease told {told:?}",
+        net.resigns
+    );
+}
+
+#[test]
+fn each_group_waits_only_for_its_own_supervisors_and_a_connection_supervises_one() {
+    let mut net = Net::new(2);
+    let (l0, l1) = (net.leader(0), net.leader(1));
+    net.supervise(l0, C0, 0);
+    net.supervise(l1, C1, 1);
+    let e = net.hosts[l1]
+        .handle_supervise(net.now, C1, 0, None, None)
+        .unwrap_err();
+    assert!(e.contains("another group"), "{e}");
+    // Group 1's supervisor never confirms; group 0's handoff does not wait for it.
+    net.yield_(l0, 0);
+    if l0 == l1 {
+        assert_eq!(net.resigns_of(l0, 0), 0);
+    }
+    let stop = net.lines(l0, C0).last().unwrap().n;
+    net.confirm(l0, C0, stop);
+    assert_eq!(
+        net.resigns_of(l0, 0),
+        1,
+        "group 0 waited for group 1's supervisor"
+    );
+    assert_eq!(
+        net.resigns_of(l1, 1),
+        0,
+        "group 1 resigned with nobody asking"
+    );
+}
+
+#[test]
+fn a_health_report_goes_with_its_supervisor_and_leave_holds_nothing() {
+    let mut net = Net::new(1);
+    let l = net.leader(0);
+    let h = &mut net.hosts[l];
+    assert!(
+        h.handle_supervisor_health(C0, Some("x".into())).is_err(),
+        "only a supervisor reports health"
+    );
+    net.supervise(l, C0, 0);
+    let h = &mut net.hosts[l];
+    h.handle_supervisor_health(C0, Some("3 exits in 60s".into()))
+        .unwrap();
+    let all: Vec<_> = h.registry().unhealthy(0).collect();
+    assert_eq!(all, vec![(C0, "3 exits in 60s")]);
+    h.handle_supervisor_health(C0, None).unwrap();
+    assert_eq!(h.registry().unhealthy(0).count(), 0);
+    h.handle_supervisor_health(C0, Some("again".into()))
+        .unwrap();
+    h.handle_client_gone(C0);
+    assert_eq!(h.registry().unhealthy(0).count(), 0);
+    // `leave`: its command has exited; a handoff does not wait for it.
+    net.supervise(l, C1, 0);
+    net.hosts[l]
+        .handle_supervisor_health(C1, Some("x".into()))
+        .unwrap();
+    net.hosts[l].handle_leave(C1);
+    assert_eq!(net.hosts[l].registry().unhealthy(0).count(), 0);
+    assert_eq!(net.hosts[l].registry().departed_unconfirmed, 1, "only C0's");
+    assert!(net.hosts[l].handle_released(C1, 1).is_err());
+}
+
+#[test]
+fn a_supervisor_line_is_the_json_run_reads() {
+    let line = SupervisorLine {
+        n: 3,
+        id: 1,
+        group: "a\"b".into(),
+        role: Role::Leader,
+        leader: Some(1),
+        term: 7,
+        lease_until: Some(Time(123)),
+        now: Time(100),
+        lease_len: Duration::from_millis(294),
+        heartbeat: HBT,
+        rtt: Duration::from_millis(20),
+        resigning: false,
+    };
+    assert_eq!(
+        line.to_json(),
+        "{\"n\":3,\"id\":1,\"group\":\"a\\\"b\",\"role\":\"leader\",\"leader\":1,\"term\":7,\"lease_until_ns\":123,\"now_ns\":100,\"lease_len_ns\":294000000,\"heartbeat_ns\":100000000,\"rtt_ns\":20000000,\"resigning\":false}\n"
+    );
+}
