@@ -128,6 +128,8 @@ struct Breakage {
     /// The host releases a RESIGN on any confirmation of a supervisor, even of a line
     /// older than the last leader line (issue 24).
     release_older: bool,
+    /// A stop hands over nothing: the server exits while leading (issue 24).
+    stop_without_yield: bool,
     /// Without the S2-support check (to see a broken protocol reach an actual overlap).
     no_support: bool,
 }
@@ -166,6 +168,9 @@ struct Plan {
     clock_flips: bool,
     /// Whole-host suspends.
     suspends: bool,
+    /// SIGTERM instead of a crash in the crash-and-restart fault (issue 24): the host
+    /// hands over and exits, back within a hold.
+    stops: bool,
 }
 
 /// A heartbeat base and per-server timers drawn around it: sub-millisecond offsets
@@ -211,7 +216,11 @@ fn options_for(seed: u64) -> (Options, Plan) {
     // with a tenth hung, so that no other seed's draws move.
     o.confirm_twice_pm = if o.confirm_hung_pm == 100 { 250 } else { 0 };
     o.timer_slop = [ms(1), ms(1), 0, 50_000][draw(4) as usize];
-    let mut p = Plan::default();
+    // A quarter of the seeds, from the seed itself: no other seed's draws move.
+    let mut p = Plan {
+        stops: seed % 4 == 3,
+        ..Plan::default()
+    };
     // (f) loopback-like delays in a quarter of the seeds.
     if draw(4) == 0 {
         p.tiny = true;
@@ -298,6 +307,7 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
     o.yield_wrong_group = broken.yield_wrong_group;
     o.confirm_early = broken.confirm_early;
     o.release_on_older_confirmation = broken.release_older;
+    o.stop_without_yield = broken.stop_without_yield;
     o.sabotage = broken.sabotage.clone();
     o.monotonic_suspend = broken.monotonic;
     o.ignore_health = broken.ignore_health;
@@ -380,9 +390,16 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
                 }
             }
             // Crash and restart at once: the restarted node must keep its promises.
+            // With `stops`, a SIGTERM instead: it hands over, exits, is back within a
+            // hold (a rolling restart).
             10 if s.is_up(id) => {
-                s.crash(id);
-                s.restart(id);
+                if plan.stops {
+                    let back = s.rand(hold);
+                    s.stop(id, Some(back));
+                } else {
+                    s.crash(id);
+                    s.restart(id);
+                }
             }
             11 => {
                 if let Some(l) = s.leader() {
@@ -2017,7 +2034,8 @@ fn swarm() {
          {} drain {} preempt {}; issue 20: LEADs held {}, episodes {} (a second leader \
          elected while the first sat {}, the first re-elected after {}; re-elections on a \
          floor {}); supervisor stalls \
-         (issue 21) {}",
+         (issue 21) {}; issue 24: SIGTERM stops {}, confirmations sent twice or after an \
+         older one {}",
         st.late,
         st.flushed,
         st.aimed,
@@ -2042,7 +2060,9 @@ fn swarm() {
         st.concurrent,
         st.reelected_after,
         st.floors,
-        st.sup_stalls
+        st.sup_stalls,
+        st.stops,
+        st.confirmed_twice
     );
     // Straight to stderr, past the test harness's capture: the line belongs in CI logs.
     let _ = writeln!(
@@ -2397,6 +2417,32 @@ fn negative_control_release_on_older_confirmation() {
         o.violations
     );
 }
+
+/// Issue 24, a shell rule broken in the host: a SIGTERM that hands over nothing, so the
+/// server exits holding its lease (the rolling restarts of the `stops` seeds).
+#[test]
+fn negative_control_stop_without_yield() {
+    let broken = Breakage {
+        stop_without_yield: true,
+        ..Breakage::default()
+    };
+    let seed = catch_broken(
+        "negative_control_stop_without_yield",
+        "a stop that hands over nothing",
+        &broken,
+        &["STOP"],
+    );
+    eprintln!("a stop that hands over nothing: first caught at seed {seed}");
+    let o = run_seed(STOP_WITHOUT_YIELD_SEED, &broken);
+    assert!(
+        o.violations.iter().any(|v| v.starts_with("STOP")),
+        "seed {STOP_WITHOUT_YIELD_SEED} no longer catches a stop that hands over nothing: {:?}",
+        o.violations
+    );
+}
+
+/// The first default seed at which the swarm catches `HostSabotage::stop_without_yield`.
+const STOP_WITHOUT_YIELD_SEED: u64 = 23;
 
 /// The first default seed at which the swarm catches
 /// `HostSabotage::release_on_older_confirmation`.

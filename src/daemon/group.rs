@@ -15,8 +15,6 @@ pub(super) struct GroupMetrics {
     pub(super) handoffs_waited: u64,
     /// How long the last handoff's RESIGN waited, in ms.
     pub(super) last_handoff_wait_ms: u64,
-    /// Changes of `health` (ok, failing, unknown).
-    pub(super) health_changes: u64,
     /// Changes of leader, once each, by cause (`electd_leader_changes_total`).
     pub(super) leader_changes: super::metrics::LeaderChanges,
 }
@@ -29,8 +27,6 @@ pub(super) struct Group {
     pub(super) view: View,
     pub(super) hooks: Hooks,
     pub(super) checks: Checks,
-    /// The health the core was last told of (the view's may change first).
-    pub(super) health: Verdict,
     pub(super) handoff: Option<Handoff>,
     /// The successor named by the latest handover begun (for the answer to `drain`).
     pub(super) last_handover_to: Option<u16>,
@@ -55,10 +51,6 @@ impl Group {
         if cfg.has_groups() {
             node.set_log_tag(&format!("group {}: ", spec.name));
         }
-        if spec.check.is_some() {
-            // SPEC section 13: a server with a check starts unhealthy.
-            node.set_health(now, false);
-        }
         // After signal_fd: the runner thread inherits the mask, so signals still reach
         // the signalfd and never the thread.
         let checks = Checks::start(spec.check.as_ref(), waker.clone(), cfg.id, &spec.name)
@@ -78,14 +70,18 @@ impl Group {
             leader: None,
             term: durable.term,
             lease_until: None,
-            health: checks.verdict(),
+            // SPEC section 13: a server with a check starts unhealthy.
+            health: if spec.check.is_some() {
+                Verdict::Unknown
+            } else {
+                Verdict::Ok
+            },
             drained: node.drained(),
         };
         let group = Group {
             name: spec.name.clone(),
             view,
             hooks,
-            health: checks.verdict(),
             checks,
             handoff: None,
             last_handover_to: None,

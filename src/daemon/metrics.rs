@@ -251,7 +251,7 @@ impl Daemon {
             dual_leader: counters.dual_leader,
             handoffs: group.metrics.handoffs,
             handoffs_waited: group.metrics.handoffs_waited,
-            health_changes: group.metrics.health_changes,
+            health_changes: self.host.health_changes(g),
             check_runs: group.checks.counters.runs,
             check_failures: group.checks.counters.failures,
             successor_votes: counters.successor_votes,
@@ -309,7 +309,6 @@ mod tests {
             g.metrics.handoffs = b + 2;
             g.metrics.handoffs_waited = b + 3;
             g.metrics.last_handoff_wait_ms = b + 1234;
-            g.metrics.health_changes = b + 5;
             g.metrics.leader_changes.counts = [b + 6, b + 7, b + 8];
             g.checks.counters.runs = b + 9;
             g.checks.counters.failures = [b + 10, b + 11, b + 12, b + 13];

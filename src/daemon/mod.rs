@@ -61,7 +61,7 @@ use crate::health::{Checks, Verdict};
 use crate::hooks::Hooks;
 use crate::http::Http;
 
-use crate::host::{Host, HostConfig, Notice};
+use crate::host::{Host, HostConfig, Notice, StopState};
 use crate::node::{Durable, Event, Handover, Node, Role, Sabotage};
 use crate::notify::Notifier;
 use crate::store::Store;
@@ -155,8 +155,6 @@ pub struct Daemon {
     signals: i32,
     metrics: Metrics,
     udp_more: [bool; 2],
-    /// SIGTERM or SIGINT: the latest moment to exit (boot clock), after the RESIGNs.
-    stopping: Option<Time>,
     /// A group's role, leader, term, health or drain changed since the all-groups
     /// watchers were last told (one line per loop iteration, not per flush).
     all_dirty: bool,
@@ -349,7 +347,10 @@ impl Daemon {
             several: cfg.has_groups(),
             rtt: cfg.rtt,
         };
-        let host = Host::new(host_cfg, cores, kept, extra, keys);
+        let mut host = Host::new(host_cfg, cores, kept, extra, keys);
+        for (g, spec) in cfg.groups.iter().enumerate() {
+            host.set_check(now, g, spec.check.as_ref().map(crate::health::limits));
+        }
         Ok(Daemon {
             cfg,
             id_override,
@@ -363,7 +364,6 @@ impl Daemon {
             signals,
             metrics: Metrics::default(),
             udp_more: [false; 2],
-            stopping: None,
             all_dirty: false,
             started: Instant::now(),
             next_watchdog: notifier.watchdog_interval().map(|i| Instant::now() + i),
@@ -387,10 +387,7 @@ impl Daemon {
             let busy = self.udp_more.iter().any(|&m| m)
                 || self.control.has_more()
                 || self.http.as_ref().is_some_and(Http::has_more);
-            let mut deadline = self.host.next_deadline(now);
-            if let Some(bound) = self.stopping {
-                deadline = deadline.min(bound);
-            }
+            let deadline = self.host.next_deadline(now);
             let mut timeout = deadline.saturating_since(now).min(MAX_WAIT);
             let instant = Instant::now();
             for d in self
@@ -456,17 +453,10 @@ impl Daemon {
                 self.on_timeouts()?;
             }
             self.serve_http()?;
-            for g in &mut self.groups {
-                g.checks.drain();
-            }
-            self.update_health()?;
+            self.take_check_results()?;
             self.flush_control();
             if let Some(h) = self.http.as_mut() {
                 h.flush(self.poll.registry(), Instant::now());
-            }
-            // A supervisor freed by the flush takes its health report with it.
-            if self.update_health()? {
-                self.flush_control();
             }
             for g in &mut self.groups {
                 g.hooks.poll(Instant::now());
@@ -479,24 +469,22 @@ impl Daemon {
                     self.next_watchdog = Some(Instant::now() + interval);
                 }
             }
-            if self.stopping.is_some() {
+            if self.host.stopping() {
                 // A group won while stopping (its round began before this server
                 // claimed unfit) is handed over too.
                 self.stop_groups()?;
-            }
-            if let Some(bound) = self.stopping {
                 // Never before the RESIGN; at the latest the lease end plus a heartbeat.
-                let now = boot_now();
                 // A RESIGN held behind a write leaves once it lands (or the bound passes).
-                if self.host.groups().iter().all(|g| g.node.resign_complete())
-                    && !self.host.write_pending()
-                {
-                    info!("stopped");
-                    return Ok(());
-                }
-                if now >= bound && !self.host.groups().iter().any(|g| g.node.resign_pending()) {
-                    warn!("stopped before the second RESIGN left");
-                    return Ok(());
+                match self.host.stop_state(boot_now()) {
+                    StopState::Done => {
+                        info!("stopped");
+                        return Ok(());
+                    }
+                    StopState::BoundPassed => {
+                        warn!("stopped before the second RESIGN left");
+                        return Ok(());
+                    }
+                    StopState::Waiting(_) | StopState::Running => {}
                 }
             }
         }

@@ -166,6 +166,11 @@ impl Daemon {
                 ));
             }
         }
+        // Every runner took its check: the verdicts follow (a reload is no restart).
+        for (g, spec) in new.groups.iter().enumerate() {
+            self.host
+                .reload_check(g, spec.check.as_ref().map(crate::health::limits));
+        }
         if keys.is_some()
             && (new.key_file != self.cfg.key_file || new.key_file_next != self.cfg.key_file_next)
         {

@@ -120,9 +120,14 @@ impl Daemon {
                 Err(e) => error_line(&e),
             },
             Request::Health(report) => {
-                let r = self.control.client_id(slot).map_or(Ok(()), |client| {
-                    self.host.handle_supervisor_health(client, report)
-                });
+                let Some(client) = self.control.client_id(slot) else {
+                    return Ok(());
+                };
+                // Applied to the core in this flush.
+                let r = self.drive(|h, now| match h.handle_supervisor_health(client, report) {
+                    Ok(()) => h.flush(now).map(Ok),
+                    Err(e) => Ok(Err(e)),
+                })?;
                 match r {
                     // Like `released`: a supervisor's stream holds numbered lines only.
                     Ok(()) => return Ok(()),

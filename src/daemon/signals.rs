@@ -87,7 +87,7 @@ impl Daemon {
                         g.hooks.poll(Instant::now());
                     }
                 }
-                _ if self.stopping.is_none() => {
+                _ if !self.host.stopping() => {
                     info!("signal {sig}: stopping");
                     self.notifier.send("STOPPING=1");
                     self.stop_groups()?;
@@ -100,40 +100,10 @@ impl Daemon {
 }
 
 impl Daemon {
-    /// Stopping (SIGTERM, SIGINT): every group this server leads hands over, and every
-    /// group claims unfit (not persisted), so no round elects a server that is about to
-    /// leave; a group won anyway (a round already under way) is handed over when this
-    /// runs again, from the loop. The exit bound covers each handoff's lease end plus a
-    /// heartbeat.
+    /// Stopping (SIGTERM, SIGINT): the host hands over every group this server leads
+    /// and makes every group claim unfit (`crate::host::Host::handle_stop`); called
+    /// again from the loop while stopping, for a group won since.
     pub(super) fn stop_groups(&mut self) -> Result<(), Fatal> {
-        let now = boot_now();
-        let several = self.cfg.has_groups();
-        let (mut yielded, mut changed) = (false, false);
-        for (i, g) in self.groups.iter().enumerate() {
-            let node = &mut self.host.group_mut(i).node;
-            if node.handle_yield(now) {
-                info!("{}resigning leadership before exit", g.tag(several));
-                yielded = true;
-            }
-            if node.healthy() {
-                node.set_health(now, false);
-                changed = true;
-            }
-        }
-        if yielded || changed {
-            self.flush_node()?;
-        }
-        // Set once, and moved later only by a handoff begun now: the bound must not
-        // slide with the clock, or a RESIGN that never leaves would keep it open.
-        if self.stopping.is_none() || yielded {
-            let until = self
-                .groups
-                .iter()
-                .filter_map(|g| g.handoff.map(|h| h.until))
-                .fold(now, Time::max);
-            let bound = until + self.host.group_mut(0).node.heartbeat();
-            self.stopping = Some(self.stopping.map_or(bound, |b| b.max(bound)));
-        }
-        Ok(())
+        self.drive(|h, now| h.handle_stop(now))
     }
 }

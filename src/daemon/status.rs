@@ -60,7 +60,7 @@ impl Daemon {
             leader: st.leader,
             term: st.term,
             lease_until: st.lease_until,
-            health: self.verdict(g),
+            health: self.host.verdict(g),
             drained: node.drained(),
         }
     }
@@ -218,7 +218,7 @@ impl Daemon {
                 .num("lease_until_ns", u.as_nanos()),
             None => o.null("lease_ms").null("lease_until_ns"),
         };
-        let (health, cause) = self.health(g);
+        let (health, cause) = self.host.health(g);
         o.str("elector", st.elector.name())
             .num("voted_term", st.voted_term)
             .bool("healthy", node.healthy())

@@ -30,18 +30,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The fall and rise of a configured check.
-fn limits(c: &Check) -> Limits {
+pub fn limits(c: &Check) -> Limits {
     Limits {
         fall: c.fall,
         rise: c.rise,
     }
 }
 
-/// The check as the event loop sees it: the runner, the verdict and its cause.
+/// The check as the event loop sees it: the runner and its counters. The verdict
+/// its results give is the host's (`crate::host`, `CheckState`).
 pub struct Checks {
     check: Option<Check>,
     runner: Option<Runner>,
-    state: CheckState,
     waker: Arc<mio::Waker>,
     who: Who,
     leader: Arc<AtomicBool>,
@@ -76,7 +76,6 @@ impl Checks {
         Ok(Checks {
             check: check.cloned(),
             runner,
-            state: CheckState::new(check.map(limits)),
             waker,
             who,
             leader,
@@ -89,29 +88,14 @@ impl Checks {
         self.check.is_some()
     }
 
-    /// The verdict: `Ok` without a check.
-    pub fn verdict(&self) -> Verdict {
-        self.state.verdict()
-    }
-
-    /// Why the verdict is not `Ok`, if it is not.
-    pub fn cause(&self) -> Option<String> {
-        self.state.cause()
-    }
-
-    /// The verdict and the results behind it, for whoever will own it (the host).
-    pub fn state(&self) -> &CheckState {
-        &self.state
-    }
-
     /// Tells the checks whether this server leads (their ELECTD_ROLE).
     pub fn set_leader(&self, leader: bool) {
         self.leader.store(leader, Ordering::Relaxed);
     }
 
-    /// Applies a reloaded configuration: the verdict follows the rules of
-    /// [`CheckState::set_limits`] (a reload is no restart); the runner takes the new
-    /// command and timing, or stops with the check.
+    /// Applies a reloaded configuration: the runner takes the new command and timing,
+    /// or stops with the check (the host's verdict follows
+    /// [`CheckState::set_limits`]: a reload is no restart).
     pub fn reconfigure(&mut self, new: Option<&Check>) -> io::Result<()> {
         if new == self.check.as_ref() {
             return Ok(());
@@ -143,25 +127,21 @@ impl Checks {
                 );
             }
         }
-        // Only once the runner took it: a reload that fails keeps the old cause.
-        self.state.set_limits(new.map(limits));
         self.check = new.cloned();
         Ok(())
     }
 
-    /// Takes the results that arrived; returns the new verdict if it changed (the
-    /// latest change). [`CheckState::record`] logs the results; the caller logs
-    /// changes of health.
-    pub fn drain(&mut self) -> Option<Verdict> {
-        let r = self.runner.as_ref()?;
+    /// Takes the results that arrived (counted), for the host's verdict
+    /// ([`CheckState::record`] logs them).
+    pub fn take_results(&mut self) -> Vec<Outcome> {
+        let (Some(r), Some(_)) = (self.runner.as_ref(), self.check.as_ref()) else {
+            return Vec::new();
+        };
         let outcomes: Vec<Outcome> = r.results.try_iter().collect();
-        self.check.as_ref()?;
-        let mut changed = None;
-        for o in outcomes {
-            self.counters.count(&o);
-            changed = self.state.record(&o).or(changed);
+        for o in &outcomes {
+            self.counters.count(o);
         }
-        changed
+        outcomes
     }
 }
 
@@ -170,6 +150,8 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
+    /// The runner's results, fed to a `CheckState` as the host does: failing after
+    /// `fall`, ok again after a reload to a passing check.
     #[test]
     fn the_runner_reports_through_the_waker() {
         let poll = mio::Poll::new().unwrap();
@@ -183,17 +165,20 @@ mod tests {
             rise: 1,
         };
         let mut c = Checks::start(Some(&check), waker, 1, "default").unwrap();
-        assert_eq!(c.verdict(), Verdict::Unknown);
+        let mut state = CheckState::new(Some(limits(&check)));
+        assert_eq!(state.verdict(), Verdict::Unknown);
         let t0 = Instant::now();
-        while c.verdict() != Verdict::Failing {
+        while state.verdict() != Verdict::Failing {
             assert!(t0.elapsed() < Duration::from_secs(10), "no verdict");
             std::thread::sleep(Duration::from_millis(10));
-            c.drain();
+            for o in c.take_results() {
+                state.record(&o);
+            }
         }
         assert!(
-            c.cause().unwrap().contains("exit status 1"),
+            state.cause().unwrap().contains("exit status 1"),
             "{:?}",
-            c.cause()
+            state.cause()
         );
         assert!(c.counters.failures[0] >= 2);
         // Reloaded to a passing check: the verdict follows after `rise` successes.
@@ -202,12 +187,17 @@ mod tests {
             ..check
         };
         c.reconfigure(Some(&pass)).unwrap();
-        while c.verdict() != Verdict::Ok {
+        state.set_limits(Some(limits(&pass)));
+        while state.verdict() != Verdict::Ok {
             assert!(t0.elapsed() < Duration::from_secs(10), "no recovery");
             std::thread::sleep(Duration::from_millis(10));
-            c.drain();
+            for o in c.take_results() {
+                state.record(&o);
+            }
         }
         c.reconfigure(None).unwrap();
-        assert_eq!((c.verdict(), c.cause()), (Verdict::Ok, None));
+        state.set_limits(None);
+        assert_eq!((state.verdict(), state.cause()), (Verdict::Ok, None));
+        assert!(c.take_results().is_empty(), "results without a check");
     }
 }

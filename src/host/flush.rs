@@ -84,6 +84,7 @@ impl Host {
     /// `handle_*` ends with it; call it after changing a core through `group_mut`.
     pub fn flush(&mut self, now: Time) -> Result<(), HostError> {
         self.release_clear(now);
+        self.apply_health(now);
         flush_passes(self, now);
         if self.sabotage.confirm_early {
             self.confirm_now(now);
@@ -175,13 +176,15 @@ impl Host {
                 log::error!("{tag}server {other} also led term {term}")
             }
             Event::Elected { term } => log::debug!("{tag}won the round of term {term}"),
-            Event::Resigning { .. } => {
+            Event::Resigning { until, .. } => {
                 self.groups[g].resign_began = now;
+                self.groups[g].resign_until = Some(until);
                 if self.registry_clear(g, now) {
                     released = true;
                     self.groups[g].node.handle_released(now);
                 }
             }
+            Event::Resigned { .. } => self.groups[g].resign_until = None,
             _ => {}
         }
         self.notices.push_back(Notice::Event {

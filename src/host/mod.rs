@@ -11,7 +11,9 @@
 //! The mio daemon and the simulator (`tests/sim`) both drive it.
 
 mod flush;
+mod health;
 mod recv;
+mod stop;
 mod supervisors;
 
 use crate::auth::{Keys, ReplayWindow};
@@ -24,6 +26,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use flush::{FlushSteps, flush_passes};
+pub use stop::StopState;
 pub use supervisors::{ClientId, Registry, Release, SupervisorLine};
 
 /// What the host needs to know of the cluster besides its groups.
@@ -57,6 +60,14 @@ pub struct HostGroup {
     want: Option<Durable>,
     /// When its last planned handoff began (`Event::Resigning`).
     resign_began: Time,
+    /// The lease end of the handoff under way (from `Resigning` to `Resigned`).
+    resign_until: Option<Time>,
+    /// Its check's fall/rise counting (`health.rs`).
+    check: crate::health::CheckState,
+    /// Its verdict as last applied (check and supervisors combined).
+    verdict: crate::health::Verdict,
+    /// Changes of `verdict`.
+    health_changes: u64,
 }
 
 /// One datagram to send: bundled and encoded (keyed when keys are configured).
@@ -141,6 +152,13 @@ pub struct HostSabotage {
     /// A waiting RESIGN is released as soon as every supervisor of its group has
     /// confirmed any line, even one older than the last leader line (breaks S5).
     pub release_on_older_confirmation: bool,
+    /// Health verdicts are never applied to the cores (breaks SPEC 13).
+    pub ignore_health: bool,
+    /// A leader yields as soon as it turns unhealthy, before another server is known
+    /// fit (breaks SPEC 13's "leads on meanwhile").
+    pub naive_health_yield: bool,
+    /// A stop hands over nothing (the server leaves while leading).
+    pub stop_without_yield: bool,
 }
 
 /// The write handed to the driver: the groups that asked and the state it holds for
@@ -168,6 +186,8 @@ pub struct Host {
     writes_submitted: u64,
     /// The supervisors of every group (`supervisors.rs`).
     registry: Registry,
+    /// Stopping since a `handle_stop`: the exit bound (`stop.rs`).
+    stopping: Option<Time>,
     outbox: Vec<(Dest, wire::Entry)>,
     transmits: VecDeque<Transmit>,
     /// Keyed datagrams carrying a boot number not yet on disk (once per 2^32 sends).
@@ -209,6 +229,10 @@ impl Host {
                     durable,
                     want: None,
                     resign_began: Time(0),
+                    resign_until: None,
+                    check: crate::health::CheckState::new(None),
+                    verdict: crate::health::Verdict::Ok,
+                    health_changes: 0,
                 })
                 .collect(),
             keys,
@@ -219,6 +243,7 @@ impl Host {
             send_seq: 0,
             writes_submitted: 0,
             registry: Registry::default(),
+            stopping: None,
             outbox: Vec::new(),
             transmits: VecDeque::new(),
             held: Vec::new(),
@@ -344,6 +369,7 @@ impl Host {
             .iter()
             .map(|g| g.node.next_deadline())
             .chain(self.release_deadline(now))
+            .chain(self.stopping.filter(|&b| b > now))
             .min()
             .unwrap_or(Time(u64::MAX))
     }

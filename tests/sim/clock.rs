@@ -128,6 +128,10 @@ impl Sim {
         // every group's handler (early is a no-op), as the daemon does.
         if let Some(sh) = h.shell.as_mut() {
             sh.handle_timeout(local).expect("host");
+            if sh.stopping() {
+                // As the daemon's loop does: a group won while stopping hands over too.
+                sh.handle_stop(local).expect("host");
+            }
         }
         self.drive(host);
     }

@@ -4,6 +4,17 @@
 //! drain, witness) as the tests read it.
 
 use super::{Ev, Real, Sim, ms};
+use electd::health::{Failure, Outcome, Verdict};
+use std::time::Duration;
+
+/// A check run that passed or failed (exit status 1).
+fn check_result(ok: bool) -> Outcome {
+    Outcome {
+        result: if ok { Ok(()) } else { Err(Failure::Exit(1)) },
+        output: String::new(),
+        took: Duration::from_millis(1),
+    }
+}
 
 impl Sim {
     /// The processor of `id` turns healthy or not now; its daemon learns it at once (a
@@ -81,24 +92,30 @@ impl Sim {
         self.report_health(host);
     }
 
-    /// Tells a running, awake daemon whose check has risen its processor's health.
+    /// Tells a running, awake daemon whose check has risen its processor's health:
+    /// with `checks`, a check result for each group whose verdict differs (fall and
+    /// rise 1); without, each group's supervisor reports `health failing` or `health
+    /// ok`. The host combines, stores and applies the verdict (`electd::host`).
     pub(super) fn report_health(&mut self, host: usize) {
-        let now = self.now;
-        let (ignore, naive) = (self.opts.ignore_health, self.opts.naive_health_yield);
         let h = &mut self.hosts[host];
-        if h.paused || !h.risen || ignore {
+        if h.paused || !h.risen {
             return;
         }
         let healthy = h.healthy;
-        let local = h.clock.local(now);
+        let Some(sh) = h.shell.as_mut() else { return };
         // One processor per host in the simulator: its health is every group's.
         let mut changed = false;
-        let Some(sh) = h.shell.as_mut() else { return };
-        for node in sh.nodes_mut().filter(|n| n.healthy() != healthy) {
-            changed = true;
-            node.set_health(local, healthy);
-            if naive && !healthy && node.is_leader(local) {
-                node.handle_yield(local);
+        let groups = sh.groups().len();
+        if self.opts.checks {
+            for g in 0..groups {
+                if (sh.health(g).0 == Verdict::Ok) != healthy {
+                    sh.handle_check_result(g, &check_result(healthy));
+                    changed = true;
+                }
+            }
+        } else {
+            for g in 0..groups {
+                changed |= self.sup_report_health(host, g, healthy);
             }
         }
         if changed {

@@ -378,6 +378,9 @@ impl Sim {
             no_align: !self.opts.align_heartbeats,
             confirm_early: self.opts.confirm_early,
             release_on_older_confirmation: self.opts.release_on_older_confirmation,
+            ignore_health: self.opts.ignore_health,
+            naive_health_yield: self.opts.naive_health_yield,
+            stop_without_yield: self.opts.stop_without_yield,
         }
     }
 
@@ -436,14 +439,16 @@ impl Sim {
         }
     }
 
-    /// After a drain: the checkers learn the statuses, and
-    /// the process's one timer is placed at the earliest deadline of its groups.
+    /// After a drain: the checkers learn the statuses, the process's one timer is
+    /// placed at the host's next deadline, and a stopping process whose stop is done
+    /// exits.
     fn after_drive(&mut self, host: usize) {
         let now = self.now;
         let h = &self.hosts[host];
-        let Some(deadline) = h.nodes().map(|n| n.next_deadline()).min() else {
+        let Some(sh) = h.shell.as_ref() else {
             return;
         };
+        let deadline = sh.next_deadline(h.clock.local(now));
         let deadline = h.clock.real(deadline).max(now);
         let id = h.id;
         for g in 0..h.nodes().count() {
@@ -458,6 +463,7 @@ impl Sim {
         }
         self.place_timer(host, deadline);
         self.gather();
+        self.check_stop(host);
     }
 
     /// Remembers now as a moment worth aiming a flush at (an election, a planned stop).

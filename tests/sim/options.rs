@@ -62,6 +62,9 @@ pub struct Options {
     /// Negative control (issue 24): the host releases a RESIGN on any confirmation,
     /// even of a line older than the last leader line (`HostSabotage`).
     pub release_on_older_confirmation: bool,
+    /// Negative control (issue 24): a stop hands over nothing
+    /// (`HostSabotage::stop_without_yield`).
+    pub stop_without_yield: bool,
     /// A suspended host's clock stops (CLOCK_MONOTONIC) instead of running on
     /// (CLOCK_BOOTTIME, what the daemon uses): a negative control for SPEC 8.
     pub monotonic_suspend: bool,
@@ -175,6 +178,7 @@ impl Options {
             confirm_hung_pm: 0,
             confirm_twice_pm: 0,
             release_on_older_confirmation: false,
+            stop_without_yield: false,
             monotonic_suspend: false,
             checks: false,
             rise_max: 0,

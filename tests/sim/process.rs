@@ -5,6 +5,7 @@
 use super::options::host_config;
 use super::supervisors::Supervisor;
 use super::{Clock, Disk, Ev, Real, Sim, Timers, ms};
+use electd::health::Limits;
 use electd::host as shell;
 use electd::node::{Durable, Node};
 use electd::time::Time;
@@ -36,6 +37,9 @@ pub struct Host {
     pub(super) suspended_at: Option<Real>,
     /// Crash the process at a random moment of its next state write.
     pub(super) crash_in_write: bool,
+    /// Stopping (SIGTERM) since `stop`: restart this long after the exit (None: stay
+    /// down).
+    pub(super) stop_restart: Option<Option<Real>>,
     /// Per group, its supervisor.
     pub(super) sup: Vec<Supervisor>,
     pub timers: Timers,
@@ -70,6 +74,7 @@ impl Host {
             restarts: 0,
             suspended_at: None,
             crash_in_write: false,
+            stop_restart: None,
             sup: vec![Supervisor::default(); groups],
             timers,
             healthy: true,
@@ -119,21 +124,22 @@ impl Sim {
         let start = h.healthy && h.risen;
         let mut groups = Vec::new();
         for (g, cfg) in self.cfgs[host].iter().enumerate() {
-            let mut node = Node::new(cfg.clone(), h.disk.group(g), local).expect("valid config");
-            if !self.opts.ignore_health && !start {
-                node.set_health(local, false);
-            }
+            let node = Node::new(cfg.clone(), h.disk.group(g), local).expect("valid config");
             groups.push((format!("g{g}"), node, h.disk.group(g)));
         }
         let hc = host_config(&self.cfgs[host]);
         // No keys and no boot numbers in the simulator.
-        h.shell = Some(shell::Host::new(
-            hc,
-            groups,
-            Default::default(),
-            Default::default(),
-            None,
-        ));
+        let mut sh = shell::Host::new(hc, groups, Default::default(), Default::default(), None);
+        // With `checks` the daemon learns its processor's health from a check (fall 1,
+        // rise 1: one result per change), unknown until the first; without, from its
+        // supervisors' `health` reports (`electctl run --max-restarts`), at once.
+        sh.set_sabotage(self.host_sabotage(host));
+        for g in 0..self.cfgs[host].len() {
+            let limits = self.opts.checks.then_some(Limits { fall: 1, rise: 1 });
+            sh.set_check(local, g, limits);
+        }
+        let h = &mut self.hosts[host];
+        h.shell = Some(sh);
         // The quiet period: max(K*HBT, the hold promise on disk), on its clock.
         let promise = h.disk.0.iter().map(|d| d.hold_ms).max().unwrap_or(0);
         let quiet = h.timers.hold().max(ms(u64::from(promise)));
@@ -162,6 +168,7 @@ impl Sim {
         // Its supervisors connect before anything else happens (`run` waits for the
         // daemon's socket; the daemon elects no one before its quiet period).
         self.register(host);
+        self.report_health(host);
         self.drive(host);
     }
 
@@ -263,6 +270,7 @@ impl Sim {
         h.inc += 1;
         h.life += 1;
         h.paused = false;
+        h.stop_restart = None;
         h.suspended_at = None;
         h.clock.start(self.now);
         // Only the daemon dies: its supervisor keeps the command to the lease end, and
@@ -284,6 +292,63 @@ impl Sim {
         for g in 0..self.opts.groups.max(1) {
             let now = self.now;
             self.checker(g).on_down(now, id);
+        }
+    }
+
+    /// SIGTERM of `id`: its host hands over every group it leads and claims unfit
+    /// (`electd::host::Host::handle_stop`); the process exits once the host says the
+    /// stop is done (every RESIGN left, nothing left to write) or its bound passed,
+    /// and starts again `restart_after` later. It must never exit holding a lease.
+    pub fn stop(&mut self, id: u16, restart_after: Option<Real>) {
+        let host = self.idx(id);
+        let h = &mut self.hosts[host];
+        if !h.up() || h.paused || h.stop_restart.is_some() {
+            return;
+        }
+        self.stats.stops += 1;
+        h.stop_restart = Some(restart_after);
+        let local = h.clock.local(self.now);
+        if self.opts.trace {
+            self.trace.push(format!("{} stop {id}", self.now));
+        }
+        if let Some(sh) = h.shell.as_mut() {
+            sh.handle_stop(local).expect("host");
+        }
+        self.drive(host);
+    }
+
+    /// A stopping process whose host says the stop is done exits (checked: no group's
+    /// lease may still be held).
+    pub(super) fn check_stop(&mut self, host: usize) {
+        let h = &self.hosts[host];
+        let Some(sh) = h.shell.as_ref().filter(|s| s.stopping()) else {
+            return;
+        };
+        let local = h.clock.local(self.now);
+        if matches!(sh.stop_state(local), shell::StopState::Waiting(_)) {
+            return;
+        }
+        let (id, now) = (h.id, self.now);
+        let held: Vec<(usize, u64)> = sh
+            .groups()
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.node.is_leader(local))
+            .map(|(i, g)| (i, g.node.status(local).term))
+            .collect();
+        for (g, term) in held {
+            self.checker(g).violate(format!(
+                "STOP: server {id} exited holding the lease of term {term} (t={now}): a stop hands over first"
+            ));
+        }
+        let restart_after = self.hosts[host].stop_restart.take().flatten();
+        if self.opts.trace {
+            self.trace.push(format!("{now} {id} exits (stopped)"));
+        }
+        self.crash(id);
+        if let Some(d) = restart_after {
+            self.hosts[host].restarts += 1;
+            self.push(now + d, Ev::Restart { host });
         }
     }
 

@@ -11,6 +11,8 @@ pub struct Stats {
     pub suspends: u64,
     pub planned_stops: u64,
     pub hung: u64,
+    /// SIGTERMs (`Sim::stop`).
+    pub stops: u64,
     /// Confirmations sent twice or after an older one (`confirm_twice_pm`).
     pub confirmed_twice: u64,
     /// Health changes of a processor (issue 11).
@@ -52,6 +54,7 @@ impl Stats {
         self.suspends += x.suspends;
         self.planned_stops += x.planned_stops;
         self.hung += x.hung;
+        self.stops += x.stops;
         self.confirmed_twice += x.confirmed_twice;
         self.health_flips += x.health_flips;
         self.health_aimed += x.health_aimed;

@@ -38,6 +38,8 @@ pub(super) struct Supervisor {
     stops: u64,
     /// Lines that came while stalled, read when it runs again.
     unread: Vec<SupervisorLine>,
+    /// It reported its command unhealthy on this connection (`health failing`).
+    reported_unhealthy: bool,
     /// The supervisor process is stopped until then (issue 21: SIGSTOP, a debugger, a
     /// blocked write): it reads no line and confirms nothing, while its lease-end
     /// enforcer, a process of its own, still ends the command at `end`.
@@ -63,11 +65,33 @@ impl Sim {
             sup.confirmed_n = 0;
             sup.to_confirm = None;
             sup.unread.clear();
+            sup.reported_unhealthy = false;
             if let Some(sh) = h.shell.as_mut() {
                 sh.handle_supervise(local, client, g, None, None)
                     .expect("one group per connection");
             }
         }
+    }
+
+    /// Supervisor `g` of `host` reports its command's health on its connection if it
+    /// changed (`health failing` / `health ok`); true if it sent a report. A report
+    /// goes with the connection: after a restart it is made again.
+    pub(super) fn sup_report_health(&mut self, host: usize, g: usize, healthy: bool) -> bool {
+        let h = &mut self.hosts[host];
+        let sup = &mut h.sup[g];
+        let Some(client) = sup.client else {
+            return false;
+        };
+        if sup.reported_unhealthy != healthy {
+            return false;
+        }
+        sup.reported_unhealthy = !healthy;
+        let report = (!healthy).then(|| "the processor is unhealthy".to_string());
+        if let Some(sh) = h.shell.as_mut() {
+            sh.handle_supervisor_health(client, report)
+                .expect("a registered supervisor");
+        }
+        true
     }
 
     /// A line from the host for supervisor `client` (group `client.slot`).
