@@ -434,35 +434,6 @@ impl Http {
     pub fn clients(&self) -> usize {
         self.conns.len()
     }
-
-    /// This listener's metrics families (Prometheus text format 0.0.4).
-    pub fn write_metrics(&self, s: &mut String) {
-        use std::fmt::Write as _;
-        let c = &self.counters;
-        s.push_str("# HELP electd_http_requests_total Requests answered on metrics-listen, by status code.\n# TYPE electd_http_requests_total counter\n");
-        for (code, n) in CODES.iter().zip(c.answers) {
-            let _ = writeln!(s, "electd_http_requests_total{{code=\"{code}\"}} {n}");
-        }
-        let _ = writeln!(
-            s,
-            "# HELP electd_http_clients Connections open on metrics-listen.\n# TYPE electd_http_clients gauge\nelectd_http_clients {}",
-            self.clients()
-        );
-        let _ = writeln!(
-            s,
-            "# HELP electd_http_connections_total Connections accepted on metrics-listen.\n# TYPE electd_http_connections_total counter\nelectd_http_connections_total {}",
-            c.accepted
-        );
-        s.push_str("# HELP electd_http_closed_total Connections on metrics-listen closed by the daemon (idle: no request for 10 s; timeout: a request not complete within 10 s; evicted: the client limit; unread: answers not read).\n# TYPE electd_http_closed_total counter\n");
-        for (reason, n) in [
-            ("idle", c.idle_closed),
-            ("timeout", c.timed_out),
-            ("evicted", c.evicted),
-            ("unread", c.unread),
-        ] {
-            let _ = writeln!(s, "electd_http_closed_total{{reason=\"{reason}\"}} {n}");
-        }
-    }
 }
 
 #[cfg(test)]

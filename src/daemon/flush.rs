@@ -25,7 +25,7 @@ impl Daemon {
         for c in self.control.take_departed() {
             self.host.handle_client_gone(c);
         }
-        let r = f(&mut self.host, now).map_err(|e| Fatal(e.0))?;
+        let r = f(&mut self.host, now).map_err(|e| Fatal::State(e.0))?;
         self.take_outputs()?;
         Ok(r)
     }
@@ -59,7 +59,7 @@ impl Daemon {
         if let Some(w) = self.host.poll_write() {
             self.writer
                 .submit(w.groups, w.extra)
-                .map_err(|e| Fatal(format!("cannot write the state: {e}")))?;
+                .map_err(|e| Fatal::State(format!("cannot write the state: {e}")))?;
             self.write_since = Some((Instant::now(), false));
         }
         self.send_transmits();

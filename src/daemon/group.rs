@@ -47,14 +47,15 @@ impl Group {
         let spec = &cfg.groups[g];
         let mut node_cfg = cfg.group_node_config(g, random_seed());
         node_cfg.sabotage = sabotage.clone();
-        let mut node = Node::new(node_cfg, durable, now).map_err(|e| Fatal(e.to_string()))?;
+        let mut node =
+            Node::new(node_cfg, durable, now).map_err(|e| Fatal::Config(e.to_string()))?;
         if cfg.has_groups() {
             node.set_log_tag(&format!("group {}: ", spec.name));
         }
         // After signal_fd: the runner thread inherits the mask, so signals still reach
         // the signalfd and never the thread.
         let checks = Checks::start(spec.check.as_ref(), waker.clone(), cfg.id, &spec.name)
-            .map_err(|e| Fatal(format!("check runner of group {}: {e}", spec.name)))?;
+            .map_err(|e| Fatal::System(format!("check runner of group {}: {e}", spec.name)))?;
         let mut hooks = Hooks::new(
             cfg.id,
             spec.on_leader.clone(),

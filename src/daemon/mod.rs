@@ -125,13 +125,25 @@ fn random_seed() -> u64 {
     }
 }
 
-/// Why the daemon stopped abnormally.
-#[derive(Debug)]
-pub struct Fatal(pub String);
+/// Why the daemon could not start or had to stop (exit status 1: systemd restarts
+/// it), by what failed; the text says what and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fatal {
+    /// The state file: it cannot be created, locked, read, held to its limits or
+    /// written (SPEC sections 4 and 12); nothing that depended on it has left.
+    State(String),
+    /// The configuration cannot run against what is here (the core refuses it).
+    Config(String),
+    /// The operating system refused a resource: a socket, the poller, the signal fd,
+    /// a thread, the notify socket.
+    System(String),
+}
 
 impl std::fmt::Display for Fatal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            Fatal::State(s) | Fatal::Config(s) | Fatal::System(s) => f.write_str(s),
+        }
     }
 }
 
@@ -193,32 +205,32 @@ impl Daemon {
                     .recursive(true)
                     .mode(0o750)
                     .create(dir)
-                    .map_err(|e| Fatal(format!("cannot create {}: {e}", dir.display())))?;
+                    .map_err(|e| Fatal::State(format!("cannot create {}: {e}", dir.display())))?;
             }
         }
         let mut store = Store::new(&cfg.state);
-        store.lock().map_err(|e| Fatal(e.to_string()))?;
-        let (mut kept, mut extra) = store.load().map_err(|e| Fatal(e.to_string()))?;
+        store.lock().map_err(|e| Fatal::State(e.to_string()))?;
+        let (mut kept, mut extra) = store.load().map_err(|e| Fatal::State(e.to_string()))?;
         let keys = auth::load_keys(cfg.key_file.as_deref(), cfg.key_file_next.as_deref())
-            .map_err(Fatal)?;
+            .map_err(Fatal::Config)?;
         // A new boot number, on disk before anything is sent: counters never repeat.
         extra.boot = extra
             .boot
             .checked_add(1)
-            .ok_or_else(|| Fatal("boot counter exhausted".into()))?;
+            .ok_or_else(|| Fatal::State("boot counter exhausted".into()))?;
         store
             .save(&kept, &extra)
-            .map_err(|e| Fatal(e.to_string()))?;
+            .map_err(|e| Fatal::State(e.to_string()))?;
         // Host names are resolved here, once (SPEC section 16); a reload never does.
-        let addrs = cfg.resolve().map_err(|e| Fatal(e.to_string()))?;
+        let addrs = cfg.resolve().map_err(|e| Fatal::Config(e.to_string()))?;
         let mut transport =
-            Transport::open(&cfg, &addrs).map_err(|e| Fatal(format!("UDP: {e}")))?;
+            Transport::open(&cfg, &addrs).map_err(|e| Fatal::System(format!("UDP: {e}")))?;
         let mut control = Control::bind(&cfg.socket, cfg.socket_mode, CONTROL.0)
-            .map_err(|e| Fatal(format!("control socket: {e}")))?;
-        let signals = signal_fd().map_err(|e| Fatal(format!("signals: {e}")))?;
-        let poll = Poll::new().map_err(|e| Fatal(format!("poll: {e}")))?;
+            .map_err(|e| Fatal::System(format!("control socket: {e}")))?;
+        let signals = signal_fd().map_err(|e| Fatal::System(format!("signals: {e}")))?;
+        let poll = Poll::new().map_err(|e| Fatal::System(format!("poll: {e}")))?;
         let reg = poll.registry();
-        let fail = |e: io::Error| Fatal(format!("poll register: {e}"));
+        let fail = |e: io::Error| Fatal::System(format!("poll register: {e}"));
         reg.register(&mut transport.unicast, UDP_UNICAST, Interest::READABLE)
             .map_err(fail)?;
         if let Some(g) = transport.group.as_mut() {
@@ -228,9 +240,9 @@ impl Daemon {
         reg.register(&mut SourceFd(&signals), SIGNALS, Interest::READABLE)
             .map_err(fail)?;
         control.register(reg, CONTROL).map_err(fail)?;
-        let http = bind_metrics(cfg.metrics_listen, reg).map_err(Fatal)?;
+        let http = bind_metrics(cfg.metrics_listen, reg).map_err(Fatal::System)?;
         let now = boot_now();
-        let sabotage = sabotage_from_env().map_err(Fatal)?;
+        let sabotage = sabotage_from_env().map_err(Fatal::Config)?;
         if sabotage.resign_early {
             warn!(
                 "{SABOTAGE_VAR}=resign_early: this daemon is DELIBERATELY UNSAFE: a planned handoff releases the followers before local commands have stopped (for tests only)"
@@ -238,7 +250,7 @@ impl Daemon {
         }
         let waker = Arc::new(
             mio::Waker::new(poll.registry(), HEALTH)
-                .map_err(|e| Fatal(format!("poll waker: {e}")))?,
+                .map_err(|e| Fatal::System(format!("poll waker: {e}")))?,
         );
         let new = cfg
             .groups
@@ -247,7 +259,7 @@ impl Daemon {
             .count();
         if kept.len() + new > crate::store::MAX_STATE_GROUPS {
             // The file could not be read back: refuse now, not at the next start.
-            return Err(Fatal(format!(
+            return Err(Fatal::State(format!(
                 "state file {}: it holds {} groups and the configuration adds {new}, more than the {} a state file may hold (groups no longer configured are kept so they never vote twice in a term); reuse group names, or move the groups that are gone for good out of the file",
                 cfg.state.display(),
                 kept.len(),
@@ -325,14 +337,15 @@ impl Daemon {
                 kept.keys().cloned().collect::<Vec<_>>().join(", ")
             );
         }
-        let notifier = Notifier::from_env().map_err(|e| Fatal(format!("NOTIFY_SOCKET: {e}")))?;
+        let notifier =
+            Notifier::from_env().map_err(|e| Fatal::System(format!("NOTIFY_SOCKET: {e}")))?;
         // Its results are taken every wakeup, like the checks', through the one waker.
         let wake = waker.clone();
         let writer = store
             .writer(Box::new(move || {
                 let _ = wake.wake();
             }))
-            .map_err(|e| Fatal(format!("state writer thread: {e}")))?;
+            .map_err(|e| Fatal::System(format!("state writer thread: {e}")))?;
         let sources = matches!(cfg.transport, Mode::Unicast).then(|| {
             cfg.servers
                 .iter()
@@ -406,7 +419,7 @@ impl Daemon {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
-                return Err(Fatal(format!("poll: {e}")));
+                return Err(Fatal::System(format!("poll: {e}")));
             }
             for ev in events.iter() {
                 match ev.token() {
