@@ -169,9 +169,10 @@ pub(super) fn decode_single(
     Ok((msg, format.counter(signed)))
 }
 
-/// Appends one bundle of `entries` (at most `MAX_ENTRIES`) from `sender` with
-/// `fingerprint` (version 3, or 4 with `(counter, key)`); returns the bytes written.
-pub(super) fn encode_bundle(
+/// Appends one bundle holding `entries` (at most `MAX_ENTRIES`, all from `sender` with
+/// `fingerprint`); keyed (version 4) with `(counter, key)` when given, else version 3.
+/// Returns the bytes written.
+pub fn encode_bundle(
     sender: u16,
     fingerprint: u32,
     entries: &[Entry],

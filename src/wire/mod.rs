@@ -320,18 +320,7 @@ pub fn pack(entries: &[Entry], keyed: bool) -> Vec<std::ops::Range<usize>> {
     out
 }
 
-/// Appends one bundle holding `entries` (at most `MAX_ENTRIES`, all from `sender` with
-/// `fingerprint`); keyed (version 4) with `(counter, key)` when given, else version 3.
-/// Returns the bytes written.
-pub fn encode_bundle(
-    sender: u16,
-    fingerprint: u32,
-    entries: &[Entry],
-    keyed: Option<(u64, &Key)>,
-    out: &mut Vec<u8>,
-) -> usize {
-    frame::encode_bundle(sender, fingerprint, entries, keyed, out)
-}
+pub use frame::encode_bundle;
 
 /// Decodes a datagram of any version: 1 or 3 without `keys`, 2 or 4 with them (a
 /// version-1/2 datagram becomes a one-entry bundle for group 0). The length and the
