@@ -223,7 +223,7 @@ pub fn parse_group(s: &str) -> Result<SocketAddr, String> {
 pub struct Claim {
     /// The line it is on.
     pub line: usize,
-    /// What it is, for an error: "server 3 [2001:db8::13]:7400".
+    /// What it is, for an error: "server 3 \[2001:db8::13\]:7400".
     pub what: String,
     /// The family it says.
     pub family: Family,

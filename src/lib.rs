@@ -1,23 +1,32 @@
 //! electd: one leader among a fixed set of servers, with the term as fencing token.
 //!
-//! Architecture: a pure protocol core inside thin drivers.
+//! Architecture: a pure protocol core per election group, a pure shell around all of
+//! them (the host), and thin drivers that do the I/O: the mio daemon in production, the
+//! deterministic simulator (`tests/sim`) in tests. See `docs/ARCHITECTURE.md` for the
+//! rooms and `docs/PROTOCOL.md` for the protocol and why it is safe.
 //!
-//! - [`wire`]: the datagram format (SPEC section 3), encode and decode.
-//! - [`core`] (also reachable as `node`): the pure protocol, both machines of one
-//!   server; inputs `handle_*` with `now`, outputs from `poll_output`, timers through
-//!   `next_deadline`. No clock, socket, file or global RNG. Its [`elector`] holds the
-//!   ELECTOR (SPEC section 5), its [`candidate`] the CANDIDATE (section 6).
-//! - [`host`]: the pure shell around every group's core: the datagram path (decode,
-//!   source check, replay window, fan-out), the flush (write before what waits for it,
-//!   heartbeat alignment, bundling) and the write in flight; `handle_*(now)` in,
-//!   `poll_transmit`/`poll_write`/`poll_event` out.
-//! - [`daemon`]: the mio driver of the host: sockets, threads, signals, hooks, the
-//!   control socket, and (for now) supervisors, health, stopping and the views.
-//! - [`time`], [`rng`]: the core's notion of time and its seeded jitter.
+//! The pure rooms (no clock, socket, file, thread or global RNG):
+//! - [`wire`]: the datagram format (SPEC section 3): one body codec under two framings.
+//! - [`core`] (also `node`): the protocol of one group; [`elector`] is the ELECTOR
+//!   (SPEC section 5), [`candidate`] the CANDIDATE (section 6).
+//! - [`host`]: every group's core and the rules around them: the datagram path, the
+//!   flush, the write in flight, the supervisor registry and RESIGN release, health
+//!   verdicts and stopping; `handle_*(now)` in, `poll_*` out.
+//! - [`metrics`]: the Prometheus families as one table and their renderer.
+//! - [`json`], [`time`], [`rng`]: the answers' JSON writer, the boot clock's time, seeded
+//!   jitter.
 //!
-//! The daemon and the deterministic simulator (`tests/sim`) drive the same `Host`; see
-//! `docs/ARCHITECTURE.md` for the rooms and `docs/PROTOCOL.md` for the protocol and
-//! why it is safe.
+//! The drivers and their I/O:
+//! - [`daemon`]: the mio loop that drives the host: sockets, signals, threads, hooks.
+//! - [`transport`]: UDP, multicast or unicast fan-out; [`addr`]: addresses and names.
+//! - [`control`]: the control socket's requests, limits and answers; [`http`]: the
+//!   metrics listener; [`conns`]: the connection table both share.
+//! - [`store`]: the state file; [`logsink`]: the non-blocking log writer; [`notify`]:
+//!   sd_notify; [`hooks`]: on-leader and on-follower commands; [`health`]: the check
+//!   runner and its pure fall/rise verdict.
+//! - [`config`]: the file, its checks (`--check-config`) and defaults; [`auth`]: keys
+//!   and the replay window; [`access`]: who may use the control socket.
+//! - [`supervise`]: `electctl run`; [`ctl`]: electctl's other commands.
 
 pub mod access;
 pub mod addr;
