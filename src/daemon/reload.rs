@@ -2,6 +2,7 @@
 //! once and what is refused because it needs a restart.
 
 use super::*;
+use crate::host::ReloadTimers;
 
 /// Binds `metrics-listen` (None: off) and registers it under `HTTP`.
 pub(super) fn bind_metrics(
@@ -113,44 +114,23 @@ impl Daemon {
         // moving them must not need a restart, which would move the leadership. A
         // listener bound here and not installed closes when dropped on a refusal.
         let metrics = self.rebind_metrics(new.metrics_listen)?;
-        let old = &self.cfg;
-        let (hbt, rtt, k, drift, hold) = (
-            old.heartbeat,
-            old.rtt,
-            old.missed_heartbeats,
-            old.drift_ppm,
-            old.max_hold,
-        );
-        // Every group or none: a failure puts back the timers of those already changed.
-        let restore = |host: &mut Host, upto: usize| {
-            for g in 0..upto {
-                if let Err(back) = host.group_mut(g).node.set_timers(hbt, rtt, k, drift, hold) {
-                    error!("reload: cannot restore the running timers: {back}");
-                }
-            }
+        let timers = |c: &Config| ReloadTimers {
+            heartbeat: c.heartbeat,
+            rtt: c.rtt,
+            missed_heartbeats: c.missed_heartbeats,
+            drift_ppm: c.drift_ppm,
+            max_hold: c.max_hold,
         };
-        for g in 0..self.groups.len() {
-            if let Err(e) = self.host.group_mut(g).node.set_timers(
-                new.heartbeat,
-                new.rtt,
-                new.missed_heartbeats,
-                new.drift_ppm,
-                new.max_hold,
-            ) {
-                restore(&mut self.host, g);
-                return Err(e.to_string());
-            }
-        }
-        if let Err(e) = self.graces_fit(new.rtt) {
-            restore(&mut self.host, self.groups.len());
-            return Err(e);
-        }
+        let (old, next) = (timers(&self.cfg), timers(&new));
+        self.host.handle_reload_timers(old, next)?;
+        // Every group or none: a failure below puts back the running timers.
+        let restore = |host: &mut Host| host.restore_timers(old);
         for g in 0..self.groups.len() {
             if let Err(e) = self.groups[g]
                 .checks
                 .reconfigure(new.groups[g].check.as_ref())
             {
-                restore(&mut self.host, self.groups.len());
+                restore(&mut self.host);
                 // All or nothing: the groups before this one get their checks back.
                 for (k, group) in self.groups[..g].iter_mut().enumerate() {
                     if let Err(back) = group.checks.reconfigure(self.cfg.groups[k].check.as_ref()) {
@@ -177,8 +157,6 @@ impl Daemon {
             info!("keys reloaded");
         }
         self.host.set_keys(keys);
-        self.host.set_max_hold(new.max_hold);
-        self.host.set_rtt(new.rtt);
         for w in new.warnings() {
             warn!("{w}");
         }
@@ -215,42 +193,6 @@ impl Daemon {
             new.heartbeat, new.rtt, new.missed_heartbeats
         );
         self.cfg = new;
-        Ok(())
-    }
-
-    /// SPEC 11: a reload may not leave a connected supervisor's `--grace` no room in
-    /// the lease (with the timers just set and round-trip bound `rtt`): `electctl run`
-    /// could then never run its command. Err names the first such supervisor and the
-    /// largest grace that fits.
-    pub(super) fn graces_fit(&self, rtt: std::time::Duration) -> Result<(), String> {
-        use crate::supervise::{Timers, check_grace, max_grace};
-        for (g, group) in self.groups.iter().enumerate() {
-            let t = Timers {
-                lease_len: self.host.group(g).node.lease_len(),
-                heartbeat: self.host.group(g).node.heartbeat(),
-                rtt,
-            };
-            let tag = if self.cfg.has_groups() {
-                format!(" of group {}", group.name)
-            } else {
-                String::new()
-            };
-            for (client, pid, grace) in self.host.registry().graces(g) {
-                if check_grace(grace, &t).is_ok() {
-                    continue;
-                }
-                let who = pid.map_or(String::new(), |p| format!(" (pid {p})"));
-                return Err(format!(
-                    "the new timers leave no room for the --grace {}ms of the supervisor `electctl run`{who} on {client}{tag}: the new lease lasts {} ms, renewed every {} ms with acknowledgements within {} ms, so the largest grace that fits is {} ms; lower that supervisor's --grace to {}ms or less (and restart it) first, or choose longer timers",
-                    grace.as_millis(),
-                    t.budget_lease().as_millis(),
-                    t.heartbeat.as_millis(),
-                    t.rtt.as_millis(),
-                    max_grace(&t).as_millis(),
-                    max_grace(&t).as_millis(),
-                ));
-            }
-        }
         Ok(())
     }
 

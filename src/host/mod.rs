@@ -13,6 +13,7 @@
 mod flush;
 mod health;
 mod recv;
+mod reload;
 mod stop;
 mod supervisors;
 
@@ -26,6 +27,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use flush::{FlushSteps, flush_passes};
+pub use reload::ReloadTimers;
 pub use stop::StopState;
 pub use supervisors::{ClientId, Registry, Release, SupervisorLine};
 
@@ -297,16 +299,6 @@ impl Host {
     /// The keys (a reload may rotate them, never turn them on or off).
     pub fn set_keys(&mut self, keys: Option<Keys>) {
         self.keys = keys;
-    }
-
-    /// `max-hold` after a reload (for the warning text).
-    pub fn set_max_hold(&mut self, max_hold: Duration) {
-        self.cfg.max_hold = max_hold;
-    }
-
-    /// The round-trip bound after a reload (told to supervisors).
-    pub fn set_rtt(&mut self, rtt: Duration) {
-        self.cfg.rtt = rtt;
     }
 
     /// Breaks host rules on purpose (simulator negative controls only).

@@ -9,7 +9,6 @@ use electd::health::Limits;
 use electd::host as shell;
 use electd::node::{Durable, Node};
 use electd::time::Time;
-use std::time::Duration;
 
 /// One simulated server process and its disk.
 pub struct Host {
@@ -420,21 +419,26 @@ impl Sim {
         }
         self.stats.reloads += 1;
         h.timers = timers;
-        let mut drift_hold = (0, Duration::ZERO);
+        let reload_timers = |c: &electd::node::NodeConfig| shell::ReloadTimers {
+            heartbeat: c.heartbeat,
+            rtt: c.rtt,
+            missed_heartbeats: c.missed_heartbeats,
+            drift_ppm: c.drift_ppm,
+            max_hold: c.max_hold,
+        };
+        let old = reload_timers(&self.cfgs[host][0]);
         for cfg in self.cfgs[host].iter_mut() {
             timers.apply(cfg);
-            drift_hold = (cfg.drift_ppm, cfg.max_hold);
         }
-        let (drift, max_hold) = drift_hold;
+        let new = reload_timers(&self.cfgs[host][0]);
         if self.opts.trace {
             self.trace
                 .push(format!("{} reload {} {timers:?}", self.now, h.id));
         }
         if let Some(sh) = h.shell.as_mut() {
-            for node in sh.nodes_mut() {
-                node.set_timers(timers.heartbeat, timers.rtt, timers.k, drift, max_hold)
-                    .expect("valid timers");
-            }
+            // The daemon's own reload of the timers (every group or none); the
+            // simulator's supervisors announce no grace, so none is refused.
+            sh.handle_reload_timers(old, new).expect("valid timers");
             self.drive(host);
         }
     }
