@@ -1354,15 +1354,32 @@ fn callgrind_totals(text: &str) -> (u64, u64) {
     (total, allocs)
 }
 
-/// The top `n` functions by inclusive cost: (Ir, name).
-fn callgrind_top(file: &Path, n: usize) -> Vec<(u64, String)> {
+/// The frames every cost passes through on its way to the event loop (startup, main).
+fn is_startup_frame(f: &str) -> bool {
+    f.starts_with("std::rt::")
+        || f.starts_with("std::sys::backtrace::")
+        || f.starts_with("__libc_start")
+        || f.starts_with("0x")
+        || matches!(f, "(below main)" | "main" | "electd::main" | "electd::run")
+}
+
+/// The top `n` functions by inclusive (or self) cost: (Ir, name). callgrind_annotate
+/// splits a function by the source file of its inlined lines; the parts are summed
+/// (self) or the largest taken (inclusive: a recursive or re-entered function would
+/// count twice), and the startup frames above the event loop are left out.
+fn callgrind_top(file: &Path, n: usize, inclusive: bool) -> Vec<(u64, String)> {
     let out = Command::new("callgrind_annotate")
-        .args(["--inclusive=yes", "--threshold=100"])
+        .arg(format!(
+            "--inclusive={}",
+            if inclusive { "yes" } else { "no" }
+        ))
+        .args(["--threshold=100", "--auto=no"])
         .arg(file)
+        .stderr(Stdio::null())
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
         .unwrap_or_default();
-    let mut v = Vec::new();
+    let mut by_fn: BTreeMap<String, u64> = BTreeMap::new();
     for l in out.lines() {
         let t = l.trim_start();
         let Some((num, rest)) = t.split_once(' ') else {
@@ -1383,11 +1400,15 @@ fn callgrind_top(file: &Path, n: usize) -> Vec<(u64, String)> {
         }
         let func = rest.split_once(':').map_or(rest, |(_, f)| f);
         let func = func.split(" [").next().unwrap_or(func).trim();
-        v.push((ir, func.to_string()));
-        if v.len() == n {
-            break;
+        if is_startup_frame(func) {
+            continue;
         }
+        let e = by_fn.entry(func.to_string()).or_insert(0);
+        *e = if inclusive { (*e).max(ir) } else { *e + ir };
     }
+    let mut v: Vec<(u64, String)> = by_fn.into_iter().map(|(f, ir)| (ir, f)).collect();
+    v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    v.truncate(n);
     v
 }
 
@@ -1503,28 +1524,36 @@ fn profile(out: &mut String, lab: &Lab, k: &Knobs) {
             // Keep the dump for the table below under a stable name.
             let keep = cgdir.0.join(format!("{role}-{}.out", tops.len()));
             let _ = std::fs::rename(&file, &keep);
-            tops.push((role, ir, callgrind_top(&keep, 15)));
+            tops.push((
+                role,
+                ir,
+                callgrind_top(&keep, 15, true),
+                callgrind_top(&keep, 10, false),
+            ));
         }
-        for (role, ir, top) in tops {
-            let _ = writeln!(
-                out,
-                "\nTop 15 functions by inclusive cost, {role} ({phase}); Ir per heartbeat and share of the total:\n"
-            );
-            let _ = writeln!(out, "| Ir per heartbeat | % | function |");
-            let _ = writeln!(out, "| --- | --- | --- |");
-            for (fir, f) in top {
-                let f = f.replace('|', "\\|");
-                let f = if f.chars().count() > 140 {
-                    format!("{}...", f.chars().take(137).collect::<String>())
-                } else {
-                    f
-                };
+        for (role, ir, incl, own) in tops {
+            for (what, top) in [("inclusive", incl), ("self", own)] {
                 let _ = writeln!(
                     out,
-                    "| {:.0} | {:.1} | `{f}` |",
-                    fir as f64 / hb as f64,
-                    fir as f64 / ir.max(1) as f64 * 100.0
+                    "\nTop {} functions by {what} cost, {role} ({phase}); Ir per heartbeat and share of the total:\n",
+                    top.len()
                 );
+                let _ = writeln!(out, "| Ir per heartbeat | % | function |");
+                let _ = writeln!(out, "| --- | --- | --- |");
+                for (fir, f) in top {
+                    let f = f.replace('|', "\\|");
+                    let f = if f.chars().count() > 140 {
+                        format!("{}...", f.chars().take(137).collect::<String>())
+                    } else {
+                        f
+                    };
+                    let _ = writeln!(
+                        out,
+                        "| {:.0} | {:.1} | `{f}` |",
+                        fir as f64 / hb as f64,
+                        fir as f64 / ir.max(1) as f64 * 100.0
+                    );
+                }
             }
         }
     }
