@@ -1522,7 +1522,10 @@ fn profile(out: &mut String, lab: &Lab, k: &Knobs) {
                 allocs as f64 / dg.max(1.0)
             );
             // Keep the dump for the table below under a stable name.
-            let keep = cgdir.0.join(format!("{role}-{}.out", tops.len()));
+            let keep = cgdir.0.join(format!(
+                "{role}-{}.out",
+                phase.split(' ').next().unwrap_or("")
+            ));
             let _ = std::fs::rename(&file, &keep);
             tops.push((
                 role,
