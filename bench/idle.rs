@@ -688,12 +688,8 @@ fn measure(
         .map(|(b, a)| Sample {
             daemon: a.0 - b.2,
             sup: a.1 - b.3,
-            traffic: [
-                a.2[0] - b.4[0],
-                a.2[1] - b.4[1],
-                a.2[2] - b.4[2],
-                a.2[3] - b.4[3],
-            ],
+            // Saturating: a failed read of the counters gives zeros, not a panic.
+            traffic: std::array::from_fn(|i| a.2[i].saturating_sub(b.4[i])),
             secs,
         })
         .collect();
@@ -1510,7 +1506,7 @@ fn profile(out: &mut String, lab: &Lab, k: &Knobs) {
             };
             let text = std::fs::read_to_string(&file).unwrap_or_default();
             let (ir, allocs) = callgrind_totals(&text);
-            let dg = (c1[j][0] - c0[j][0] + c1[j][2] - c0[j][2]) as f64;
+            let dg = (c1[j][0].saturating_sub(c0[j][0]) + c1[j][2].saturating_sub(c0[j][2])) as f64;
             let per = |x: f64| x / hb as f64;
             let _ = writeln!(
                 out,
