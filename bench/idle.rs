@@ -654,8 +654,8 @@ fn pids_of(r: &Running, id: u16) -> (Vec<u32>, Vec<u32>) {
     )
 }
 
-/// Measures every server over `window`; the role map (true: leader/master) must not
-/// change across it, else None.
+/// Measures every server over `window`: (leader or master, samples of servers 1..=N);
+/// None when `leader` names none, or another one, at either end of the window.
 fn measure(
     lab: &Lab,
     r: &Running,
@@ -1322,18 +1322,15 @@ fn callgrind_totals(text: &str) -> (u64, u64) {
                     .unwrap_or(0),
             );
         } else if let Some(rest) = l.strip_prefix("cfn=").or_else(|| l.strip_prefix("fn=")) {
+            // "(id) name" defines a compressed name, "(id)" alone refers to it.
             let is_call = l.starts_with("cfn=");
-            let (id, name) = match rest.split_once(' ') {
+            let name = match rest.split_once(' ') {
                 Some((id, name)) => {
                     names.insert(id.to_string(), name.to_string());
-                    (id.to_string(), name.to_string())
+                    name.to_string()
                 }
-                None => (
-                    rest.to_string(),
-                    names.get(rest).cloned().unwrap_or_default(),
-                ),
+                None => names.get(rest).cloned().unwrap_or_default(),
             };
-            let _ = id;
             cfn = is_call.then_some(name);
         } else if let Some(rest) = l.strip_prefix("calls=") {
             if let Some(name) = cfn.take() {
