@@ -2,12 +2,14 @@
 //! scale. `cargo bench --bench electd` prints a markdown report and writes it to
 //! BENCHMARKS.md (BENCH_OUT=path writes elsewhere). BENCH_TRIALS=n sets the trials per
 //! row (default 30); BENCH_IDLE_S the idle measurement (default 60 s). BENCH_ONLY_HEALTH,
-//! BENCH_ONLY_TRAFFIC, BENCH_ONLY_HANDOFF and BENCH_ONLY_GROUPS (groups.rs, then the
-//! traffic table) each run one part and print it without writing the file.
+//! BENCH_ONLY_TRAFFIC, BENCH_ONLY_HANDOFF, BENCH_ONLY_GROUPS (groups.rs, then the
+//! traffic table) and BENCH_ONLY_IDLE (idle.rs: cost at rest beside keepalived) each run
+//! one part and print it without writing the file.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 mod groups;
+mod idle;
 #[path = "../tests/sim/mod.rs"]
 mod sim;
 mod traffic;
@@ -635,7 +637,7 @@ fn health_report(report: &mut String, n: usize) {
     );
 }
 
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
         .lines()
@@ -905,6 +907,12 @@ fn main() {
         println!("{report}");
         return;
     }
+    if std::env::var_os("BENCH_ONLY_IDLE").is_some() {
+        let mut report = String::new();
+        idle::report(&mut report);
+        println!("{report}");
+        return;
+    }
     if std::env::var_os("BENCH_ONLY_HANDOFF").is_some() {
         let mut report = String::new();
         handoff_report(&mut report, trials());
@@ -962,6 +970,7 @@ fn main() {
     idle(&mut report);
     traffic::report(&mut report);
     groups::report(&mut report);
+    idle::report(&mut report);
     scale(&mut report);
     println!("{report}");
     let out = std::env::var("BENCH_OUT").unwrap_or_else(|_| "BENCHMARKS.md".into());

@@ -1,0 +1,1563 @@
+//! Cost at rest, electd beside keepalived (issue 25). Three servers, each daemon in a
+//! network namespace of its own, all on one bridge (in a namespace of its own too), at
+//! heartbeat 100 ms and 1 s; per daemon: CPU (schedstat of every thread), wakeups
+//! (voluntary context switches of every thread), datagrams and IP bytes sent (nftables
+//! counters in its namespace), syscalls per heartbeat by kind (`strace -c -f`), with
+//! and without `electctl run` on every server; keepalived (VRRPv3, unicast peers, same
+//! advert interval) measured in the same run, trials interleaved. Then a callgrind
+//! profile of a leader and a follower at rest (instructions and allocations per
+//! heartbeat), and the bytes of an idle LEAD and ACK as captured in a namespace.
+//!
+//! `BENCH_ONLY_IDLE=1 cargo bench --bench electd` runs only this part. Knobs:
+//! `BENCH_IDLE_TRIALS` (default 3), `BENCH_IDLE_WINDOW_S` (the window at 100 ms, default
+//! 10; 1 s gets twice as long), `BENCH_IDLE_STRACE_S` (default 5, twice at 1 s),
+//! `BENCH_IDLE_HBT` (heartbeats in ms, default `100,1000`), `BENCH_IDLE_PROFILE=0`
+//! (no callgrind), `BENCH_IDLE_PROFILE_HB` (heartbeats profiled, default 100),
+//! `BENCH_IDLE_SHORT=1` (1 trial, 3 s windows, 2 s strace, 30 profiled heartbeats).
+//!
+//! Needs root, `ip` and `nft`; prints NOT MEASURED for what it cannot measure (no
+//! namespaces, no keepalived, no strace, no valgrind) and never fails for that. Every
+//! namespace is named `eidle<pid>...` and deleted by a guard, on a panic too; the
+//! processes it starts are ended by pid.
+
+use crate::common::{self, request_at, sh, stale_netns};
+use electd::json::{self, Value};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ELECTD: &str = env!("CARGO_BIN_EXE_electd");
+const ELECTCTL: &str = env!("CARGO_BIN_EXE_electctl");
+const N: u16 = 3;
+const PORT: u16 = 7400;
+/// The keepalived virtual address (in 10.77.0.0/16, as every address here).
+const VIP: &str = "10.77.0.100";
+const PREFIX: &str = "eidle";
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn short() -> bool {
+    std::env::var_os("BENCH_IDLE_SHORT").is_some()
+}
+
+struct Knobs {
+    trials: usize,
+    /// Window at heartbeat 100 ms, seconds (scaled by hbt / 100 ms, at most x2).
+    window_s: f64,
+    strace_s: f64,
+    hbts: Vec<u64>,
+    profile: bool,
+    profile_hb: u64,
+}
+
+impl Knobs {
+    fn get() -> Knobs {
+        let s = short();
+        Knobs {
+            trials: env_u64("BENCH_IDLE_TRIALS", if s { 1 } else { 3 }) as usize,
+            window_s: env_u64("BENCH_IDLE_WINDOW_S", if s { 3 } else { 10 }) as f64,
+            strace_s: env_u64("BENCH_IDLE_STRACE_S", if s { 2 } else { 5 }) as f64,
+            hbts: std::env::var("BENCH_IDLE_HBT")
+                .ok()
+                .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+                .unwrap_or_else(|| vec![100, 1000]),
+            profile: std::env::var("BENCH_IDLE_PROFILE").map_or(true, |v| v != "0"),
+            profile_hb: env_u64("BENCH_IDLE_PROFILE_HB", if s { 30 } else { 100 }),
+        }
+    }
+
+    fn window(&self, hbt_ms: u64) -> Duration {
+        let scale = if hbt_ms > 100 { 2.0 } else { 1.0 };
+        Duration::from_secs_f64(self.window_s * scale)
+    }
+
+    fn strace(&self, hbt_ms: u64) -> Duration {
+        let scale = if hbt_ms > 100 { 2.0 } else { 1.0 };
+        Duration::from_secs_f64(self.strace_s * scale)
+    }
+}
+
+fn which(tool: &str) -> bool {
+    sh(&["sh", "-c", &format!("command -v {tool}")])
+}
+
+// ----- the namespaces: a hub holding the bridge, one namespace per server ----------
+
+/// The namespaces of this run, deleted when dropped (on a panic too).
+struct Lab {
+    hub: String,
+    servers: Vec<String>,
+}
+
+impl Lab {
+    fn ns(&self, id: u16) -> &str {
+        &self.servers[usize::from(id) - 1]
+    }
+
+    fn addr(id: u16) -> String {
+        format!("10.77.0.{id}")
+    }
+
+    /// The hub `eidle<pid>h` with bridge br0, servers `eidle<pid>s<id>` each with eth0
+    /// (10.77.0.<id>/16) on it, IPv6 off (no router or neighbour solicitations in the
+    /// counts), and nftables counters of UDP and VRRP datagrams in and out of eth0.
+    fn create() -> Result<Lab, String> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("needs root".into());
+        }
+        for tool in ["ip", "nft"] {
+            if !which(tool) {
+                return Err(format!("needs {tool}"));
+            }
+        }
+        for stale in stale_netns(PREFIX) {
+            let _ = sh(&["ip", "netns", "del", &stale]);
+        }
+        let pid = std::process::id();
+        let mut lab = Lab {
+            hub: format!("{PREFIX}{pid}h"),
+            servers: Vec::new(),
+        };
+        let run = |args: &[&str]| -> Result<(), String> {
+            if sh(args) {
+                Ok(())
+            } else {
+                Err(format!("failed: {}", args.join(" ")))
+            }
+        };
+        run(&["ip", "netns", "add", &lab.hub])?;
+        let hub = lab.hub.clone();
+        run(&["ip", "-n", &hub, "link", "set", "lo", "up"])?;
+        run(&["ip", "-n", &hub, "link", "add", "br0", "type", "bridge"])?;
+        run(&["ip", "-n", &hub, "link", "set", "br0", "up"])?;
+        for id in 1..=N {
+            let ns = format!("{PREFIX}{pid}s{id}");
+            run(&["ip", "netns", "add", &ns])?;
+            lab.servers.push(ns.clone());
+            for sysctl in ["all", "default"] {
+                let _ = sh(&[
+                    "ip",
+                    "netns",
+                    "exec",
+                    &ns,
+                    "sysctl",
+                    "-qw",
+                    &format!("net.ipv6.conf.{sysctl}.disable_ipv6=1"),
+                ]);
+            }
+            let v = format!("v{id}");
+            run(&[
+                "ip", "-n", &hub, "link", "add", &v, "type", "veth", "peer", "name", "eth0",
+                "netns", &ns,
+            ])?;
+            run(&["ip", "-n", &hub, "link", "set", &v, "master", "br0", "up"])?;
+            run(&["ip", "-n", &ns, "link", "set", "lo", "up"])?;
+            run(&[
+                "ip",
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{}/16", Lab::addr(id)),
+                "dev",
+                "eth0",
+            ])?;
+            run(&["ip", "-n", &ns, "link", "set", "eth0", "up"])?;
+            let rules = "add table inet eidle\n\
+                add counter inet eidle udp_out\nadd counter inet eidle udp_in\n\
+                add counter inet eidle vrrp_out\nadd counter inet eidle vrrp_in\n\
+                add chain inet eidle out { type filter hook output priority 0; }\n\
+                add chain inet eidle in { type filter hook input priority 0; }\n\
+                add rule inet eidle out oifname \"eth0\" meta l4proto udp counter name udp_out\n\
+                add rule inet eidle out oifname \"eth0\" meta l4proto 112 counter name vrrp_out\n\
+                add rule inet eidle in iifname \"eth0\" meta l4proto udp counter name udp_in\n\
+                add rule inet eidle in iifname \"eth0\" meta l4proto 112 counter name vrrp_in\n";
+            if !common::nft_in(&ns, rules) {
+                return Err(format!("nft counters in {ns}"));
+            }
+        }
+        Ok(lab)
+    }
+
+    /// Datagrams and IP bytes through eth0 of server `id` so far: (packets out, bytes
+    /// out, packets in, bytes in), UDP and VRRP together.
+    fn counters(&self, id: u16) -> [u64; 4] {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                self.ns(id),
+                "nft",
+                "list",
+                "table",
+                "inet",
+                "eidle",
+            ])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+            .unwrap_or_default();
+        let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        let mut current: Option<String> = None;
+        for line in out.lines() {
+            let t: Vec<&str> = line.split_whitespace().collect();
+            if t.first() == Some(&"counter") && t.len() >= 2 && t.last() == Some(&"{") {
+                current = Some(t[1].to_string());
+            } else if t.first() == Some(&"packets") && t.len() >= 4 {
+                if let Some(name) = current.take() {
+                    let p = t[1].parse().unwrap_or(0);
+                    let b = t[3].parse().unwrap_or(0);
+                    by_name.insert(name, (p, b));
+                }
+            }
+        }
+        let g = |n: &str| by_name.get(n).copied().unwrap_or((0, 0));
+        let (uo, vo, ui, vi) = (g("udp_out"), g("vrrp_out"), g("udp_in"), g("vrrp_in"));
+        [uo.0 + vo.0, uo.1 + vo.1, ui.0 + vi.0, ui.1 + vi.1]
+    }
+
+    /// True if `ip` (an address) is on eth0 of server `id`.
+    fn has_addr(&self, id: u16, ip: &str) -> bool {
+        Command::new("ip")
+            .args(["-n", self.ns(id), "-4", "addr", "show", "dev", "eth0"])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&format!("{ip}/")))
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for ns in self.servers.iter().chain(std::iter::once(&self.hub)) {
+            let _ = sh(&["ip", "netns", "del", ns]);
+        }
+    }
+}
+
+// ----- processes: accounting over a process tree, and guards that end them ----------
+
+/// Every process whose ancestry leads to `root`, `root` included.
+fn tree(root: u32) -> Vec<u32> {
+    let mut parent: Vec<(u32, u32)> = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            parent.push((pid, ppid));
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parent.iter().filter(|x| x.1 == p).map(|x| x.0));
+        i += 1;
+    }
+    out
+}
+
+/// CPU (ns on a CPU, from schedstat) and context switches (voluntary, involuntary) of
+/// every thread of every process in `pids`.
+#[derive(Clone, Copy, Default, Debug)]
+struct Usage {
+    cpu_ns: u64,
+    vcsw: u64,
+    ivcsw: u64,
+}
+
+impl std::ops::Sub for Usage {
+    type Output = Usage;
+    fn sub(self, o: Usage) -> Usage {
+        Usage {
+            cpu_ns: self.cpu_ns.saturating_sub(o.cpu_ns),
+            vcsw: self.vcsw.saturating_sub(o.vcsw),
+            ivcsw: self.ivcsw.saturating_sub(o.ivcsw),
+        }
+    }
+}
+
+fn usage(pids: &[u32]) -> Usage {
+    let mut u = Usage::default();
+    for pid in pids {
+        let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for t in rd.flatten() {
+            let p = t.path();
+            let sched = std::fs::read_to_string(p.join("schedstat")).unwrap_or_default();
+            u.cpu_ns += sched
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+            let status = std::fs::read_to_string(p.join("status")).unwrap_or_default();
+            for l in status.lines() {
+                let v = || {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<u64>().ok())
+                };
+                if l.starts_with("voluntary_ctxt_switches:") {
+                    u.vcsw += v().unwrap_or(0);
+                } else if l.starts_with("nonvoluntary_ctxt_switches:") {
+                    u.ivcsw += v().unwrap_or(0);
+                }
+            }
+        }
+    }
+    u
+}
+
+fn alive(pid: u32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
+/// Processes this benchmark started (and their descendants): SIGTERM, a bounded wait,
+/// then SIGKILL by pid, when dropped.
+struct Procs(Vec<Child>);
+
+impl Procs {
+    fn stop(&mut self) {
+        let mut all: Vec<u32> = Vec::new();
+        for c in &self.0 {
+            all.extend(tree(c.id()));
+        }
+        for c in &self.0 {
+            common::signal(c, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        for mut c in self.0.drain(..) {
+            loop {
+                if c.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        // Descendants left behind (a keepalived child whose parent was killed).
+        for pid in all {
+            if alive(pid) {
+                // SAFETY: a process this benchmark started, directly or through a child.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("electd-idle-{}-{tag}-{k}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// A temp dir removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// ----- the two systems ---------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum System {
+    Electd,
+    ElectdRun,
+    Keepalived,
+}
+
+impl System {
+    fn name(self) -> &'static str {
+        match self {
+            System::Electd => "electd",
+            System::ElectdRun => "electd + `electctl run`",
+            System::Keepalived => "keepalived",
+        }
+    }
+}
+
+/// A running cluster of either system: its daemons and, for electd, its supervisors.
+struct Running {
+    dir: TempDir,
+    daemons: Procs,
+    sups: Procs,
+    hbt_ms: u64,
+}
+
+fn rtt_ms(hbt_ms: u64) -> u64 {
+    (hbt_ms / 5).clamp(1, 100)
+}
+
+impl Running {
+    fn daemon_pid(&self, id: u16) -> u32 {
+        self.daemons.0[usize::from(id) - 1].id()
+    }
+
+    fn sup_pid(&self, id: u16) -> Option<u32> {
+        self.sups.0.get(usize::from(id) - 1).map(Child::id)
+    }
+
+    fn sock(&self, id: u16) -> PathBuf {
+        self.dir.0.join(format!("{id}.sock"))
+    }
+
+    /// Three electd in the lab at heartbeat `hbt_ms`, log level info (the default), each
+    /// under `wrap` (valgrind) when given; waits for agreement and lets it settle.
+    fn electd(lab: &Lab, hbt_ms: u64, wrap: &[String]) -> Result<Running, String> {
+        let dir = TempDir(tmpdir("electd"));
+        let mut text = format!("cluster idle-{}\n", std::process::id());
+        for id in 1..=N {
+            text += &format!("server {id} {}:{PORT} name s{id}\n", Lab::addr(id));
+        }
+        text += &format!(
+            "unicast\nheartbeat {hbt_ms}ms\nrtt {}ms\nmissed-heartbeats 3\nsocket {1}/{{id}}.sock\nstate {1}/{{id}}.state\n",
+            rtt_ms(hbt_ms),
+            dir.0.display()
+        );
+        let conf = dir.0.join("electd.conf");
+        std::fs::write(&conf, text).map_err(|e| e.to_string())?;
+        let mut daemons = Procs(Vec::new());
+        for id in 1..=N {
+            let log = std::fs::File::create(dir.0.join(format!("{id}.log")))
+                .map_err(|e| e.to_string())?;
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", lab.ns(id)]);
+            cmd.args(wrap.iter().map(|w| w.replace("{id}", &id.to_string())));
+            cmd.arg(ELECTD)
+                .arg("--config")
+                .arg(&conf)
+                .args(["--id", &id.to_string(), "--log-level", "info"])
+                .env_remove("RUST_LOG")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log);
+            daemons
+                .0
+                .push(cmd.spawn().map_err(|e| format!("start electd: {e}"))?);
+        }
+        let r = Running {
+            dir,
+            daemons,
+            sups: Procs(Vec::new()),
+            hbt_ms,
+        };
+        let slow = if wrap.is_empty() { 1 } else { 10 };
+        r.agreement(Duration::from_secs(20 * slow))
+            .ok_or_else(|| format!("electd: no agreement at {hbt_ms} ms"))?;
+        std::thread::sleep(Duration::from_millis(2 * hbt_ms + 500));
+        Ok(r)
+    }
+
+    /// The leader every electd reports, when they agree.
+    fn electd_leader(&self) -> Option<u16> {
+        let mut leaders = Vec::new();
+        let mut views = Vec::new();
+        for id in 1..=N {
+            let v = json::parse(request_at(&self.sock(id), "status")?.trim()).ok()?;
+            if v.get("role").and_then(Value::as_str) == Some("leader") {
+                leaders.push(id);
+            }
+            views.push(v.get("leader").and_then(Value::as_u64));
+        }
+        let [l] = leaders[..] else { return None };
+        views.iter().all(|v| *v == Some(u64::from(l))).then_some(l)
+    }
+
+    fn agreement(&self, within: Duration) -> Option<u16> {
+        let t0 = Instant::now();
+        loop {
+            if let Some(l) = self.electd_leader() {
+                return Some(l);
+            }
+            if t0.elapsed() > within {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `electctl run --grace 100ms -- sleep infinity` against every server's socket.
+    fn start_supervisors(&mut self) -> Result<(), String> {
+        for id in 1..=N {
+            let log = std::fs::File::create(self.dir.0.join(format!("run-{id}.log")))
+                .map_err(|e| e.to_string())?;
+            let c = Command::new(ELECTCTL)
+                .arg("--socket")
+                .arg(self.sock(id))
+                .args(["run", "--grace", "100ms", "--", "sleep", "infinity"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .map_err(|e| format!("electctl run: {e}"))?;
+            self.sups.0.push(c);
+        }
+        std::thread::sleep(Duration::from_millis(2 * self.hbt_ms + 1000));
+        Ok(())
+    }
+
+    /// Three keepalived 2.2 (VRRPv3, unicast peers, advert every `hbt_ms`), in the
+    /// foreground, each with its own config and pid files in a temp dir; server 1 has
+    /// the highest priority. Waits until exactly one holds the virtual address.
+    fn keepalived(lab: &Lab, hbt_ms: u64) -> Result<Running, String> {
+        let dir = TempDir(tmpdir("keepalived"));
+        let advert = if hbt_ms % 1000 == 0 {
+            format!("{}", hbt_ms / 1000)
+        } else {
+            format!("{:.2}", hbt_ms as f64 / 1000.0)
+        };
+        let mut daemons = Procs(Vec::new());
+        for id in 1..=N {
+            let peers: String = (1..=N)
+                .filter(|&p| p != id)
+                .map(|p| format!("        {}\n", Lab::addr(p)))
+                .collect();
+            let conf = format!(
+                "global_defs {{\n    router_id eidle{id}\n    vrrp_version 3\n    script_user root\n}}\n\
+                 vrrp_instance VI_1 {{\n    state BACKUP\n    interface eth0\n    virtual_router_id 77\n\
+                 \x20   priority {}\n    advert_int {advert}\n    garp_master_delay 0\n\
+                 \x20   unicast_src_ip {}\n    unicast_peer {{\n{peers}    }}\n\
+                 \x20   virtual_ipaddress {{\n        {VIP}/16\n    }}\n}}\n",
+                200 - 50 * id,
+                Lab::addr(id)
+            );
+            let d = &dir.0;
+            let path = d.join(format!("keepalived-{id}.conf"));
+            std::fs::write(&path, conf).map_err(|e| e.to_string())?;
+            let log = std::fs::File::create(d.join(format!("keepalived-{id}.log")))
+                .map_err(|e| e.to_string())?;
+            let c = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    lab.ns(id),
+                    "keepalived",
+                    "-n",
+                    "-l",
+                    "-D",
+                    "-P",
+                ])
+                .arg("-f")
+                .arg(&path)
+                .arg("-p")
+                .arg(d.join(format!("keepalived-{id}.pid")))
+                .arg("-r")
+                .arg(d.join(format!("vrrp-{id}.pid")))
+                .arg("-c")
+                .arg(d.join(format!("checkers-{id}.pid")))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .map_err(|e| format!("start keepalived: {e}"))?;
+            daemons.0.push(c);
+        }
+        let r = Running {
+            dir,
+            daemons,
+            sups: Procs(Vec::new()),
+            hbt_ms,
+        };
+        let t0 = Instant::now();
+        while r.keepalived_master(lab).is_none() {
+            if t0.elapsed() > Duration::from_millis(10 * hbt_ms + 5000) {
+                let log =
+                    std::fs::read_to_string(r.dir.0.join("keepalived-1.log")).unwrap_or_default();
+                return Err(format!("keepalived: no master at {hbt_ms} ms:\n{log}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(2 * hbt_ms + 1000));
+        Ok(r)
+    }
+
+    /// The one server holding the virtual address.
+    fn keepalived_master(&self, lab: &Lab) -> Option<u16> {
+        let holders: Vec<u16> = (1..=N).filter(|&id| lab.has_addr(id, VIP)).collect();
+        match holders[..] {
+            [m] => Some(m),
+            _ => None,
+        }
+    }
+}
+
+// ----- one measurement window -------------------------------------------------------
+
+/// One daemon's cost over a window: its own process tree, its supervisor's, traffic.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sample {
+    daemon: Usage,
+    sup: Usage,
+    /// Datagrams and IP bytes sent, and received, through eth0.
+    traffic: [u64; 4],
+    secs: f64,
+}
+
+impl Sample {
+    fn cpu_pct(&self, with_sup: bool) -> f64 {
+        let ns = self.daemon.cpu_ns + if with_sup { self.sup.cpu_ns } else { 0 };
+        ns as f64 / 1e9 / self.secs * 100.0
+    }
+    fn sup_cpu_pct(&self) -> f64 {
+        self.sup.cpu_ns as f64 / 1e9 / self.secs * 100.0
+    }
+    fn wakeups(&self, with_sup: bool) -> f64 {
+        (self.daemon.vcsw + if with_sup { self.sup.vcsw } else { 0 }) as f64 / self.secs
+    }
+    fn sup_wakeups(&self) -> f64 {
+        self.sup.vcsw as f64 / self.secs
+    }
+    fn dgrams(&self) -> f64 {
+        self.traffic[0] as f64 / self.secs
+    }
+    fn bytes(&self) -> f64 {
+        self.traffic[1] as f64 / self.secs
+    }
+}
+
+/// Per server: the pids of its daemon tree and supervisor tree.
+fn pids_of(r: &Running, id: u16) -> (Vec<u32>, Vec<u32>) {
+    (
+        tree(r.daemon_pid(id)),
+        r.sup_pid(id).map(tree).unwrap_or_default(),
+    )
+}
+
+/// Measures every server over `window`: (leader or master, samples of servers 1..=N);
+/// None when `leader` names none, or another one, at either end of the window.
+fn measure(
+    lab: &Lab,
+    r: &Running,
+    window: Duration,
+    leader: &dyn Fn() -> Option<u16>,
+) -> Option<(u16, Vec<Sample>)> {
+    let l0 = leader()?;
+    let before: Vec<_> = (1..=N)
+        .map(|id| {
+            let (d, s) = pids_of(r, id);
+            (d.clone(), s.clone(), usage(&d), usage(&s), lab.counters(id))
+        })
+        .collect();
+    let t0 = Instant::now();
+    std::thread::sleep(window);
+    let after: Vec<_> = before
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (usage(&b.0), usage(&b.1), lab.counters(i as u16 + 1)))
+        .collect();
+    let secs = t0.elapsed().as_secs_f64();
+    let l1 = leader()?;
+    if l0 != l1 {
+        eprintln!("bench idle: leader changed during the window ({l0} -> {l1})");
+        return None;
+    }
+    let samples = before
+        .iter()
+        .zip(after)
+        .map(|(b, a)| Sample {
+            daemon: a.0 - b.2,
+            sup: a.1 - b.3,
+            // Saturating: a failed read of the counters gives zeros, not a panic.
+            traffic: std::array::from_fn(|i| a.2[i].saturating_sub(b.4[i])),
+            secs,
+        })
+        .collect();
+    Some((l0, samples))
+}
+
+// ----- strace -------------------------------------------------------------------------
+
+/// `strace -c -f` on `pids` for `window`: calls per syscall name.
+fn strace_counts(pids: &[u32], window: Duration, out: &Path) -> Option<BTreeMap<String, u64>> {
+    if pids.is_empty() {
+        return None;
+    }
+    let mut cmd = Command::new("strace");
+    cmd.args(["-c", "-f", "-qq", "-o"]).arg(out);
+    for p in pids {
+        cmd.args(["-p", &p.to_string()]);
+    }
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    std::thread::sleep(window);
+    common::signal(&child, libc::SIGINT);
+    let _ = child.wait();
+    let text = std::fs::read_to_string(out).ok()?;
+    Some(parse_strace(&text))
+}
+
+fn parse_strace(text: &str) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for l in text.lines() {
+        let t: Vec<&str> = l.split_whitespace().collect();
+        if t.len() < 5 || t[0].parse::<f64>().is_err() {
+            continue;
+        }
+        let name = t[t.len() - 1];
+        if name == "total" {
+            continue;
+        }
+        if let Ok(calls) = t[3].parse::<u64>() {
+            *m.entry(name.to_string()).or_insert(0) += calls;
+        }
+    }
+    m
+}
+
+/// Syscalls per heartbeat of one role: (column name, calls per syscall per heartbeat).
+type SyscallColumn = (String, BTreeMap<String, f64>);
+
+/// Traces every process of `r` at once for `window`, each role into a column: leader
+/// (or master) daemon, follower daemons (mean of both), and with supervisors their two
+/// columns too.
+fn strace_columns(
+    r: &Running,
+    leader: u16,
+    window: Duration,
+    sys: System,
+) -> Result<Vec<SyscallColumn>, String> {
+    let d = tmpdir("strace");
+    let _guard = TempDir(d.clone());
+    let hb = window.as_secs_f64() * 1000.0 / r.hbt_ms as f64;
+    let mut jobs: Vec<(String, Vec<u32>, f64)> = Vec::new();
+    let followers: Vec<u16> = (1..=N).filter(|&i| i != leader).collect();
+    let (lname, fname) = match sys {
+        System::Keepalived => ("keepalived master", "keepalived backup"),
+        System::Electd => ("electd leader", "electd follower"),
+        System::ElectdRun => ("electd leader (run)", "electd follower (run)"),
+    };
+    jobs.push((lname.into(), tree(r.daemon_pid(leader)), 1.0));
+    jobs.push((
+        fname.into(),
+        followers
+            .iter()
+            .flat_map(|&f| tree(r.daemon_pid(f)))
+            .collect(),
+        followers.len() as f64,
+    ));
+    if sys == System::ElectdRun {
+        jobs.push((
+            "`electctl run` on leader".into(),
+            r.sup_pid(leader).map(tree).unwrap_or_default(),
+            1.0,
+        ));
+        jobs.push((
+            "`electctl run` on follower".into(),
+            followers
+                .iter()
+                .filter_map(|&f| r.sup_pid(f))
+                .flat_map(tree)
+                .collect(),
+            followers.len() as f64,
+        ));
+    }
+    // All at once, each strace in its own thread.
+    let handles: Vec<_> = jobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, pids, per))| {
+            let out = d.join(format!("strace-{i}.txt"));
+            std::thread::spawn(move || {
+                strace_counts(&pids, window, &out).map(|m| {
+                    (
+                        name,
+                        m.into_iter()
+                            .map(|(k, v)| (k, v as f64 / per / hb))
+                            .collect::<BTreeMap<_, _>>(),
+                    )
+                })
+            })
+        })
+        .collect();
+    let mut cols = Vec::new();
+    for h in handles {
+        match h.join() {
+            Ok(Some(c)) => cols.push(c),
+            _ => return Err("strace gave no summary".into()),
+        }
+    }
+    Ok(cols)
+}
+
+// ----- the report ---------------------------------------------------------------------
+
+/// Per (heartbeat, system): trials of (leader id, samples).
+type Trials = BTreeMap<(u64, System), Vec<(u16, Vec<Sample>)>>;
+
+fn med_range(mut v: Vec<f64>) -> (f64, f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    v.sort_by(f64::total_cmp);
+    (median(&v), v[0], v[v.len() - 1])
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+/// The values of `f` for the leader (true) or the followers of every trial.
+fn role_values(
+    trials: &[(u16, Vec<Sample>)],
+    leader: bool,
+    f: &dyn Fn(&Sample) -> f64,
+) -> Vec<f64> {
+    let mut v = Vec::new();
+    for (l, samples) in trials {
+        for (i, s) in samples.iter().enumerate() {
+            if (i as u16 + 1 == *l) == leader {
+                v.push(f(s));
+            }
+        }
+    }
+    v
+}
+
+fn fmt_mr(v: Vec<f64>, prec: usize) -> String {
+    let (m, lo, hi) = med_range(v);
+    if m.is_nan() {
+        return "-".into();
+    }
+    format!("{m:.prec$} ({lo:.prec$}-{hi:.prec$})")
+}
+
+pub fn report(out: &mut String) {
+    let k = Knobs::get();
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let load = |what: &str| {
+        let l = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let l: Vec<&str> = l.split_whitespace().take(3).collect();
+        format!("load average {what}: {}", l.join(" "))
+    };
+    let load0 = load("at the start");
+    let _ = writeln!(
+        out,
+        "\n### Cost at rest beside keepalived (issue 25: 3 servers, unicast, one namespace per daemon on one bridge)\n"
+    );
+    let _ = writeln!(
+        out,
+        "Measured {date}, {load0}; {} trial(s) per row, interleaved (electd, electd + `electctl run`, keepalived, then again); window {:.0} s at heartbeat 100 ms, {:.0} s at 1 s. Machine: {}.\n",
+        k.trials,
+        k.window(100).as_secs_f64(),
+        k.window(1000).as_secs_f64(),
+        crate::machine(),
+    );
+    let lab = match Lab::create() {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = writeln!(out, "NOT MEASURED: network namespaces: {e}.");
+            return;
+        }
+    };
+    let have_ka = which("keepalived");
+    let have_strace = which("strace");
+    let version = if have_ka {
+        Command::new("keepalived")
+            .arg("--version")
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let mut trials: Trials = BTreeMap::new();
+    let mut sys_cols: BTreeMap<u64, Vec<SyscallColumn>> = BTreeMap::new();
+    let mut capture: Option<(Vec<u8>, Vec<u8>)> = None;
+    for &hbt in &k.hbts {
+        let window = k.window(hbt);
+        for t in 0..k.trials {
+            // electd, then with `electctl run` on every server, on one cluster.
+            match Running::electd(&lab, hbt, &[]) {
+                Ok(mut r) => {
+                    let lead = || r.electd_leader();
+                    if let Some(m) = measure(&lab, &r, window, &lead) {
+                        trials.entry((hbt, System::Electd)).or_default().push(m);
+                    }
+                    if t == 0 {
+                        if capture.is_none() {
+                            capture = r.electd_leader().and_then(|l| capture_lead_ack(&lab, l));
+                        }
+                        if have_strace {
+                            if let Some(l) = r.electd_leader() {
+                                match strace_columns(&r, l, k.strace(hbt), System::Electd) {
+                                    Ok(c) => sys_cols.entry(hbt).or_default().extend(c),
+                                    Err(e) => eprintln!("bench idle: {e}"),
+                                }
+                            }
+                        }
+                    }
+                    match r.start_supervisors() {
+                        Ok(()) => {
+                            let lead = || r.electd_leader();
+                            if let Some(m) = measure(&lab, &r, window, &lead) {
+                                trials.entry((hbt, System::ElectdRun)).or_default().push(m);
+                            }
+                            if t == 0 && have_strace {
+                                if let Some(l) = r.electd_leader() {
+                                    match strace_columns(&r, l, k.strace(hbt), System::ElectdRun) {
+                                        Ok(c) => sys_cols.entry(hbt).or_default().extend(c),
+                                        Err(e) => eprintln!("bench idle: {e}"),
+                                    }
+                                }
+                            }
+                        }
+                        Err(e) => eprintln!("bench idle: {e}"),
+                    }
+                    r.sups.stop();
+                    r.daemons.stop();
+                }
+                Err(e) => eprintln!("bench idle: {e}"),
+            }
+            if have_ka {
+                match Running::keepalived(&lab, hbt) {
+                    Ok(mut r) => {
+                        let lead = || r.keepalived_master(&lab);
+                        if let Some(m) = measure(&lab, &r, window, &lead) {
+                            trials.entry((hbt, System::Keepalived)).or_default().push(m);
+                        }
+                        if t == 0 && have_strace {
+                            if let Some(l) = r.keepalived_master(&lab) {
+                                match strace_columns(&r, l, k.strace(hbt), System::Keepalived) {
+                                    Ok(c) => sys_cols.entry(hbt).or_default().extend(c),
+                                    Err(e) => eprintln!("bench idle: {e}"),
+                                }
+                            }
+                        }
+                        r.daemons.stop();
+                    }
+                    Err(e) => eprintln!("bench idle: {e}"),
+                }
+            }
+            eprintln!("bench idle: heartbeat {hbt} ms, trial {} done", t + 1);
+        }
+    }
+    if have_ka {
+        let _ = writeln!(
+            out,
+            "keepalived: {version}, VRRPv3 (`vrrp_version 3`), `unicast_peer` (the two others), `advert_int` = the heartbeat, priorities 150/100/50, one virtual address, `garp_master_delay 0`, run as `keepalived -n -l -D -P -f CONF -p PID -r PID -c PID` in each namespace.\n"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "keepalived: NOT MEASURED (not installed: `apt-get install keepalived`).\n"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Per daemon, median (min-max) over trials; a follower row pools both followers of every trial. CPU: schedstat of every thread of the process tree, % of one core; wakeups: voluntary context switches of every thread; datagrams and bytes: sent through the namespace's eth0 (nftables counters, UDP or VRRP, IP bytes: headers included). `run`: `electctl run --grace 100ms -- sleep infinity` on every server (its tree: electctl and, on the leader, `sleep`).\n"
+    );
+    let _ = writeln!(
+        out,
+        "| heartbeat | system | role | CPU % daemon | CPU % run | CPU % total | CPU us per heartbeat (total) | wakeups/s daemon | wakeups/s run | wakeups/s total | datagrams/s sent | IP bytes/s sent |"
+    );
+    let _ = writeln!(
+        out,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for &hbt in &k.hbts {
+        for sys in [System::Electd, System::ElectdRun, System::Keepalived] {
+            let Some(tr) = trials.get(&(hbt, sys)) else {
+                let why = if sys == System::Keepalived && !have_ka {
+                    "NOT MEASURED (keepalived not installed)"
+                } else {
+                    "NOT MEASURED (see stderr)"
+                };
+                let _ = writeln!(out, "| {hbt} ms | {} | - | {why} |", sys.name());
+                continue;
+            };
+            let run = sys == System::ElectdRun;
+            for leader in [true, false] {
+                let role = match (sys, leader) {
+                    (System::Keepalived, true) => "master",
+                    (System::Keepalived, false) => "backup",
+                    (_, true) => "leader",
+                    (_, false) => "follower",
+                };
+                let v = |f: &dyn Fn(&Sample) -> f64| role_values(tr, leader, f);
+                let dash = |s: String| if run { s } else { "-".to_string() };
+                let _ = writeln!(
+                    out,
+                    "| {hbt} ms | {} | {role} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    sys.name(),
+                    fmt_mr(v(&|s| s.cpu_pct(false)), 3),
+                    dash(fmt_mr(v(&|s| s.sup_cpu_pct()), 3)),
+                    fmt_mr(v(&|s| s.cpu_pct(true)), 3),
+                    fmt_mr(
+                        v(&|s| s.cpu_pct(true) / 100.0 * 1e6 * hbt as f64 / 1000.0),
+                        0
+                    ),
+                    fmt_mr(v(&|s| s.wakeups(false)), 1),
+                    dash(fmt_mr(v(&|s| s.sup_wakeups()), 1)),
+                    fmt_mr(v(&|s| s.wakeups(true)), 1),
+                    fmt_mr(v(&|s| s.dgrams()), 1),
+                    fmt_mr(v(&|s| s.bytes()), 0),
+                );
+            }
+        }
+    }
+    // Ratios of medians.
+    let _ = writeln!(
+        out,
+        "\nRatios electd / keepalived (medians above; leader vs master, follower vs backup; the run's cost included in the `+ run` rows). A keepalived backup sends nothing, so its datagram and byte ratios are infinite.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| heartbeat | electd | role | CPU | wakeups | datagrams | bytes |"
+    );
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- |");
+    for &hbt in &k.hbts {
+        let Some(ka) = trials.get(&(hbt, System::Keepalived)) else {
+            let _ = writeln!(
+                out,
+                "| {hbt} ms | - | - | NOT MEASURED (no keepalived figures) |"
+            );
+            continue;
+        };
+        for sys in [System::Electd, System::ElectdRun] {
+            let Some(el) = trials.get(&(hbt, sys)) else {
+                continue;
+            };
+            let run = sys == System::ElectdRun;
+            for leader in [true, false] {
+                let ratio = |f: &dyn Fn(&Sample) -> f64| {
+                    let a = med_range(role_values(el, leader, f)).0;
+                    let b = med_range(role_values(ka, leader, f)).0;
+                    if b == 0.0 {
+                        "inf".to_string()
+                    } else {
+                        format!("{:.2}", a / b)
+                    }
+                };
+                let _ = writeln!(
+                    out,
+                    "| {hbt} ms | {} | {} | {} | {} | {} | {} |",
+                    if run { "+ run" } else { "alone" },
+                    if leader {
+                        "leader / master"
+                    } else {
+                        "follower / backup"
+                    },
+                    ratio(&|s| s.cpu_pct(run)),
+                    ratio(&|s| s.wakeups(run)),
+                    ratio(&|s| s.dgrams()),
+                    ratio(&|s| s.bytes()),
+                );
+            }
+        }
+    }
+    // Syscalls per heartbeat.
+    if !have_strace {
+        let _ = writeln!(out, "\nSyscalls: NOT MEASURED (strace not installed).");
+    }
+    for (hbt, cols) in &sys_cols {
+        let _ = writeln!(
+            out,
+            "\nSyscalls per heartbeat at {hbt} ms (`strace -c -f -p PID...` for {:.0} s on every process at once, trial 1; per daemon, followers averaged):\n",
+            k.strace(*hbt).as_secs_f64()
+        );
+        let names: std::collections::BTreeSet<&String> =
+            cols.iter().flat_map(|c| c.1.keys()).collect();
+        let _ = write!(out, "| syscall |");
+        for c in cols {
+            let _ = write!(out, " {} |", c.0);
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(out, "|{}", " --- |".repeat(cols.len() + 1));
+        let mut rows: Vec<(&String, f64)> = names
+            .iter()
+            .map(|n| (*n, cols.iter().map(|c| c.1.get(*n).unwrap_or(&0.0)).sum()))
+            .collect();
+        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (n, _) in rows {
+            let _ = write!(out, "| {n} |");
+            for c in cols {
+                match c.1.get(n) {
+                    Some(v) => {
+                        let _ = write!(out, " {v:.2} |");
+                    }
+                    None => {
+                        let _ = write!(out, " |");
+                    }
+                }
+            }
+            let _ = writeln!(out);
+        }
+        let _ = write!(out, "| **total** |");
+        for c in cols {
+            let _ = write!(out, " **{:.2}** |", c.1.values().sum::<f64>());
+        }
+        let _ = writeln!(out);
+    }
+    match capture {
+        Some((lead, ack)) => {
+            wire_layout(out, "LEAD (leader to a follower)", &lead);
+            wire_layout(out, "ACK (a follower to the leader)", &ack);
+        }
+        None => {
+            let _ = writeln!(out, "\nWire capture: NOT MEASURED.");
+        }
+    }
+    if k.profile {
+        profile(out, &lab, &k);
+    }
+    let _ = writeln!(out, "\n{}, {}.", load0, load("at the end"));
+}
+
+// ----- the bytes of an idle LEAD and ACK -------------------------------------------
+
+/// The first UDP datagram from port 7400 seen by a raw socket in namespace `ns` whose
+/// payload decodes to a one-entry bundle satisfying `want`: the whole IP packet.
+fn capture_in(ns: &str, want: fn(&electd::wire::Bundle) -> bool) -> Option<Vec<u8>> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(&path).ok()?;
+        // SAFETY: setns on this thread only (a thread of our own, ended below), with a
+        // namespace file we opened; socket/setsockopt/recv write into buffers we own.
+        unsafe {
+            if libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                return None;
+            }
+            let s = libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_UDP);
+            if s < 0 {
+                return None;
+            }
+            let tv = libc::timeval {
+                tv_sec: 0,
+                tv_usec: 200_000,
+            };
+            libc::setsockopt(
+                s,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                &tv as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::timeval>() as u32,
+            );
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let mut buf = [0u8; 2048];
+            let mut got = None;
+            while Instant::now() < deadline {
+                let n = libc::recv(s, buf.as_mut_ptr().cast(), buf.len(), 0);
+                if n <= 28 {
+                    continue;
+                }
+                let p = &buf[..n as usize];
+                let ihl = usize::from(p[0] & 0x0f) * 4;
+                if p.len() < ihl + 8 || u16::from_be_bytes([p[ihl], p[ihl + 1]]) != PORT {
+                    continue;
+                }
+                let payload = &p[ihl + 8..];
+                if electd::wire::decode_any(payload, None, 1).is_ok_and(|b| want(&b)) {
+                    got = Some(p.to_vec());
+                    break;
+                }
+            }
+            libc::close(s);
+            got
+        }
+    })
+    .join()
+    .ok()
+    .flatten()
+}
+
+fn is_kind(b: &electd::wire::Bundle, k: electd::wire::Kind) -> bool {
+    b.entries.len() == 1 && b.entries[0].msg.body.kind() == k
+}
+
+/// An idle LEAD (captured on a follower) and ACK (captured on the leader).
+fn capture_lead_ack(lab: &Lab, leader: u16) -> Option<(Vec<u8>, Vec<u8>)> {
+    let follower = (1..=N).find(|&i| i != leader)?;
+    let lead = capture_in(lab.ns(follower), |b| is_kind(b, electd::wire::Kind::Lead))?;
+    let ack = capture_in(lab.ns(leader), |b| is_kind(b, electd::wire::Kind::Ack))?;
+    Some((lead, ack))
+}
+
+fn wire_layout(out: &mut String, what: &str, pkt: &[u8]) {
+    let ihl = usize::from(pkt[0] & 0x0f) * 4;
+    let p = &pkt[ihl + 8..];
+    let be = |r: std::ops::Range<usize>| p[r].iter().fold(0u64, |a, &b| (a << 8) | u64::from(b));
+    let hex = |r: std::ops::Range<usize>| {
+        p[r].iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let _ = writeln!(
+        out,
+        "\nAn idle {what}, captured in the receiver's namespace: {} bytes of IP packet = IP header {ihl} + UDP header 8 + {} bytes of electd datagram (bundle format, version {}, unkeyed):\n",
+        pkt.len(),
+        p.len(),
+        p.get(2).copied().unwrap_or(0)
+    );
+    let _ = writeln!(out, "| offset | bytes | field | value |");
+    let _ = writeln!(out, "| --- | --- | --- | --- |");
+    let mut row = |r: std::ops::Range<usize>, field: &str, value: String| {
+        if r.end <= p.len() {
+            let _ = writeln!(
+                out,
+                "| {}{} | {} | {field} | {value} |",
+                r.start,
+                if r.len() > 1 {
+                    format!("-{}", r.end - 1)
+                } else {
+                    String::new()
+                },
+                hex(r.clone())
+            );
+        }
+    };
+    row(0..2, "magic", "`EL`".into());
+    row(2..3, "version", format!("{} (bundle, unkeyed)", be(2..3)));
+    row(3..4, "entry count", be(3..4).to_string());
+    row(4..5, "bundle flags", be(4..5).to_string());
+    row(5..6, "reserved", be(5..6).to_string());
+    row(6..8, "sender id", be(6..8).to_string());
+    row(
+        8..12,
+        "cluster fingerprint (CRC-32)",
+        format!("{:#010x}", be(8..12)),
+    );
+    row(12..13, "entry: group index", be(12..13).to_string());
+    let kind = be(13..14);
+    row(
+        13..14,
+        "entry: kind",
+        format!("{kind} ({})", if kind == 1 { "LEAD" } else { "ACK" }),
+    );
+    row(14..15, "entry: flags", be(14..15).to_string());
+    row(15..16, "entry: aux (successor)", be(15..16).to_string());
+    row(16..24, "entry: term", be(16..24).to_string());
+    row(24..32, "entry: seq", be(24..32).to_string());
+    let mut at = 32;
+    if kind == 1 {
+        row(32..36, "LEAD: hold_ms (K x HBT)", be(32..36).to_string());
+        let alen = usize::from(p.get(36).copied().unwrap_or(0));
+        row(36..37, "LEAD: alive map length", alen.to_string());
+        let ids: Vec<String> = (0..alen * 8)
+            .filter(|i| p.get(37 + i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0))
+            .map(|i| (i + 1).to_string())
+            .collect();
+        row(
+            37..37 + alen,
+            "LEAD: alive map (bit i: server i + 1)",
+            format!("servers {}", ids.join(", ")),
+        );
+        at = 37 + alen;
+    }
+    row(
+        at..at + 4,
+        "CRC-32 of all before",
+        format!("{:#010x}", be(at..at + 4)),
+    );
+}
+
+// ----- callgrind ------------------------------------------------------------------------
+
+/// Parses a callgrind output file: total Ir and calls to malloc, calloc and realloc.
+fn callgrind_totals(text: &str) -> (u64, u64) {
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    let mut total = 0;
+    let mut allocs = 0;
+    let mut cfn: Option<String> = None;
+    for l in text.lines() {
+        if let Some(v) = l
+            .strip_prefix("summary:")
+            .or_else(|| l.strip_prefix("totals:"))
+        {
+            total = total.max(
+                v.split_whitespace()
+                    .next()
+                    .and_then(|x| x.parse().ok())
+                    .unwrap_or(0),
+            );
+        } else if let Some(rest) = l.strip_prefix("cfn=").or_else(|| l.strip_prefix("fn=")) {
+            // "(id) name" defines a compressed name, "(id)" alone refers to it.
+            let is_call = l.starts_with("cfn=");
+            let name = match rest.split_once(' ') {
+                Some((id, name)) => {
+                    names.insert(id.to_string(), name.to_string());
+                    name.to_string()
+                }
+                None => names.get(rest).cloned().unwrap_or_default(),
+            };
+            cfn = is_call.then_some(name);
+        } else if let Some(rest) = l.strip_prefix("calls=") {
+            if let Some(name) = cfn.take() {
+                if matches!(name.as_str(), "malloc" | "calloc" | "realloc") {
+                    allocs += rest
+                        .split_whitespace()
+                        .next()
+                        .and_then(|x| x.parse::<u64>().ok())
+                        .unwrap_or(0);
+                }
+            }
+        }
+    }
+    (total, allocs)
+}
+
+/// The frames every cost passes through on its way to the event loop (startup, main).
+fn is_startup_frame(f: &str) -> bool {
+    f.starts_with("std::rt::")
+        || f.starts_with("std::sys::backtrace::")
+        || f.starts_with("__libc_start")
+        || f.starts_with("0x")
+        || matches!(f, "(below main)" | "main" | "electd::main" | "electd::run")
+}
+
+/// The top `n` functions by inclusive (or self) cost: (Ir, name). callgrind_annotate
+/// splits a function by the source file of its inlined lines; the parts are summed
+/// (self) or the largest taken (inclusive: a recursive or re-entered function would
+/// count twice), and the startup frames above the event loop are left out.
+fn callgrind_top(file: &Path, n: usize, inclusive: bool) -> Vec<(u64, String)> {
+    let out = Command::new("callgrind_annotate")
+        .arg(format!(
+            "--inclusive={}",
+            if inclusive { "yes" } else { "no" }
+        ))
+        .args(["--threshold=100", "--auto=no"])
+        .arg(file)
+        .stderr(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    let mut by_fn: BTreeMap<String, u64> = BTreeMap::new();
+    for l in out.lines() {
+        let t = l.trim_start();
+        let Some((num, rest)) = t.split_once(' ') else {
+            continue;
+        };
+        let Ok(ir) = num.replace(',', "").parse::<u64>() else {
+            continue;
+        };
+        // "1,234 (12.34%)  file:function [object]"
+        let rest = rest.trim_start();
+        let rest = rest
+            .strip_prefix('(')
+            .and_then(|r| r.split_once(')'))
+            .map_or(rest, |(_, r)| r)
+            .trim();
+        if rest.contains("PROGRAM TOTALS") || rest.is_empty() {
+            continue;
+        }
+        let func = rest.split_once(':').map_or(rest, |(_, f)| f);
+        let func = func.split(" [").next().unwrap_or(func).trim();
+        if is_startup_frame(func) {
+            continue;
+        }
+        let e = by_fn.entry(func.to_string()).or_insert(0);
+        *e = if inclusive { (*e).max(ir) } else { *e + ir };
+    }
+    let mut v: Vec<(u64, String)> = by_fn.into_iter().map(|(f, ir)| (ir, f)).collect();
+    v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    v.truncate(n);
+    v
+}
+
+fn callgrind_control(args: &[&str], pid: u32) -> bool {
+    Command::new("callgrind_control")
+        .args(args)
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The newest dump of server `id` in `dir` (callgrind writes `cg-<id>.out.<n>` on each
+/// `callgrind_control -d`).
+fn newest_dump(dir: &Path, id: u16) -> Option<PathBuf> {
+    let base = format!("cg-{id}.out.");
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            let n: u32 = name.strip_prefix(&base)?.parse().ok()?;
+            Some((n, e.path()))
+        })
+        .max()
+        .map(|x| x.1)
+}
+
+fn profile(out: &mut String, lab: &Lab, k: &Knobs) {
+    let hbt = 100u64;
+    let hb = k.profile_hb;
+    let _ = writeln!(
+        out,
+        "\n### Where the cycles go at rest (callgrind, heartbeat 100 ms, {hb} heartbeats)\n"
+    );
+    if !which("valgrind") || !which("callgrind_control") {
+        let _ = writeln!(out, "NOT MEASURED: valgrind (callgrind) is not installed.");
+        return;
+    }
+    let cgdir = TempDir(tmpdir("callgrind"));
+    let wrap = vec![
+        "valgrind".to_string(),
+        "--tool=callgrind".to_string(),
+        format!("--callgrind-out-file={}/cg-{{id}}.out", cgdir.0.display()),
+    ];
+    let mut r = match Running::electd(lab, hbt, &wrap) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = writeln!(out, "NOT MEASURED: {e}");
+            return;
+        }
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = writeln!(
+        out,
+        "Every daemon of a 3-server cluster runs under `valgrind --tool=callgrind`; once they agree and have settled, `callgrind_control -z PID` zeroes the counters, and `callgrind_control -d PID` dumps them {hb} heartbeats later. Instructions (Ir) count the same on a loaded machine. Allocations: calls to malloc, calloc and realloc in the window; datagrams: sent and received by that daemon (nftables counters).\n"
+    );
+    for phase in ["alone", "with `electctl run` on every server"] {
+        if phase != "alone" && r.start_supervisors().is_err() {
+            break;
+        }
+        let Some(leader) = r.electd_leader() else {
+            let _ = writeln!(out, "NOT MEASURED ({phase}): no agreement under valgrind.");
+            break;
+        };
+        let follower = (1..=N).find(|&i| i != leader).expect("a follower");
+        let ids = [leader, follower];
+        let c0: Vec<_> = ids.iter().map(|&i| lab.counters(i)).collect();
+        for &i in &ids {
+            callgrind_control(&["-z"], r.daemon_pid(i));
+        }
+        std::thread::sleep(Duration::from_millis(hbt * hb));
+        for &i in &ids {
+            callgrind_control(&["-d"], r.daemon_pid(i));
+        }
+        let c1: Vec<_> = ids.iter().map(|&i| lab.counters(i)).collect();
+        let still = r.electd_leader() == Some(leader);
+        let _ = writeln!(
+            out,
+            "\n#### {phase}{}\n",
+            if still {
+                ""
+            } else {
+                " (the leader changed during the window: figures unreliable)"
+            }
+        );
+        let _ = writeln!(
+            out,
+            "| daemon | Ir per heartbeat | datagrams per heartbeat (sent + received) | Ir per datagram | allocations per heartbeat | allocations per datagram |"
+        );
+        let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
+        let mut tops = Vec::new();
+        for (j, &i) in ids.iter().enumerate() {
+            let role = if j == 0 { "leader" } else { "follower" };
+            let Some(file) = newest_dump(&cgdir.0, i) else {
+                let _ = writeln!(out, "| {role} | NOT MEASURED (no dump) | | | | |");
+                continue;
+            };
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            let (ir, allocs) = callgrind_totals(&text);
+            let dg = (c1[j][0].saturating_sub(c0[j][0]) + c1[j][2].saturating_sub(c0[j][2])) as f64;
+            let per = |x: f64| x / hb as f64;
+            let _ = writeln!(
+                out,
+                "| {role} | {:.0} | {:.2} | {:.0} | {:.1} | {:.2} |",
+                per(ir as f64),
+                per(dg),
+                ir as f64 / dg.max(1.0),
+                per(allocs as f64),
+                allocs as f64 / dg.max(1.0)
+            );
+            // Keep the dump for the table below under a stable name.
+            let keep = cgdir.0.join(format!(
+                "{role}-{}.out",
+                phase.split(' ').next().unwrap_or("")
+            ));
+            let _ = std::fs::rename(&file, &keep);
+            tops.push((
+                role,
+                ir,
+                callgrind_top(&keep, 15, true),
+                callgrind_top(&keep, 10, false),
+            ));
+        }
+        for (role, ir, incl, own) in tops {
+            for (what, top) in [("inclusive", incl), ("self", own)] {
+                let _ = writeln!(
+                    out,
+                    "\nTop {} functions by {what} cost, {role} ({phase}); Ir per heartbeat and share of the total:\n",
+                    top.len()
+                );
+                let _ = writeln!(out, "| Ir per heartbeat | % | function |");
+                let _ = writeln!(out, "| --- | --- | --- |");
+                for (fir, f) in top {
+                    let f = f.replace('|', "\\|");
+                    let f = if f.chars().count() > 140 {
+                        format!("{}...", f.chars().take(137).collect::<String>())
+                    } else {
+                        f
+                    };
+                    let _ = writeln!(
+                        out,
+                        "| {:.0} | {:.1} | `{f}` |",
+                        fir as f64 / hb as f64,
+                        fir as f64 / ir.max(1) as f64 * 100.0
+                    );
+                }
+            }
+        }
+    }
+    r.sups.stop();
+    r.daemons.stop();
+    if std::env::var_os("BENCH_IDLE_KEEP_CALLGRIND").is_some() {
+        let keep = std::env::temp_dir().join(format!("electd-callgrind-{}", std::process::id()));
+        let _ = std::fs::rename(&cgdir.0, &keep);
+        let _ = writeln!(out, "\nDumps kept in {}.", keep.display());
+    }
+}
