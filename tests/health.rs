@@ -1296,6 +1296,90 @@ fn drain_survives_a_restart_and_drain_of_the_leader_hands_over() {
     assert_no_overlap(&c, &log);
 }
 
+/// The answer `electctl drain` prints for a single group, and how long it took.
+fn drain_line(c: &Cluster, id: u16) -> (String, Duration) {
+    let t0 = Instant::now();
+    let out = electctl(c, id, &["drain"]);
+    let dt = t0.elapsed();
+    assert_eq!(out.status.code(), Some(0), "drain: {}", describe(&out));
+    (
+        String::from_utf8_lossy(&out.stdout).trim_end().to_string(),
+        dt,
+    )
+}
+
+/// Issue 22 item 4: on a healthy cluster, `electctl drain` on the leader names the
+/// server it hands over to (the one that leads next), never "no other fit server
+/// known" while both peers are healthy in its own status: the answer waits (at most
+/// RTT more) until the leader has chosen. With no other server fit, it says that the
+/// leader leads on, and a peer's undrain then takes the leadership.
+#[test]
+fn drain_of_the_leader_names_its_successor() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = cluster(3, HBT_MS, RTT_MS, "", &[], |_, _| String::new());
+    let bound = failover_bound(HBT_MS, RTT_MS);
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        let (l, term) = c.agreement(bound);
+        let peers: Vec<u16> = (1..=3).filter(|&i| i != l).collect();
+        wait_for(
+            "the leader's status lists both peers healthy",
+            Duration::from_secs(2),
+            || {
+                peers
+                    .iter()
+                    .all(|&p| peer_healthy(&c, l, p) == Some(Some(true)))
+                    .then_some(())
+            },
+        );
+        let (line, dt) = drain_line(&c, l);
+        let (n, _) = c.new_leader_since(l, term, Instant::now(), Duration::from_secs(1));
+        eprintln!("drain of leader {l}: {line:?} after {dt:?}; {n} leads");
+        got.push((l, line.clone(), n));
+        assert_eq!(
+            line,
+            format!("drained; handing over to server {n}"),
+            "drain of the leader {l} of a healthy cluster; answers so far {got:?}\n{}",
+            c.logs()
+        );
+        let out = electctl(&c, l, &["undrain"]);
+        assert_eq!(out.status.code(), Some(0), "undrain: {}", describe(&out));
+    }
+
+    // Both followers drained: nobody else may lead, and the answer says so.
+    let (l, term) = c.agreement(bound);
+    let peers: Vec<u16> = (1..=3).filter(|&i| i != l).collect();
+    for &p in &peers {
+        let (line, _) = drain_line(&c, p);
+        assert_eq!(line, "drained", "drain of a follower");
+    }
+    wait_for(
+        "the leader's status lists both peers drained",
+        Duration::from_secs(2),
+        || {
+            peers
+                .iter()
+                .all(|&p| peer_healthy(&c, l, p) == Some(Some(false)))
+                .then_some(())
+        },
+    );
+    let (line, dt) = drain_line(&c, l);
+    eprintln!("drain of leader {l} with no fit peer: {line:?} after {dt:?}");
+    assert_eq!(
+        line,
+        "drained; still leader: waiting: no other fit server known; this server leads on and hands over as soon as one is"
+    );
+    assert!(
+        leads(&c, l),
+        "the drained leader leads on while none is fit"
+    );
+    assert_eq!(c.agreement(bound), (l, term));
+    let out = electctl(&c, peers[0], &["undrain"]);
+    assert_eq!(out.status.code(), Some(0), "undrain: {}", describe(&out));
+    let (n, _) = c.new_leader_since(l, term, Instant::now(), Duration::from_secs(1));
+    assert_eq!(n, peers[0], "the undrained server takes over");
+}
+
 /// The cluster of the preempt-delay tests: server 1 preferred (priority 20), then 2
 /// (10), then 3 (5).
 fn preferred_cluster(extra: &str) -> Cluster {

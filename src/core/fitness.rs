@@ -129,6 +129,36 @@ impl Node {
                 .is_some_and(|t| now.saturating_since(t) <= window)
     }
 
+    /// Wait for the answers to the LEAD sent when this server turned unfit: all of them
+    /// from the servers heard lately, or RTT.
+    fn awaiting_unfit_answers(&self, now: Time) -> bool {
+        let from = self.unfit_from;
+        let window = self.hold + self.cfg.heartbeat;
+        let answered = (0..self.ids.len()).all(|i| {
+            i == self.me
+                || self.witness[i]
+                || self.peers[i].ack_pos >= from
+                || self.peers[i]
+                    .heard_at
+                    .is_none_or(|t| now.saturating_since(t) > window)
+        });
+        !answered && self.unfit_wait.is_some_and(|t| now < t)
+    }
+
+    /// True while this unfit leader has not yet chosen its successor: it waits (at most
+    /// RTT from turning unfit) for the answers to the LEAD it sent then, and hands over
+    /// once they are in if one was fit (`consider_handover`). The daemon holds a
+    /// `drain` answer meanwhile, so that it can say whom it hands over to. As of the
+    /// last call that drove this node: the wait ends at a deadline of its own
+    /// (`Timer::UnfitWait`), so a driver that asks after each drive is never early.
+    pub fn choosing_successor(&self) -> bool {
+        let now = self.last_now;
+        self.unfit()
+            && self.resign == Resign::Idle
+            && self.is_leader(now)
+            && self.awaiting_unfit_answers(now)
+    }
+
     /// A leader with a valid lease hands over when it is unfit and another server is
     /// known fit, or when a server of higher priority has been fit for `preempt-delay`
     /// (SPEC sections 13, 14). The successor is the fit server of highest priority, then
@@ -150,18 +180,7 @@ impl Node {
                 Handover::Health
             };
             let from = self.unfit_from;
-            // Wait for the answers to the LEAD sent when this server turned unfit: all
-            // of them from the servers heard lately, or RTT.
-            let window = self.hold + self.cfg.heartbeat;
-            let answered = (0..self.ids.len()).all(|i| {
-                i == self.me
-                    || self.witness[i]
-                    || self.peers[i].ack_pos >= from
-                    || self.peers[i]
-                        .heard_at
-                        .is_none_or(|t| now.saturating_since(t) > window)
-            });
-            if !answered && self.unfit_wait.is_some_and(|t| now < t) {
+            if self.awaiting_unfit_answers(now) {
                 return;
             }
             (best(&|i| self.acked_fit_since(i, from)), reason)

@@ -457,8 +457,10 @@ impl Daemon {
                 }
             }
             self.take_write_result()?;
-            self.answer_drains();
             self.on_timeouts()?;
+            // After the timers: a successor chosen at the end of a drained leader's
+            // wait (`Timer::UnfitWait`) is named in the answer at once.
+            self.answer_drains();
             // Bounded: the rest stays buffered for the next wakeup (finding 7).
             for (slot, req) in self.control.take_requests(Instant::now()) {
                 self.answer(slot, req)?;

@@ -218,8 +218,9 @@ impl Daemon {
     /// `drain` and `undrain` of the groups `gs` (SPEC section 13) for client `slot`:
     /// applied now, answered once the state file holds the new value. The loop never
     /// waits for that write (SPEC section 12): the answer is held in the control socket
-    /// and sent by `answer_drains` when the write has landed. A drained leader hands
-    /// over only when another server is known fit; until then it leads on, and says so.
+    /// and sent by `answer_drains` when the write has landed and, on a leader, once it
+    /// has chosen its successor (at most RTT). A drained leader hands over only when
+    /// another server is known fit; until then it leads on, and says so.
     pub(super) fn drain(&mut self, slot: usize, gs: Vec<usize>, drain: bool) -> Result<(), Fatal> {
         let now = boot_now();
         let before: Vec<(bool, u64)> = gs
@@ -254,14 +255,25 @@ impl Daemon {
         Ok(())
     }
 
-    /// Sends the held answers of `drain`/`undrain` whose value is now on disk.
+    /// Sends the held answers of `drain`/`undrain` whose value is now on disk and, for
+    /// a `drain`, whose groups' leaders here have chosen their successors.
     pub(super) fn answer_drains(&mut self) {
         let mut i = 0;
         while i < self.pending_drains.len() {
+            let p = &self.pending_drains[i];
             // The write that held the new value has finished. (Not "the durable value
             // equals the request": a later `undrain` may overwrite it before it is
             // written, and the first answer would then wait for ever.)
-            if self.host.metrics().state_writes < self.pending_drains[i].write {
+            let durable = self.host.metrics().state_writes >= p.write;
+            // A drained leader waits (at most RTT) for its followers' answers to the
+            // LEAD that said it is unfit before it chooses whom to hand over to; an
+            // answer given meanwhile would say "no other fit server known" of a healthy
+            // cluster. The wait is a core deadline: the loop wakes at its end.
+            let chosen = !p.drain
+                || p.gs
+                    .iter()
+                    .all(|&g| !self.host.group(g).node.choosing_successor());
+            if !durable || !chosen {
                 i += 1;
                 continue;
             }
