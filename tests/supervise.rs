@@ -494,3 +494,79 @@ fn pipelining_clients_do_not_delay_heartbeats() {
         "a heartbeat gap of {max:?} under load (HBT 100 ms)"
     );
 }
+
+/// Independent review of the registry's move into the host (issue 24): a client that
+/// sends `supervise` and more, then closes at once, must leave nothing behind: its
+/// registration and its unhealthy report go with the connection. (Failed when the
+/// departure was reported at EOF, before the batch holding its `supervise` was
+/// answered: the supervisor was registered after it had left, for good, and the
+/// server stayed failing.)
+#[test]
+fn a_supervisor_that_closes_at_once_leaves_nothing_behind() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::start(Mode::Unicast, 1);
+    c.agreement(Duration::from_secs(3));
+    for _ in 0..3 {
+        let mut s = UnixStream::connect(c.sock(1)).unwrap();
+        s.write_all(b"supervise\nhealth failing boom\n").unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut s, &mut rest);
+    }
+    wait_for("every supervisor gone", Duration::from_secs(3), || {
+        let text = c.request(1, "metrics")?;
+        let gone = text
+            .lines()
+            .any(|l| l == "electd_supervisors{group=\"default\"} 0");
+        let status = c.status(1)?;
+        let ok = status.get("health").and_then(Value::as_str) == Some("ok");
+        (gone && ok).then_some(())
+    });
+}
+
+/// Same review: `released N` and `leave` sent just before closing are a clean
+/// confirmation, not a departure with a lease unconfirmed: the RESIGN leaves at once.
+/// (Failed when the EOF was reported before the batch holding them was answered: the
+/// RESIGN waited out the lease.)
+#[test]
+fn released_and_leave_before_closing_release_the_resign_at_once() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::start(Mode::Unicast, 1);
+    c.agreement(Duration::from_secs(3));
+    let mut s = UnixStream::connect(c.sock(1)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s.write_all(b"supervise\n").unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let v = json::parse(line.trim()).unwrap();
+    assert_eq!(
+        v.get("role").and_then(Value::as_str),
+        Some("leader"),
+        "{line}"
+    );
+    assert!(c.request(1, "yield").unwrap().contains("ok"));
+    // The line that tells it to stop.
+    let n = loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        let v = json::parse(line.trim()).unwrap();
+        if v.get("role").and_then(Value::as_str) != Some("leader") {
+            break v.get("n").and_then(Value::as_u64).unwrap();
+        }
+    };
+    s.write_all(format!("released {n}\nleave\n").as_bytes())
+        .unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    wait_for("the RESIGN", Duration::from_secs(3), || {
+        c.log(1).contains("RESIGN after").then_some(())
+    });
+    let log = c.log(1);
+    assert!(log.contains("(every supervisor confirmed)"), "{log}");
+    assert_eq!(
+        c.metric(1, "electd_supervisors_departed_unconfirmed_total"),
+        0,
+        "{log}"
+    );
+}

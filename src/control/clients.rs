@@ -96,7 +96,7 @@ pub(super) struct ClientState {
 }
 
 impl Client {
-    pub(super) fn has_line(&self) -> bool {
+    fn has_line(&self) -> bool {
         self.inbuf.contains(&b'\n')
     }
 

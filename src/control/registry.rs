@@ -3,7 +3,7 @@
 //! reports their departures and delivers their lines), and answers held until a write
 //! is durable.
 
-use super::clients::{Client, Control, MAX_CLIENTS};
+use super::clients::{Client, Control};
 use crate::host::ClientId;
 
 /// An answer the daemon holds for a client until something it reports is durable
@@ -75,25 +75,20 @@ impl Control {
         }
     }
 
-    /// The supervisors gone since the last call: freed, being dropped, or at EOF. A
-    /// line sent to them would never arrive, so the host must not count them told of
-    /// anything more. Each is reported once.
+    /// The supervisors whose connections were freed since the last call, each once. A
+    /// connection is freed only once every request it sent was answered (a `released
+    /// N` or a `leave` before its EOF counts) and its answers are out, or it was
+    /// dropped; reporting it any earlier loses the requests still in the batch being
+    /// answered (an independent review found both: a `supervise` registered after its
+    /// own departure stayed for ever, a `released N` before EOF became an unconfirmed
+    /// departure).
     pub fn take_departed(&mut self) -> Vec<ClientId> {
-        let mut gone = std::mem::take(&mut self.departed);
-        for slot in 0..MAX_CLIENTS {
-            let Some(c) = self.clients.get_mut(slot) else {
-                continue;
-            };
-            // At EOF its buffered requests are served first (a `leave` among them).
-            if c.supervising && (c.closing.is_some() || (c.eof && !c.has_line())) {
-                c.supervising = false;
-                gone.push(ClientId {
-                    slot,
-                    serial: c.serial,
-                });
-            }
-        }
-        gone
+        std::mem::take(&mut self.departed)
+    }
+
+    /// True when a supervisor's connection was freed and the host has not heard yet.
+    pub fn has_departed(&self) -> bool {
+        !self.departed.is_empty()
     }
 
     /// Sends supervisor `client` a line, if its connection is still there.

@@ -22,12 +22,17 @@ impl Daemon {
         f: impl FnOnce(&mut Host, Time) -> Result<T, HostError>,
     ) -> Result<T, Fatal> {
         let now = boot_now();
-        for c in self.control.take_departed() {
-            self.host.handle_client_gone(c);
-        }
+        self.take_departures();
         let r = f(&mut self.host, now).map_err(|e| Fatal::State(e.0))?;
         self.take_outputs()?;
         Ok(r)
+    }
+
+    /// Tells the host of the supervisors whose connections were freed.
+    pub(super) fn take_departures(&mut self) {
+        for c in self.control.take_departed() {
+            self.host.handle_client_gone(c);
+        }
     }
 
     /// Runs every group's due timers, then flushes.

@@ -470,6 +470,12 @@ impl Daemon {
             self.serve_http()?;
             self.take_check_results()?;
             self.flush_control();
+            if self.control.has_departed() {
+                // Freed by that flush: the host hears of it now, not at the next
+                // wakeup (a RESIGN it held, an unhealthy report it made).
+                self.flush_node()?;
+                self.flush_control();
+            }
             if let Some(h) = self.http.as_mut() {
                 h.flush(self.poll.registry(), Instant::now());
             }

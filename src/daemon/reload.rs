@@ -122,6 +122,8 @@ impl Daemon {
             max_hold: c.max_hold,
         };
         let (old, next) = (timers(&self.cfg), timers(&new));
+        // The graces of supervisors still connected only.
+        self.take_departures();
         self.host.handle_reload_timers(old, next)?;
         // Every group or none: a failure below puts back the running timers.
         let restore = |host: &mut Host| host.restore_timers(old);
