@@ -268,6 +268,7 @@ impl Node {
             },
             voted: (self.voted_term, self.voted_for),
             ignore_heard: self.cfg.sabotage.ignore_heard,
+            unranked: self.cfg.sabotage.unranked_claims,
             successor: self.successor,
         });
         if let (Some(p), Decision::Vote { candidate, .. }) = (self.successor.take(), decision) {
