@@ -464,7 +464,9 @@ fn cold_start_follows_the_preference() {
 /// for the delay first), which handed over to 2 a moment later: 1 -> 3 -> 2.
 #[test]
 fn preempt_moves_straight_to_the_preferred_server() {
-    for seed in 0..10 {
+    let mut wrong = Vec::new();
+    let seeds = 20;
+    for seed in 0..seeds {
         let replay = format!("{REPLAY} preempt_moves_straight  (seed {seed})");
         let mut o = Options::new(seed, 3);
         o.prefer = vec![vec![2, 3, 1]];
@@ -476,29 +478,34 @@ fn preempt_moves_straight_to_the_preferred_server() {
         let first = s.run_until_leader(ms(5000));
         assert_eq!(first.map(|f| f.0), Some(1), "seed {seed}");
         s.run_for(ms(500));
+        let t0 = s.now;
         s.set_health(3, true);
         let gap = ms(200) + s.rand(ms(500));
         s.run_for(gap);
         s.set_health(2, true);
-        let t0 = s.now;
         s.run_for(3 * delay + o.hold() + o.l1_bound());
         s.assert_safe(&replay);
         let moves: Vec<(u16, Option<u16>)> = s
             .check
             .handoffs
             .iter()
-            .filter(|h| h.at >= t0 - ms(800))
+            .filter(|h| h.at >= t0)
             .map(|h| (h.from, h.to))
             .collect();
-        assert_eq!(
-            s.leader(),
-            Some(2),
-            "seed {seed}: {moves:?}\nreplay: {replay}"
-        );
-        assert_eq!(
-            moves,
-            vec![(1, Some(2))],
-            "seed {seed}: one handover, straight to 2\nreplay: {replay}"
-        );
+        if s.leader() != Some(2) || moves != [(1, Some(2))] {
+            wrong.push(format!(
+                "seed {seed}: leader {:?}, handovers {moves:?}",
+                s.leader()
+            ));
+        }
     }
+    eprintln!(
+        "preempt-delay: {} of {seeds} groups moved back once, straight to the preferred server",
+        seeds as usize - wrong.len()
+    );
+    assert!(
+        wrong.is_empty(),
+        "detours or no move:\n{}\nreplay: {REPLAY} preempt_moves_straight -- --nocapture",
+        wrong.join("\n")
+    );
 }
