@@ -373,3 +373,139 @@ fn idle_traffic_grows_with_servers_not_groups() {
         "the control must be far more: {unaligned}"
     );
 }
+
+/// The server group `g` prefers: the first of its order, or, without one, the highest
+/// priority, then the smallest id (SPEC section 14).
+fn preferred_of(o: &Options, g: usize) -> u16 {
+    (1..=o.n as u16)
+        .filter(|x| !o.witnesses.contains(x))
+        .max_by_key(|&x| (o.priority(g, x), std::cmp::Reverse(x)))
+        .expect("a server that may lead")
+}
+
+/// One cold start: every server starts within `spread` of the first; returns, per
+/// group, the first server elected (None: nobody within the L1 bound after the last
+/// start's K*HBT, plus a second).
+fn cold_start(o: Options) -> Vec<Option<u16>> {
+    let limit = o.start_spread + o.hold() + o.l1_bound() + ms(1000);
+    let groups = o.groups.max(1);
+    let mut s = Sim::new(o);
+    s.run_for(limit);
+    s.assert_safe(REPLAY);
+    let first: Vec<Option<u16>> = (0..groups)
+        .map(|g| s.checks(g).won.first().map(|w| w.1))
+        .collect();
+    let want: Vec<Option<u16>> = (0..groups)
+        .map(|g| Some(preferred_of(&s.opts, g)))
+        .collect();
+    if first != want {
+        s.dump_trace();
+    }
+    first
+}
+
+/// SPEC section 14 (issue 22, finding 1): a cold start follows the preference. Servers
+/// that start within K*HBT of each other, all healthy: each group's first leader is
+/// its preferred server, whatever order they started and claimed in; no preempt-delay
+/// to correct it afterwards. `balance on` with 3 and 5 servers, and plain priorities
+/// 20/10/10. Before the fix the first claimants of every group's round (which open in
+/// lock step) claimed `heard 1`, so only the last claimant was eligible, in every group.
+#[test]
+fn cold_start_follows_the_preference() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for (name, n, groups) in [
+        ("balance 3x3", 3, 3),
+        ("balance 5x5", 5, 5),
+        ("priority", 3, 1),
+    ] {
+        for hbt_ms in [100, 1000] {
+            let only: Option<u64> = std::env::var("SIM_SEED").ok().and_then(|v| v.parse().ok());
+            for seed in (0..20).filter(|s| only.is_none_or(|o| o == *s)) {
+                let mut o = Options::new(seed, n);
+                o.heartbeat = Duration::from_millis(hbt_ms);
+                o.rtt = Duration::from_millis(hbt_ms / 5);
+                if groups > 1 {
+                    o.balance(groups);
+                } else {
+                    o.priorities = vec![(1, 10), (2, 10), (3, 10)];
+                    // The preferred server is a different one in each seed.
+                    o.priorities[(seed % 3) as usize].1 = 20;
+                }
+                // All at once in a quarter of the seeds, else within K*HBT/3, 2/3 or
+                // all of K*HBT of each other.
+                o.start_spread = o.hold() * (seed % 4) / 3;
+                let want: Vec<Option<u16>> =
+                    (0..groups).map(|g| Some(preferred_of(&o, g))).collect();
+                let got = cold_start(o);
+                runs += 1;
+                if got != want {
+                    failures.push(format!(
+                        "{name} hbt {hbt_ms} ms seed {seed}: first leaders {got:?}, preferred {want:?}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {runs} cold starts ignored the preference:\n{}\nreplay: {REPLAY} \
+         cold_start_follows_the_preference",
+        failures.len(),
+        failures.join("\n")
+    );
+    eprintln!("cold starts: {runs} of {runs} led by the preferred server from the first election");
+}
+
+/// SPEC sections 14 and 15 (issue 22, finding 2): no detours. A group that prefers
+/// 2, then 3, then 1 is led by 1 while 2 and 3 are unhealthy; 3 recovers, then 2 a
+/// little later (less than preempt-delay). The leader waits for 2 and hands over once,
+/// straight to it: its processor starts once. Before the fix it handed over to 3 (fit
+/// for the delay first), which handed over to 2 a moment later: 1 -> 3 -> 2.
+#[test]
+fn preempt_moves_straight_to_the_preferred_server() {
+    let mut wrong = Vec::new();
+    let seeds = 20;
+    for seed in 0..seeds {
+        let replay = format!("{REPLAY} preempt_moves_straight  (seed {seed})");
+        let mut o = Options::new(seed, 3);
+        o.prefer = vec![vec![2, 3, 1]];
+        let delay = ms(1000);
+        o.preempt_delay = Some(Duration::from_nanos(delay));
+        let mut s = Sim::new(o.clone());
+        s.set_health(2, false);
+        s.set_health(3, false);
+        let first = s.run_until_leader(ms(5000));
+        assert_eq!(first.map(|f| f.0), Some(1), "seed {seed}");
+        s.run_for(ms(500));
+        let t0 = s.now;
+        s.set_health(3, true);
+        let gap = ms(200) + s.rand(ms(500));
+        s.run_for(gap);
+        s.set_health(2, true);
+        s.run_for(3 * delay + o.hold() + o.l1_bound());
+        s.assert_safe(&replay);
+        let moves: Vec<(u16, Option<u16>)> = s
+            .check
+            .handoffs
+            .iter()
+            .filter(|h| h.at >= t0)
+            .map(|h| (h.from, h.to))
+            .collect();
+        if s.leader() != Some(2) || moves != [(1, Some(2))] {
+            wrong.push(format!(
+                "seed {seed}: leader {:?}, handovers {moves:?}",
+                s.leader()
+            ));
+        }
+    }
+    eprintln!(
+        "preempt-delay: {} of {seeds} groups moved back once, straight to the preferred server",
+        seeds as usize - wrong.len()
+    );
+    assert!(
+        wrong.is_empty(),
+        "detours or no move:\n{}\nreplay: {REPLAY} preempt_moves_straight -- --nocapture",
+        wrong.join("\n")
+    );
+}

@@ -868,8 +868,9 @@ fn failovers(n: usize, seeds: std::ops::Range<u64>, ignore_alive: bool) -> Vec<(
 /// the heard counts the election needs: after a crash the first round still elects,
 /// within SPEC section 7's bound, for 5 and 9 servers. Without the map (the
 /// `ignore_alive` sabotage) the first claimant of the round after a crash counts only
-/// itself and the dead leader, is ineligible, and failover is slower (median 302 ms
-/// instead of 271 ms at N=5), 6 of 40 over the bound.
+/// itself and the dead leader and is ineligible: before issue 22 failover was slower
+/// (median 302 ms instead of 271 ms at N=5, 6 of 40 over the bound); now its renewed
+/// claim makes the same round elect (0 of 40 over).
 #[test]
 fn acks_go_to_the_leader_and_the_alive_map_keeps_failover_to_one_round() {
     for n in [3usize, 5, 9] {
@@ -877,7 +878,11 @@ fn acks_go_to_the_leader_and_the_alive_map_keeps_failover_to_one_round() {
         s.run_until_leader(ms(3000)).expect("a leader");
         s.run_for(ms(1000));
         let sent0 = s.sent;
-        let beats = 20;
+        // 100 heartbeats, not 20: the window's edges (a heartbeat's LEAD in, its ACKs
+        // out) and a leader's clock 1 % slow move the count by up to a heartbeat's
+        // datagrams, 16 at n=9, which over 20 beats alone exceeded the tolerance
+        // (15.45 once the first round moved to 6*HBT, issue 22).
+        let beats = 100;
         s.run_for(beats * hbt(&s.opts));
         let per_beat = (s.sent - sent0) as f64 / beats as f64;
         let want = 2.0 * (n as f64 - 1.0);
@@ -907,11 +912,15 @@ fn acks_go_to_the_leader_and_the_alive_map_keeps_failover_to_one_round() {
             ms_of(&bad),
             bound / ms(1)
         );
-        // The first claimant of a round counts only itself and the dead leader, so the
-        // round waits for later claims or a retry: slower, and some over the bound.
+        // Without the map the first claimant of a round counts only itself and the dead
+        // leader. Before issue 22 the round then waited for a retry (6 of 40 over the
+        // bound at N=5, 17 at N=9); since then a claimant renews its claim once it
+        // hears Q (`Node::refresh_claim`, the cold-start fix), and the voters wait for
+        // it, so the same round elects: no longer a failing control, only a figure.
         assert!(
-            over >= 3 && ms_of(&bad).0 > ms_of(&good).0,
-            "n={n}: without the alive map only {over} of 40 failovers missed the bound"
+            ms_of(&bad).1 <= 2.0 * bound as f64 / 1e6,
+            "n={n}: without the alive map failover took up to {:?} ms",
+            ms_of(&bad).1
         );
     }
 }

@@ -23,6 +23,8 @@ pub struct DecisionInput<'a> {
     pub voted: (u64, Option<usize>),
     /// Test-only: ignore the heard-count eligibility rule.
     pub ignore_heard: bool,
+    /// Test-only: rank claimants without their priority (issue 22's negative control).
+    pub unranked: bool,
     /// The successor named by the RESIGN that opened this round (SPEC section 14).
     pub successor: Option<usize>,
 }
@@ -91,7 +93,8 @@ pub fn decide(input: &DecisionInput<'_>) -> Decision {
                 .filter(|&i| eligible(input, i))
                 .max_by_key(|&i| {
                     let c = input.slate.get(i).expect("eligible implies a claim");
-                    (c.last.0, c.priority, std::cmp::Reverse(input.ids[i]))
+                    let priority = if input.unranked { 0 } else { c.priority };
+                    (c.last.0, priority, std::cmp::Reverse(input.ids[i]))
                 });
             match best {
                 Some(i) => i,
@@ -152,6 +155,7 @@ mod tests {
                 live_leader: None,
                 voted: (0, None),
                 ignore_heard: false,
+                unranked: false,
                 successor: None,
             }
         }

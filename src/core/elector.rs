@@ -66,8 +66,13 @@ impl Slate {
         }
     }
 
-    /// Records `claim` as the latest from server `idx`.
-    pub fn record(&mut self, idx: usize, claim: Claim) {
+    /// Records `claim` as the latest from server `idx`. A claim for the same term keeps
+    /// the higher heard count: a renewed claim (`Node::refresh_claim`) only raises it,
+    /// so a lower count for that term is the older copy, overtaken in the network.
+    pub fn record(&mut self, idx: usize, mut claim: Claim) {
+        if let Some(old) = self.claims[idx].filter(|c| c.term == claim.term) {
+            claim.heard = claim.heard.max(old.heard);
+        }
         if self.claims[idx].replace(claim).is_none() {
             self.count += 1;
         }
@@ -163,9 +168,7 @@ impl Node {
             // fit server acknowledges it (SPEC 13), and a round must be able to re-elect
             // it in a higher term, or a server whose term ran ahead never follows it,
             // never ACKs, and is never handed the seat (swarm seed 5138).
-            ineligible: (self.unfit() && self.leadership.is_none())
-                || self.resigned_last
-                || self.resign_pending(),
+            ineligible: self.claims_ineligible(),
         };
         self.slate.record(self.me, claim);
         if now < self.quiet_until {
@@ -192,6 +195,56 @@ impl Node {
         self.decide_if_complete(now);
     }
 
+    /// True when this server's claim must say INELIGIBLE now (see `enter_voting`).
+    fn claims_ineligible(&self) -> bool {
+        (self.unfit() && self.leadership.is_none()) || self.resigned_last || self.resign_pending()
+    }
+
+    /// Sends this server's claim again when the claim it made in this round excluded it
+    /// and no longer would: it said it heard fewer than Q servers and it now hears Q
+    /// (SPEC section 14, cold start by preference), or it said INELIGIBLE and this
+    /// server has turned fit since (a round already open when the only fit server
+    /// recovered backed off instead of electing it). After a silence (a cold start, a heal)
+    /// the first servers to open a round have heard nobody yet: their claims said
+    /// `heard 1`, so only the last claimant was eligible, and since every group opens
+    /// its round in lock step, every group voted for that one server (issue 22). The
+    /// other claims arrive within the window, and so does this update; voters record the
+    /// latest claim per sender and wait for it before deciding early
+    /// (`slate_complete`). At most twice per round: each change happens once.
+    pub(super) fn refresh_claim(&mut self, now: Time) {
+        if self.elector != ElectorState::Voting || now < self.quiet_until {
+            return;
+        }
+        let Some(mut claim) = self.slate.get(self.me).copied() else {
+            return;
+        };
+        let heard = self.heard_count(now);
+        let hears_more =
+            usize::from(claim.heard) < self.quorum && usize::from(heard) >= self.quorum;
+        let turned_fit = claim.ineligible && !self.claims_ineligible();
+        if !hears_more && !turned_fit {
+            return;
+        }
+        claim.heard = claim.heard.max(heard);
+        claim.ineligible = claim.ineligible && !turned_fit;
+        self.slate.record(self.me, claim);
+        debug!(
+            "{}claim for term {} renewed (heard {heard}, eligible {})",
+            self.log_tag, claim.term, !claim.ineligible
+        );
+        let msg = self.message(
+            claim.term,
+            Body::Elect {
+                last_term: claim.last.0,
+                last_seq: claim.last.1,
+                priority: claim.priority,
+                heard: claim.heard,
+                ineligible: claim.ineligible,
+            },
+        );
+        self.send(Dest::All, msg);
+    }
+
     pub(super) fn retry_wait(&mut self) -> Duration {
         let rtt = crate::time::duration_nanos(self.cfg.rtt);
         let base = Duration::from_nanos(2 * rtt + self.rng.below(rtt));
@@ -215,6 +268,7 @@ impl Node {
             },
             voted: (self.voted_term, self.voted_for),
             ignore_heard: self.cfg.sabotage.ignore_heard,
+            unranked: self.cfg.sabotage.unranked_claims,
             successor: self.successor,
         });
         if let (Some(p), Decision::Vote { candidate, .. }) = (self.successor.take(), decision) {
@@ -309,6 +363,7 @@ impl Node {
     /// slate is complete.
     fn on_elect_while_voting(&mut self, now: Time, s: usize, claim: Claim) {
         self.slate.record(s, claim);
+        self.refresh_claim(now);
         self.decide_if_complete(now);
     }
 
@@ -323,7 +378,7 @@ impl Node {
     }
 
     /// True once every server we can expect a claim from has made one: each server heard
-    /// within K*HBT + HBT, except a leader whose hold has run out. Waiting the rest of
+    /// within K*HBT + HBT or never heard, except a leader whose hold has run out. Waiting the rest of
     /// the window could not change the slate, so the round may be decided now. Any slate
     /// is safe to decide on; this only saves up to RTT on every election, and makes a
     /// resignation's handoff nearly immediate (every server claims at once).
@@ -345,14 +400,32 @@ impl Node {
                 return false;
             }
         }
+        // A claim that may still be renewed (it said it heard fewer than Q, and its
+        // claimant may hear more by now: `refresh_claim`) keeps the round open for the
+        // rest of its window. Deciding without the update excluded, at a cold start,
+        // every claimant but the last, in every group alike (issue 22). A claimant that
+        // really hears too few costs the window, the full round of SPEC section 5.
+        if !self.cfg.sabotage.ignore_heard
+            && (0..self.ids.len()).any(|i| {
+                self.slate.get(i).is_some_and(|c| {
+                    !c.ineligible && !self.witness[i] && usize::from(c.heard) < self.quorum
+                })
+            })
+        {
+            return false;
+        }
         let window = self.hold + self.cfg.heartbeat;
         let dead_leader = self.leader.filter(|_| !self.leader_live(now));
+        // A server never heard since this one started is expected too: after a cold
+        // start nobody has been heard yet, and a round decided on the first claims to
+        // arrive left out the others, the preferred server among them (issue 22).
+        // Waiting for it costs the rest of the window only while it stays silent.
         (0..self.ids.len()).all(|i| {
             self.slate.get(i).is_some()
                 || Some(i) == dead_leader
                 || self
                     .last_heard(i)
-                    .is_none_or(|t| now.saturating_since(t) > window)
+                    .is_some_and(|t| now.saturating_since(t) > window)
         })
     }
 

@@ -30,6 +30,11 @@ impl Node {
                 self.retry_doublings = 0;
                 self.elector_deadline = self.elector_deadline.min(now);
                 self.on_time(now);
+            } else if self.elector == ElectorState::Voting && self.leadership.is_none() {
+                // A round under way: this server's claim said INELIGIBLE; say eligible.
+                self.retry_doublings = 0;
+                self.refresh_claim(now);
+                self.decide_if_complete(now);
             }
             return;
         }
@@ -189,13 +194,18 @@ impl Node {
             let named = self
                 .named_at
                 .is_some_and(|t| now.saturating_since(t) < delay);
-            let p = best(&|i| {
-                !named
-                    && self.cfg.servers[i].priority > mine
-                    && self.peers[i]
-                        .fit_since
-                        .is_some_and(|t| now.saturating_since(t) >= delay)
-                    && self.acked_fit_since(i, (0, 0))
+            // No detours (SPEC sections 14, 15): the seat goes to the most preferred
+            // server known fit, once it has been fit for the delay, and to nobody while
+            // it has not. Handing it to a less preferred one that happened to be fit
+            // for the delay first moved the group twice (1 -> 3 -> 2, issue 22), its
+            // processor stopped and started twice.
+            let top = best(&|i| {
+                !named && self.cfg.servers[i].priority > mine && self.acked_fit_since(i, (0, 0))
+            });
+            let p = top.filter(|&i| {
+                self.peers[i]
+                    .fit_since
+                    .is_some_and(|t| now.saturating_since(t) >= delay)
             });
             (p, Handover::Preempt)
         } else {

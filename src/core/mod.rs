@@ -148,6 +148,14 @@ impl Node {
         // for the hold promise on disk (SPEC section 5, Decision).
         let promise = Duration::from_millis(u64::from(durable.hold_ms));
         let quiet = hold.max(promise);
+        // The first round waits for the quiet period of every server that started
+        // within K*HBT of this one (SPEC section 14, cold start by preference): a server
+        // still quiet makes no claim, so a round opened before its quiet period ended
+        // could not choose it, and the first leader would not be the preferred one. So
+        // not at 5*HBT but at quiet + min(quiet, 5*HBT) (never before 5*HBT): with K <= 5
+        // every server started within K*HBT has claimed by then. L1 still holds: from
+        // the moment a majority has run for K*HBT, the first timer is at most 5*HBT away.
+        let first_round = (quiet + quiet.min(cfg.heartbeat * 5)).max(cfg.heartbeat * 5);
         let voted_for = index[usize::from(durable.voted_for)].map(usize::from);
         let term = durable.term.max(durable.voted_term);
         Ok(Node {
@@ -177,7 +185,7 @@ impl Node {
             last_seen: (0, 0),
             peers: vec![Peer::default(); n],
             elector: ElectorState::Watching,
-            elector_deadline: now + cfg.heartbeat * 5,
+            elector_deadline: now + first_round,
             slate: Slate::new(n),
             retry_doublings: 0,
             resigned_last: false,
@@ -305,6 +313,7 @@ impl Node {
         if let Some(s) = self.index[usize::from(id.min(255))].map(usize::from) {
             if s != self.me {
                 self.peers[s].heard_at = Some(self.peers[s].heard_at.map_or(now, |t| t.max(now)));
+                self.refresh_claim(now);
             }
         }
     }

@@ -54,15 +54,21 @@ pub struct Sabotage {
     /// Issue 20 reverted: a re-elected leader keeps counting the acknowledgements of
     /// its old term (SPEC section 6 before the fix).
     pub reelect_keeps_acks: bool,
+    /// Issue 22: claims are ranked without preference (no priority: the newest term,
+    /// then the smallest id), so neither a cold start nor an election after a failure
+    /// follows `priority`, `prefer` or `balance` (a liveness breakage only).
+    pub unranked_claims: bool,
 }
 
 impl Sabotage {
     /// True when any switch is on (some invariant checks then do not apply).
     pub fn any(&self) -> bool {
-        // The issue-12 switches change only liveness and traffic, never an invariant.
+        // The issue-12 and issue-22 switches change only liveness and traffic, never an
+        // invariant.
         Sabotage {
             ignore_alive: false,
             ack_to_all: false,
+            unranked_claims: false,
             ..*self
         } != Sabotage::default()
     }
