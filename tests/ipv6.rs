@@ -90,7 +90,7 @@ fn unicast_on_ipv6_loopback_elects_and_fails_over() {
 #[test]
 fn host_names_resolve_at_start_and_a_reload_compares_their_text() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let ports: Vec<u16> = (0..3).map(|_| common::free_udp_port()).collect();
+    let ports: Vec<u16> = common::free_udp_ports(3);
     let mut c = Cluster::launch(3, Vec::new(), |dir| {
         let mut t = format!("cluster names-{}\n", std::process::id());
         for (i, p) in ports.iter().enumerate() {

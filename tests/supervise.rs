@@ -403,7 +403,7 @@ fn pipelining_clients_do_not_delay_heartbeats() {
     spy.set_read_timeout(Some(Duration::from_millis(50)))
         .unwrap();
     let spy_port = spy.local_addr().unwrap().port();
-    let ports = [common::free_udp_port(), common::free_udp_port()];
+    let ports = common::free_udp_ports(2);
     let c = Cluster::launch(2, Vec::new(), |dir| {
         format!(
             "cluster spy-{}\nserver 1 127.0.0.1:{} name s1\nserver 2 127.0.0.1:{} name s2\nserver 3 127.0.0.1:{spy_port} name spy\nunicast\nheartbeat 100ms\nrtt 20ms\nmissed-heartbeats 3\nsocket {3}/{{id}}.sock\nstate {3}/{{id}}.state\n",

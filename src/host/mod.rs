@@ -161,6 +161,9 @@ pub struct HostSabotage {
     pub naive_health_yield: bool,
     /// A stop hands over nothing (the server leaves while leading).
     pub stop_without_yield: bool,
+    /// A supervisor that leaves unconfirmed counts as clear: its lease end is not kept
+    /// (breaks S5 while its command runs on to that end).
+    pub departure_confirms: bool,
 }
 
 /// The write handed to the driver: the groups that asked and the state it holds for

@@ -353,6 +353,10 @@ impl Host {
 
     /// Connection `client` is gone (closed, dropped or evicted).
     pub fn handle_client_gone(&mut self, client: ClientId) {
+        if self.sabotage.departure_confirms {
+            self.registry.sups.remove(&client);
+            return;
+        }
         self.registry.depart(client);
     }
 

@@ -138,11 +138,19 @@ pub struct Cluster {
 }
 
 pub fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    free_udp_ports(1)[0]
+}
+
+/// `n` distinct free UDP ports: every socket is held until all are picked (one at a
+/// time, the kernel once handed the same port to two servers of a cluster, and CI
+/// failed on "address ... is listed twice").
+pub fn free_udp_ports(n: usize) -> Vec<u16> {
+    let held: Vec<UdpSocket> = (0..n)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|s| s.local_addr().unwrap().port())
+        .collect()
 }
 
 pub fn signal(child: &Child, sig: i32) {
@@ -178,12 +186,14 @@ impl Cluster {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        // One more for a multicast group's port: distinct from every server's.
+        let free = free_udp_ports(usize::from(n) + 1);
         let ports: Vec<u16> = (1..=n)
             .map(|id| {
                 o.ports
                     .iter()
                     .find(|p| p.0 == id)
-                    .map_or_else(free_udp_port, |p| p.1)
+                    .map_or(free[usize::from(id) - 1], |p| p.1)
             })
             .collect();
         let mut text = format!("cluster test-{}-{k}-{n}\n", std::process::id());
@@ -198,7 +208,7 @@ impl Cluster {
                     "multicast 239.255.{}.{}:{} interface lo ttl 1\n",
                     (pid >> 8) & 0xff,
                     (pid & 0xff).max(1),
-                    free_udp_port()
+                    free[usize::from(n)]
                 );
             }
         }

@@ -381,6 +381,7 @@ impl Sim {
             ignore_health: self.opts.ignore_health,
             naive_health_yield: self.opts.naive_health_yield,
             stop_without_yield: self.opts.stop_without_yield,
+            departure_confirms: self.opts.departure_confirms,
         }
     }
 

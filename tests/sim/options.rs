@@ -65,6 +65,9 @@ pub struct Options {
     /// Negative control (issue 24): a stop hands over nothing
     /// (`HostSabotage::stop_without_yield`).
     pub stop_without_yield: bool,
+    /// Negative control (issue 24): a departed supervisor counts as clear
+    /// (`HostSabotage::departure_confirms`).
+    pub departure_confirms: bool,
     /// A suspended host's clock stops (CLOCK_MONOTONIC) instead of running on
     /// (CLOCK_BOOTTIME, what the daemon uses): a negative control for SPEC 8.
     pub monotonic_suspend: bool,
@@ -179,6 +182,7 @@ impl Options {
             confirm_twice_pm: 0,
             release_on_older_confirmation: false,
             stop_without_yield: false,
+            departure_confirms: false,
             monotonic_suspend: false,
             checks: false,
             rise_max: 0,

@@ -13,6 +13,8 @@ pub struct Stats {
     pub hung: u64,
     /// SIGTERMs (`Sim::stop`).
     pub stops: u64,
+    /// Supervisors that lost their connections and reconnected.
+    pub reconnects: u64,
     /// Confirmations sent twice or after an older one (`confirm_twice_pm`).
     pub confirmed_twice: u64,
     /// Health changes of a processor (issue 11).
@@ -55,6 +57,7 @@ impl Stats {
         self.planned_stops += x.planned_stops;
         self.hung += x.hung;
         self.stops += x.stops;
+        self.reconnects += x.reconnects;
         self.confirmed_twice += x.confirmed_twice;
         self.health_flips += x.health_flips;
         self.health_aimed += x.health_aimed;

@@ -40,6 +40,8 @@ pub(super) struct Supervisor {
     unread: Vec<SupervisorLine>,
     /// It reported its command unhealthy on this connection (`health failing`).
     reported_unhealthy: bool,
+    /// Connections made in this process life (the serial of the next).
+    conns: u64,
     /// The supervisor process is stopped until then (issue 21: SIGSTOP, a debugger, a
     /// blocked write): it reads no line and confirms nothing, while its lease-end
     /// enforcer, a process of its own, still ends the command at `end`.
@@ -55,11 +57,12 @@ impl Sim {
         let local = h.clock.local(self.now);
         let life = h.life;
         for g in 0..h.sup.len() {
+            let sup = &mut h.sup[g];
+            sup.conns = 0;
             let client = ClientId {
                 slot: g,
-                serial: life,
+                serial: life << 20,
             };
-            let sup = &mut h.sup[g];
             sup.client = Some(client);
             sup.last_leader_n = 0;
             sup.confirmed_n = 0;
@@ -71,6 +74,49 @@ impl Sim {
                     .expect("one group per connection");
             }
         }
+    }
+
+    /// The supervisors of `id` lose their connections and connect again (a socket
+    /// error, `run` restarted by systemd; issue 24): the host sees each one depart, its
+    /// command runs on to the lease end it was told (its enforcer; a stop under way
+    /// is not confirmed on the old connection), and it registers anew. A RESIGN waiting
+    /// for it must wait for that lease end.
+    pub fn reconnect_supervisors(&mut self, id: u16) {
+        let host = self.idx(id);
+        let h = &mut self.hosts[host];
+        if !h.up() || h.paused {
+            return;
+        }
+        self.stats.reconnects += 1;
+        let local = h.clock.local(self.now);
+        let life = h.life;
+        for g in 0..h.sup.len() {
+            let sup = &mut h.sup[g];
+            let Some(old) = sup.client else { continue };
+            sup.conns += 1;
+            let client = ClientId {
+                slot: g,
+                serial: (life << 20) | sup.conns,
+            };
+            sup.client = Some(client);
+            sup.last_leader_n = 0;
+            sup.confirmed_n = 0;
+            sup.to_confirm = None;
+            sup.stopping = false;
+            sup.unread.clear();
+            sup.reported_unhealthy = false;
+            if let Some(sh) = h.shell.as_mut() {
+                sh.handle_client_gone(old);
+                sh.handle_supervise(local, client, g, None, None)
+                    .expect("one group per connection");
+            }
+        }
+        if self.opts.trace {
+            self.trace
+                .push(format!("{} {id} supervisors reconnect", self.now));
+        }
+        self.report_health(host);
+        self.drive(host);
     }
 
     /// Supervisor `g` of `host` reports its command's health on its connection if it
