@@ -17,6 +17,11 @@ use std::time::Instant;
 /// Bytes read from a socket per call.
 const READ_CHUNK: usize = 4096;
 
+thread_local! {
+    /// The read buffer of [`Conn::read`], allocated once per thread.
+    static READ_BUF: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
+}
+
 /// One connection: its socket, the bytes it sent and the answers queued for it.
 #[derive(Debug)]
 pub struct Conn<S, X> {
@@ -97,10 +102,24 @@ impl<S: Read + Write, X> Conn<S, X> {
     pub fn read(
         &mut self,
         room: impl Fn(&Self) -> usize,
-        mut got: impl FnMut(&mut Self, &[u8]),
+        got: impl FnMut(&mut Self, &[u8]),
     ) -> io::Result<()> {
         self.more = false;
-        let mut buf = [0u8; READ_CHUNK];
+        // Reused, not zeroed per call (issue 25): only `buf[..n]` is ever read.
+        let mut buf = READ_BUF
+            .take()
+            .unwrap_or_else(|| vec![0u8; READ_CHUNK].into_boxed_slice());
+        let r = self.read_into(&mut buf, room, got);
+        READ_BUF.set(Some(buf));
+        r
+    }
+
+    fn read_into(
+        &mut self,
+        buf: &mut [u8],
+        room: impl Fn(&Self) -> usize,
+        mut got: impl FnMut(&mut Self, &[u8]),
+    ) -> io::Result<()> {
         while !self.eof && self.closing.is_none() {
             let cap = buf.len().min(room(self));
             if cap == 0 {
