@@ -47,7 +47,8 @@ Commands:
                     3).
                     --poll (default 20ms) is only the reconnect interval (and,
                     when over 1s, the least silence before electd is asked
-                    again: it pushes every change); any value is safe. CMD is restarted with backoff (0.1s, 0.2s, 0.4s ...)
+                    again: it pushes every change); any value is safe. CMD
+                    is restarted with backoff (0.1s, 0.2s, 0.4s ...)
                     if it exits while this server leads; ELECTD_TERM holds the
                     term (the fencing token), ELECTD_GROUP the group.
                     --max-restarts N: when CMD exits (or cannot start) N times
