@@ -3,7 +3,7 @@
 //! reports their departures and delivers their lines), and answers held until a write
 //! is durable.
 
-use super::clients::{Client, Control, MAX_CLIENTS};
+use super::clients::{Client, Control};
 use crate::host::ClientId;
 
 /// An answer the daemon holds for a client until something it reports is durable
@@ -80,7 +80,7 @@ impl Control {
     /// anything more. Each is reported once.
     pub fn take_departed(&mut self) -> Vec<ClientId> {
         let mut gone = std::mem::take(&mut self.departed);
-        for slot in 0..MAX_CLIENTS {
+        for slot in 0..self.clients.end() {
             let Some(c) = self.clients.get_mut(slot) else {
                 continue;
             };
