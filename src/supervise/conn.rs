@@ -142,7 +142,14 @@ impl Conn {
         loop {
             match self.stream.read(&mut buf) {
                 Ok(0) => return Err("electd closed the connection".into()),
-                Ok(n) => self.inbuf.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    self.inbuf.extend_from_slice(&buf[..n]);
+                    if n < buf.len() {
+                        // All there was: the rest, if any comes, wakes ppoll again
+                        // (no read that only returns EAGAIN).
+                        break;
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(format!("read from electd: {e}")),
@@ -207,7 +214,12 @@ impl Supervisor<'_> {
         let Some(c) = self.conn.as_mut() else {
             return Ok(());
         };
-        let lines = match c.read_lines() {
+        let quiet = self.ready.is_some_and(|r| !r.conn);
+        let lines = match if quiet {
+            Ok(Vec::new())
+        } else {
+            c.read_lines()
+        } {
             Ok(l) => l,
             Err(e) => {
                 self.lost(e);

@@ -102,6 +102,8 @@ struct Supervisor<'a> {
     /// What the last "waiting" line said (leader, term): one line per change, so an
     /// operator of a follower sees why nothing runs, and for whom it waits.
     waiting: Option<(Option<u64>, u64)>,
+    /// What the last ppoll(2) found ready; None: look at everything.
+    ready: Option<wakeup::Ready>,
 }
 
 /// Runs the supervisor until SIGTERM or SIGINT; returns the exit code.
@@ -139,6 +141,7 @@ fn supervise(opts: &RunOptions) -> i32 {
         unfit: None,
         waiting: None,
         enforcer_lost: false,
+        ready: None,
     };
     loop {
         if let Err(code) = s.step() {
@@ -185,6 +188,8 @@ impl Supervisor<'_> {
         self.confirm();
         self.maybe_start();
         self.report_health();
+        // Used once: the next step comes after a ppoll that says again.
+        self.ready = None;
         Ok(())
     }
 
