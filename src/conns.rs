@@ -17,6 +17,11 @@ use std::time::Instant;
 /// Bytes read from a socket per call.
 const READ_CHUNK: usize = 4096;
 
+thread_local! {
+    /// The read buffer of [`Conn::read`], allocated once per thread.
+    static READ_BUF: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
+}
+
 /// One connection: its socket, the bytes it sent and the answers queued for it.
 #[derive(Debug)]
 pub struct Conn<S, X> {
@@ -32,6 +37,8 @@ pub struct Conn<S, X> {
     pub more: bool,
     /// Being closed or dropped: since when. Nothing more is read as a request.
     pub closing: Option<Instant>,
+    /// Its socket is registered for writable events too (see [`Table::write`]).
+    writable_interest: bool,
     /// The protocol's own state of this connection.
     pub ext: X,
 }
@@ -82,6 +89,7 @@ impl<S: Read + Write, X> Conn<S, X> {
             eof: false,
             more,
             closing: None,
+            writable_interest: true,
             ext,
         }
     }
@@ -97,10 +105,24 @@ impl<S: Read + Write, X> Conn<S, X> {
     pub fn read(
         &mut self,
         room: impl Fn(&Self) -> usize,
-        mut got: impl FnMut(&mut Self, &[u8]),
+        got: impl FnMut(&mut Self, &[u8]),
     ) -> io::Result<()> {
         self.more = false;
-        let mut buf = [0u8; READ_CHUNK];
+        // Reused, not zeroed per call (issue 25): only `buf[..n]` is ever read.
+        let mut buf = READ_BUF
+            .take()
+            .unwrap_or_else(|| vec![0u8; READ_CHUNK].into_boxed_slice());
+        let r = self.read_into(&mut buf, room, got);
+        READ_BUF.set(Some(buf));
+        r
+    }
+
+    fn read_into(
+        &mut self,
+        buf: &mut [u8],
+        room: impl Fn(&Self) -> usize,
+        mut got: impl FnMut(&mut Self, &[u8]),
+    ) -> io::Result<()> {
         while !self.eof && self.closing.is_none() {
             let cap = buf.len().min(room(self));
             if cap == 0 {
@@ -146,6 +168,14 @@ pub struct Table<S, X> {
     first_token: usize,
     /// The slot served first at the next wakeup (round-robin).
     next_slot: usize,
+    /// One past the highest slot in use: scans stop there (a daemon with one
+    /// supervisor looked at 64 slots several times per wakeup; issue 25).
+    end: usize,
+    /// The number of slots in use.
+    open: usize,
+    /// Sockets are registered for writable events only while an answer is blocked
+    /// ([`Table::write_on_demand`]).
+    on_demand: bool,
 }
 
 impl<S: Read + Write + Source, X> Table<S, X> {
@@ -155,7 +185,24 @@ impl<S: Read + Write + Source, X> Table<S, X> {
             slots: (0..max).map(|_| None).collect(),
             first_token,
             next_slot: 0,
+            end: 0,
+            open: 0,
+            on_demand: false,
         }
+    }
+
+    /// Registers sockets for readable events only, and for writable events only while
+    /// a write of [`Table::write`] is blocked. With both always registered (edge
+    /// triggered), each answer the peer reads wakes the loop once more for nothing: a
+    /// leader's `run` reads a line every renewal (issue 25).
+    pub fn write_on_demand(mut self) -> Self {
+        self.on_demand = true;
+        self
+    }
+
+    /// One past the highest slot in use: every connection is in `0..end()`.
+    pub fn end(&self) -> usize {
+        self.end
     }
 
     /// The number of slots.
@@ -187,25 +234,58 @@ impl<S: Read + Write + Source, X> Table<S, X> {
     /// (and the connection dropped) if registration fails.
     pub fn insert(&mut self, registry: &Registry, slot: usize, mut conn: Conn<S, X>) -> bool {
         let token = self.token(slot);
+        let interest = if self.on_demand {
+            Interest::READABLE
+        } else {
+            Interest::READABLE | Interest::WRITABLE
+        };
+        conn.writable_interest = !self.on_demand;
         if registry
-            .register(
-                &mut conn.stream,
-                token,
-                Interest::READABLE | Interest::WRITABLE,
-            )
+            .register(&mut conn.stream, token, interest)
             .is_err()
         {
             return false;
         }
-        self.slots[slot] = Some(conn);
+        if self.slots[slot].replace(conn).is_none() {
+            self.open += 1;
+        }
+        self.end = self.end.max(slot + 1);
         true
     }
 
     /// Takes the connection out of `slot` and deregisters its socket.
     pub fn remove(&mut self, registry: &Registry, slot: usize) -> Option<Conn<S, X>> {
         let mut c = self.slots.get_mut(slot)?.take()?;
+        self.open -= 1;
+        while self.end > 0 && self.slots[self.end - 1].is_none() {
+            self.end -= 1;
+        }
         let _ = registry.deregister(&mut c.stream);
         Some(c)
+    }
+
+    /// Writes what is queued for `slot` ([`Conn::write`]); with
+    /// [`Table::write_on_demand`], registers for writable events while blocked, and
+    /// for readable events only once all is out.
+    pub fn write(&mut self, registry: &Registry, slot: usize) -> Option<Written> {
+        let token = self.token(slot);
+        let on_demand = self.on_demand;
+        let c = self.get_mut(slot)?;
+        let w = c.write();
+        if on_demand && (w == Written::Blocked) != c.writable_interest {
+            let blocked = w == Written::Blocked;
+            let interest = if blocked {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            // A failed reregistration keeps the old interest (a spare wakeup at worst,
+            // or, blocked, the next wakeup for any reason flushes again).
+            if registry.reregister(&mut c.stream, token, interest).is_ok() {
+                c.writable_interest = blocked;
+            }
+        }
+        Some(w)
     }
 
     /// The connection in `slot`.
@@ -220,7 +300,7 @@ impl<S: Read + Write + Source, X> Table<S, X> {
 
     /// Every connection with its slot.
     pub fn iter(&self) -> impl Iterator<Item = (usize, &Conn<S, X>)> + '_ {
-        self.slots
+        self.slots[..self.end]
             .iter()
             .enumerate()
             .filter_map(|(i, c)| Some((i, c.as_ref()?)))
@@ -228,12 +308,12 @@ impl<S: Read + Write + Source, X> Table<S, X> {
 
     /// Every connection, mutably.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Conn<S, X>> + '_ {
-        self.slots.iter_mut().flatten()
+        self.slots[..self.end].iter_mut().flatten()
     }
 
     /// The number of open connections.
     pub fn len(&self) -> usize {
-        self.slots.iter().flatten().count()
+        self.open
     }
 
     /// True when no connection is open.
@@ -252,8 +332,12 @@ impl<S: Read + Write + Source, X> Table<S, X> {
         mut next: impl FnMut(&mut Conn<S, X>, usize) -> Take<R>,
     ) -> Vec<(usize, R)> {
         let mut out = Vec::new();
-        let n = self.slots.len();
-        let start = self.next_slot;
+        // Slots from `end` on are empty.
+        let n = self.end;
+        if n == 0 {
+            return out;
+        }
+        let start = self.next_slot % n;
         for i in 0..n {
             if out.len() >= per_wakeup {
                 break;

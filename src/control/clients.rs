@@ -159,7 +159,7 @@ impl Control {
         Ok(Control {
             listener,
             path: path.to_path_buf(),
-            clients: Table::new(MAX_CLIENTS, first_token + 1),
+            clients: Table::new(MAX_CLIENTS, first_token + 1).write_on_demand(),
             counters: ControlCounters::default(),
             departed: Vec::new(),
             next_serial: 0,
@@ -312,7 +312,7 @@ impl Control {
     /// The requests to answer in this wakeup: at most `REQUESTS_PER_CLIENT` per client
     /// and `REQUESTS_PER_WAKEUP` in all, round-robin from where the last wakeup stopped.
     pub fn take_requests(&mut self, now: Instant) -> Vec<(usize, Request)> {
-        for slot in 0..MAX_CLIENTS {
+        for slot in 0..self.clients.end() {
             if self.clients.get(slot).is_some_and(Client::wants_read) {
                 self.read_client(slot, now);
             }
@@ -402,7 +402,7 @@ impl Control {
 
     /// Queues `line` for every watcher of `scope`.
     pub fn broadcast(&mut self, scope: Scope, line: &str) {
-        for slot in 0..MAX_CLIENTS {
+        for slot in 0..self.clients.end() {
             if self
                 .clients
                 .get(slot)
@@ -415,11 +415,11 @@ impl Control {
 
     /// Writes queued answers, closes finished, dropped and idle clients.
     pub fn flush(&mut self, registry: &Registry, now: Instant) {
-        for slot in 0..MAX_CLIENTS {
-            let Some(c) = self.clients.get_mut(slot) else {
+        for slot in 0..self.clients.end() {
+            let Some(written) = self.clients.write(registry, slot) else {
                 continue;
             };
-            let written = c.write();
+            let c = self.clients.get_mut(slot).expect("written: in use");
             if written == Written::Gone {
                 c.close(now);
                 c.outbuf.clear();

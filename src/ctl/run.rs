@@ -21,7 +21,7 @@ const OPTIONS: [(&str, &str, &str); 5] = [
     ),
     (
         "poll",
-        "reconnect interval and longest silence before asking again (default 20ms)",
+        "reconnect interval (default 20ms); electd is asked at most once a second",
         "DURATION",
     ),
     (

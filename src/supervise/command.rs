@@ -51,6 +51,10 @@ impl Supervisor<'_> {
         let Some(r) = self.running.as_mut() else {
             return;
         };
+        if r.exit_fd.is_some() && self.ready.is_some_and(|w| !w.child) {
+            // Its pidfd was not readable: it had not exited when ppoll returned.
+            return;
+        }
         // SAFETY: waitid with WNOWAIT only looks: the exited leader stays a zombie, so
         // its process group id cannot be reused before the group is killed below.
         let exited = unsafe {
@@ -114,7 +118,8 @@ impl Supervisor<'_> {
         if self.leader {
             e.deadline(self.until_ns);
         }
-        if e.exited() {
+        let quiet = e.exit_fd().is_some() && self.ready.is_some_and(|w| !w.enforcer);
+        if !quiet && e.exited() {
             r.enforcer = None;
             if r.kill_at_ns.is_none() {
                 self.enforcer_lost = true;

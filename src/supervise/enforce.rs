@@ -202,6 +202,10 @@ impl State {
                 break;
             }
             self.inbuf.extend_from_slice(&buf[..n as usize]);
+            if (n as usize) < buf.len() {
+                // All there was: more (or the close) wakes poll again.
+                break;
+            }
         }
         while let Some(p) = self.inbuf.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = self.inbuf.drain(..=p).collect();
@@ -314,12 +318,19 @@ pub fn main(args: &[String]) -> i32 {
         open: true,
         inbuf: Vec::new(),
     };
+    // What the last poll found ready (None: look at everything). Only what poll said
+    // could find something is read or asked (issue 25: 7 to 4 system calls per lease
+    // renewal); poll is level-triggered, so nothing that turns ready later is missed.
+    let mut woke: Option<Woke> = None;
     loop {
-        if s.open {
+        if s.open && woke.is_none_or(|w| w.stdin) {
             s.read();
         }
         let next = s.act(crate::time::boot_now().as_nanos());
-        let leader_gone = pidfd.is_some_and(|fd| readable(fd, 0));
+        let leader_gone = match woke {
+            Some(w) => w.pidfd,
+            None => pidfd.is_some_and(|fd| readable(fd, 0)),
+        };
         if leader_gone {
             // Nothing of the group may outlive its leader (as run does on a reap).
             group(s.a.pgid, libc::SIGKILL);
@@ -329,8 +340,17 @@ pub fn main(args: &[String]) -> i32 {
             return 0;
         }
         arm(&tfd, next);
-        wait(&s, pidfd, &tfd);
+        woke = wait(&s, pidfd, &tfd);
     }
+}
+
+/// Which descriptors a poll of [`wait`] found ready.
+#[derive(Clone, Copy, Debug)]
+struct Woke {
+    /// run's pipe: a message, or closed.
+    stdin: bool,
+    /// The command's leader exited.
+    pidfd: bool,
 }
 
 fn readable(fd: i32, timeout_ms: i32) -> bool {
@@ -343,27 +363,30 @@ fn readable(fd: i32, timeout_ms: i32) -> bool {
     unsafe { libc::poll(&mut p, 1, timeout_ms) == 1 && p.revents != 0 }
 }
 
-/// Sleeps until the timer fires, run writes (or goes), or the command's leader exits.
-fn wait(s: &State, pidfd: Option<i32>, tfd: &OwnedFd) {
+/// Sleeps until the timer fires, run writes (or goes), or the command's leader exits;
+/// says which were ready (None when poll failed: look at everything).
+fn wait(s: &State, pidfd: Option<i32>, tfd: &OwnedFd) -> Option<Woke> {
     let mut fds = vec![libc::pollfd {
         fd: tfd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     }];
-    if s.open {
+    let stdin_at = s.open.then(|| {
         fds.push(libc::pollfd {
             fd: 0,
             events: libc::POLLIN,
             revents: 0,
         });
-    }
-    if let Some(fd) = pidfd {
+        fds.len() - 1
+    });
+    let pidfd_at = pidfd.map(|fd| {
         fds.push(libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
         });
-    }
+        fds.len() - 1
+    });
     // Without a pidfd the group is checked every TICK; with one the wait is unbounded
     // but for the timer (armed whenever a signal is still due).
     let timeout = if pidfd.is_none() || s.killed {
@@ -372,10 +395,17 @@ fn wait(s: &State, pidfd: Option<i32>, tfd: &OwnedFd) {
         -1
     };
     // SAFETY: poll(2) on a valid array of pollfd.
-    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
-    let mut b = [0u8; 8];
-    // SAFETY: reading the expiry count from our non-blocking timerfd into a local.
-    unsafe { libc::read(tfd.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+    if n < 0 || fds[0].revents != 0 {
+        let mut b = [0u8; 8];
+        // SAFETY: reading the expiry count from our non-blocking timerfd into a local.
+        unsafe { libc::read(tfd.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
+    }
+    let ready = |i: Option<usize>| i.is_some_and(|i| fds[i].revents != 0);
+    (n >= 0).then(|| Woke {
+        stdin: ready(stdin_at),
+        pidfd: ready(pidfd_at),
+    })
 }
 
 #[cfg(test)]

@@ -16,10 +16,13 @@
 //!   in the least lease a steady leader can have left just before a renewal,
 //!   `lease_len - heartbeat - rtt` (see [`check_grace`]); then the command is never
 //!   stopped spuriously in steady state and a planned stop always gets the whole grace.
-//! - `--poll` is only the reconnect interval and the longest silence before the daemon
-//!   is asked again (at least [`IDLE_ASK`] while this server does not lead, and a
-//!   follower confirms only after a leader line: an idle `run` costs its daemon at most
-//!   one request a second): no value is unsafe.
+//! - `--poll` is only the reconnect interval and the least silence before the daemon
+//!   is asked again (at least [`IDLE_ASK`], and while leading at least a renewal
+//!   period: a leader's lines come with every renewal, so its `run` asks only when they
+//!   stop; a follower confirms only after a leader line: a `run` costs its daemon at
+//!   most one request a second, leader or not): no value is unsafe, since the lease end
+//!   is enforced here and by the enforcer from the last line, whatever the daemon
+//!   answers.
 //! - Whatever stalls this process (SIGSTOP, a debugger, a blocked write), the lease end
 //!   is also enforced by a process of its own started beside each command
 //!   ([`enforce`]); if that process dies, the command is stopped at once. Log lines
@@ -99,6 +102,8 @@ struct Supervisor<'a> {
     /// What the last "waiting" line said (leader, term): one line per change, so an
     /// operator of a follower sees why nothing runs, and for whom it waits.
     waiting: Option<(Option<u64>, u64)>,
+    /// What the last ppoll(2) found ready; None: look at everything.
+    ready: Option<wakeup::Ready>,
 }
 
 /// Runs the supervisor until SIGTERM or SIGINT; returns the exit code.
@@ -136,6 +141,7 @@ fn supervise(opts: &RunOptions) -> i32 {
         unfit: None,
         waiting: None,
         enforcer_lost: false,
+        ready: None,
     };
     loop {
         if let Err(code) = s.step() {
@@ -182,6 +188,8 @@ impl Supervisor<'_> {
         self.confirm();
         self.maybe_start();
         self.report_health();
+        // Used once: the next step comes after a ppoll that says again.
+        self.ready = None;
         Ok(())
     }
 

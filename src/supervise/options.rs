@@ -17,7 +17,8 @@ pub struct RunOptions {
     pub socket: PathBuf,
     /// Time between SIGTERM and SIGKILL.
     pub grace: Duration,
-    /// Reconnect interval, and the longest silence before the daemon is asked again.
+    /// Reconnect interval, and (when over `IDLE_ASK`) the least silence before the daemon
+    /// is asked again.
     pub poll: Duration,
     /// The command and its arguments.
     pub argv: Vec<String>,

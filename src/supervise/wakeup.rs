@@ -44,6 +44,21 @@ pub(super) fn signal_pipe() -> Result<OwnedFd, String> {
     Ok(unsafe { OwnedFd::from_raw_fd(fds[0]) })
 }
 
+/// Which of the descriptors a ppoll(2) watched were ready when it returned: a step
+/// skips the system calls that could only say "nothing yet" (a read that returns
+/// EAGAIN, a waitid or wait4 of a process whose pidfd is not readable). ppoll is
+/// level-triggered, so what turns ready after it returned wakes the next one at once.
+/// Saves 3 of the 6 system calls of a leader's `run` per renewal line (issue 25).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Ready {
+    /// The daemon's socket (readable, closed or failed).
+    pub(super) conn: bool,
+    /// The command's pidfd (it exited).
+    pub(super) child: bool,
+    /// The enforcer's pidfd (it exited).
+    pub(super) enforcer: bool,
+}
+
 impl Supervisor<'_> {
     /// How long to block: until the next thing this supervisor must do.
     fn timeout(&self) -> Duration {
@@ -89,28 +104,27 @@ impl Supervisor<'_> {
             events: libc::POLLIN,
             revents: 0,
         }];
-        if let Some(c) = &self.conn {
+        let at = |fds: &mut Vec<libc::pollfd>, fd: i32| {
             fds.push(libc::pollfd {
-                fd: c.stream.as_raw_fd(),
+                fd,
                 events: libc::POLLIN,
                 revents: 0,
             });
-        }
-        if let Some(fd) = self.running.as_ref().and_then(|r| r.exit_fd.as_ref()) {
-            fds.push(libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
-        }
+            Some(fds.len() - 1)
+        };
+        let conn_at = self
+            .conn
+            .as_ref()
+            .and_then(|c| at(&mut fds, c.stream.as_raw_fd()));
+        let child_at = self
+            .running
+            .as_ref()
+            .and_then(|r| r.exit_fd.as_ref())
+            .and_then(|fd| at(&mut fds, fd.as_raw_fd()));
         let enforcer = self.running.as_ref().and_then(|r| r.enforcer.as_ref());
-        if let Some(fd) = enforcer.and_then(Enforcer::exit_fd) {
-            fds.push(libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
-        }
+        let enforcer_at = enforcer
+            .and_then(Enforcer::exit_fd)
+            .and_then(|fd| at(&mut fds, fd.as_raw_fd()));
         if let Some(fd) = log::flush() {
             // Lines wait for stderr: wake when it takes writes again.
             fds.push(libc::pollfd {
@@ -124,7 +138,7 @@ impl Supervisor<'_> {
             tv_nsec: t.subsec_nanos() as libc::c_long,
         };
         // SAFETY: `fds` is a valid array of pollfd for the call; the mask is null.
-        unsafe {
+        let n = unsafe {
             libc::ppoll(
                 fds.as_mut_ptr(),
                 fds.len() as libc::nfds_t,
@@ -132,6 +146,14 @@ impl Supervisor<'_> {
                 std::ptr::null(),
             )
         };
+        // A failed ppoll (EINTR) says nothing: the next step looks at everything. A
+        // descriptor not watched (None) is looked at too.
+        let ready = |i: Option<usize>| i.is_none_or(|i| fds[i].revents != 0);
+        self.ready = (n >= 0).then(|| Ready {
+            conn: ready(conn_at),
+            child: ready(child_at),
+            enforcer: ready(enforcer_at),
+        });
         if fds[0].revents != 0 {
             let mut b = [0u8; 16];
             // SAFETY: reading into a local buffer from our non-blocking pipe.
