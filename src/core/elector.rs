@@ -181,6 +181,12 @@ impl Node {
             "{}round opened: proposing term {} (heard {})",
             self.log_tag, claim.term, claim.heard
         );
+        self.send_claim(&claim);
+        self.decide_if_complete(now);
+    }
+
+    /// Sends this server's claim to every server as an ELECT.
+    fn send_claim(&mut self, claim: &Claim) {
         let msg = self.message(
             claim.term,
             Body::Elect {
@@ -192,7 +198,6 @@ impl Node {
             },
         );
         self.send(Dest::All, msg);
-        self.decide_if_complete(now);
     }
 
     /// True when this server's claim must say INELIGIBLE now (see `enter_voting`).
@@ -232,17 +237,7 @@ impl Node {
             "{}claim for term {} renewed (heard {heard}, eligible {})",
             self.log_tag, claim.term, !claim.ineligible
         );
-        let msg = self.message(
-            claim.term,
-            Body::Elect {
-                last_term: claim.last.0,
-                last_seq: claim.last.1,
-                priority: claim.priority,
-                heard: claim.heard,
-                ineligible: claim.ineligible,
-            },
-        );
-        self.send(Dest::All, msg);
+        self.send_claim(&claim);
     }
 
     pub(super) fn retry_wait(&mut self) -> Duration {
