@@ -3,7 +3,7 @@
 //! learns it at once or, with `checks`, once its check has risen; fitness (health,
 //! drain, witness) as the tests read it.
 
-use super::{Ev, Real, Sim, ms};
+use super::{Ev, Real, Sim};
 use electd::health::{Failure, Outcome, Verdict};
 use std::time::Duration;
 
@@ -152,19 +152,7 @@ impl Sim {
                 }
             }
         }
-        targets.retain(|&t| t > self.now && t < self.now + 8 * self.opts.hold().max(ms(1000)));
-        if targets.is_empty() {
-            return None;
-        }
-        let t = targets[self.rng.below(targets.len() as u64) as usize];
-        let off = 1u64 << self.rng.below(20);
-        let off = (off + self.rng.below(off)).min(ms(1));
-        let at = if self.rng.below(2) == 0 {
-            t.saturating_sub(off)
-        } else {
-            t + off
-        };
-        Some(at.max(self.now))
+        self.near_one_of(targets)
     }
 
     /// The check of this life of `host` has risen: its daemon reports the health now.

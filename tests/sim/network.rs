@@ -280,6 +280,12 @@ impl Sim {
                 }
             }
         }
+        self.near_one_of(targets)
+    }
+
+    /// One of `targets` (those ahead, within 8 holds), from 1 ns to 1 ms either side
+    /// (log-uniform): the instant an aimed fault or delivery lands.
+    pub(super) fn near_one_of(&mut self, mut targets: Vec<Real>) -> Option<Real> {
         targets.retain(|&t| t > self.now && t < self.now + 8 * self.opts.hold().max(ms(1000)));
         if targets.is_empty() {
             return None;
