@@ -57,6 +57,7 @@ fn elect(sender: u16, term: u64, heard: u8) -> Message {
             priority: 0,
             heard,
             ineligible: false,
+            last_resort: false,
         },
     )
 }
@@ -379,4 +380,109 @@ fn late_votes_never_undo_a_resignation() {
     n.handle_datagram(t, &msg(2, 1, Body::Vote { candidate: 1 }))
         .unwrap();
     assert_eq!(n.leads(), None, "a resigned term stays resigned");
+}
+
+/// SPEC 13 with 5: a server that claimed eligible in a round and turns unhealthy
+/// before the round ends sends no further claim in it, however many claims it hears
+/// (its next round says INELIGIBLE, and LAST_RESORT). The last-resort change first
+/// re-sent such a claim on every input, and two such servers sent each other claims
+/// without end (the swarm's seed 215). And a server that turns unhealthy while watching
+/// claims INELIGIBLE with LAST_RESORT in its next round.
+#[test]
+fn a_claim_is_not_resent_for_turning_unhealthy_mid_round() {
+    let mut c = cfg(3, 3);
+    c.sabotage.full_window = true;
+    let mut n = Node::new(c, Durable::default(), ms(0)).unwrap();
+    let t = ms(1000); // past the quiet period
+    n.handle_datagram(t, &elect(1, 1, 3)).unwrap();
+    let out = drain(&mut n);
+    assert!(
+        matches!(
+            sends(&out)[..],
+            [(
+                Dest::All,
+                Body::Elect {
+                    ineligible: false,
+                    ..
+                }
+            )]
+        ),
+        "{out:?}"
+    );
+    n.set_health(t, false);
+    for k in 0..5u64 {
+        n.handle_datagram(
+            t + Duration::from_millis(k),
+            &elect(1 + (k % 2) as u16, 1, 3),
+        )
+        .unwrap();
+        n.handle_heard(t + Duration::from_millis(k), 2);
+    }
+    let out = drain(&mut n);
+    assert!(
+        !sends(&out)
+            .iter()
+            .any(|(_, b)| matches!(b, Body::Elect { .. })),
+        "no claim re-sent: {out:?}"
+    );
+    // The next round: INELIGIBLE, as a last resort.
+    let mut n = Node::new(cfg(3, 3), Durable::default(), ms(0)).unwrap();
+    n.set_health(ms(0), false);
+    n.handle_datagram(t, &elect(1, 1, 3)).unwrap();
+    let out = drain(&mut n);
+    assert!(
+        matches!(
+            sends(&out)[..],
+            [(
+                Dest::All,
+                Body::Elect {
+                    ineligible: true,
+                    last_resort: true,
+                    ..
+                }
+            )]
+        ),
+        "{out:?}"
+    );
+    // Not while drained, and not before the time its checks need to rise.
+    let mut n = Node::new(cfg(3, 3), Durable::default(), ms(0)).unwrap();
+    n.set_health(ms(0), false);
+    n.set_last_resort(ms(0), Some(ms(5000)));
+    n.handle_datagram(t, &elect(1, 1, 3)).unwrap();
+    let out = drain(&mut n);
+    assert!(
+        matches!(
+            sends(&out)[..],
+            [(
+                Dest::All,
+                Body::Elect {
+                    ineligible: true,
+                    last_resort: false,
+                    ..
+                }
+            )]
+        ),
+        "{out:?}"
+    );
+    let mut n = Node::new(cfg(3, 3), Durable::default(), ms(0)).unwrap();
+    n.set_health(ms(0), false);
+    n.set_drained(ms(0), true);
+    for o in drain(&mut n) {
+        if let Output::Persist(d) = o {
+            n.handle_persisted(ms(0), d);
+        }
+    }
+    n.handle_datagram(t, &elect(1, 1, 3)).unwrap();
+    let out = drain(&mut n);
+    assert!(
+        sends(&out).iter().any(|(_, b)| matches!(
+            b,
+            Body::Elect {
+                ineligible: true,
+                last_resort: false,
+                ..
+            }
+        )),
+        "{out:?}"
+    );
 }

@@ -744,11 +744,12 @@ fn failing_check_on_the_leader_hands_over_gracefully() {
 
 /// Issue 11 test 2: a check that cannot execute (a missing path on server 3, a file
 /// without the execute bit on server 2, whose text would exit 0 if run by a shell) is a
-/// failure, never a success: those servers stay unhealthy and never lead, even when
-/// server 1 yields or stops; the daemons keep running; the reason is logged and
-/// counted; `--check-config` warns but passes.
+/// failure, never a success: those servers stay unhealthy and never lead while server 1
+/// can, even when it yields; when it stops, one of them leads as a last resort (SPEC
+/// 13), reports failing, and hands the seat back once server 1 returns; the daemons
+/// keep running; the reason is logged and counted; `--check-config` warns but passes.
 #[test]
-fn a_check_that_cannot_execute_keeps_its_server_ineligible() {
+fn a_check_that_cannot_execute_keeps_its_server_ineligible_but_a_last_resort() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let per = |dir: &Path, id: u16| match id {
         2 => {
@@ -820,17 +821,12 @@ fn a_check_that_cannot_execute_keeps_its_server_ineligible() {
         l, 1,
         "after its yield server 1 leads again: nobody else can"
     );
-    // Server 1 stops: nobody may lead.
-    let child = c.terminate(1);
-    assert!(common::wait_exit(child, Duration::from_secs(3)).is_some());
-    std::thread::sleep(Duration::from_millis(1500));
-    c.spawn(1);
-    c.agreement(bound + Duration::from_secs(1));
+    // No other server led while server 1 could.
     let samples = m.stop();
     let bad: Vec<&Sample> = samples.iter().filter(|s| s.leader && s.id != 1).collect();
     assert!(
         bad.is_empty(),
-        "a server whose check cannot run led: {bad:?}\n{}",
+        "a server whose check cannot run led while server 1 was fit: {bad:?}\n{}",
         c.logs()
     );
     for id in [2, 3] {
@@ -842,6 +838,40 @@ fn a_check_that_cannot_execute_keeps_its_server_ineligible() {
             "server {id} reported healthy at some point\n{}",
             c.log(id)
         );
+    }
+    // Server 1 stops: 2 and 3 are left, both unhealthy, so one of them leads as a last
+    // resort (SPEC 13, issue 22) and says it is failing; before, nobody led.
+    let child = c.terminate(1);
+    assert!(common::wait_exit(child, Duration::from_secs(3)).is_some());
+    let (lr, _) = c.agreement(bound + Duration::from_secs(1));
+    assert!(matches!(lr, 2 | 3), "a last resort among 2 and 3: {lr}");
+    let v = c.status(lr).expect("status");
+    assert_eq!(
+        v.get("health").and_then(Value::as_str),
+        Some("failing"),
+        "the last-resort leader reports failing: {v:?}"
+    );
+    assert!(
+        c.log(lr).contains("as a last resort"),
+        "the last-resort leader says so in its log:\n{}",
+        c.log(lr)
+    );
+    // Server 1 comes back fit: the last resort hands it the seat.
+    c.spawn(1);
+    let deadline = Instant::now() + slacked(bound + Duration::from_secs(3));
+    loop {
+        let (l, _) = c.agreement(bound + Duration::from_secs(1));
+        if l == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server 1 was not handed the seat back (leader {l})\n{}",
+            c.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for id in [2, 3] {
         assert!(c.status(id).is_some(), "server {id}'s daemon died");
     }
 }

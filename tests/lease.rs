@@ -315,6 +315,7 @@ fn the_hold_promise_shrinks_after_the_long_faith_ran_out() {
                 priority: 0,
                 heard: 3,
                 ineligible: false,
+                last_resort: false,
             },
         )
     };
@@ -349,6 +350,7 @@ fn wedge_datagrams_are_refused_and_change_nothing() {
                 priority: 0,
                 heard: 3,
                 ineligible: false,
+                last_resort: false,
             },
         )
     };

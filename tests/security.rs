@@ -141,6 +141,7 @@ fn forgeries_and_replays_change_nothing() {
                 priority: 255,
                 heard: 255,
                 ineligible: false,
+                last_resort: false,
             },
         },
     ];

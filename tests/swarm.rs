@@ -1476,6 +1476,19 @@ impl Quiet {
     }
 }
 
+/// The servers of the majority side that may be elected as a last resort now (SPEC
+/// 13): settled (their checks have had time to rise: `rise_max` is at most half the
+/// quiet period), unhealthy, undrained, not witnesses.
+fn last_resorts(s: &Sim, q: &Quiet) -> Vec<u16> {
+    q.side
+        .iter()
+        .copied()
+        .filter(|&x| {
+            s.settled(x) && !s.healthy(x) && !s.drained(x) && !s.opts.witnesses.contains(&x)
+        })
+        .collect()
+}
+
 fn priority(s: &Sim, id: u16) -> u8 {
     s.opts
         .priorities
@@ -1502,11 +1515,14 @@ fn best(s: &Sim, c: &[u16]) -> Option<u16> {
 ///   others is never known fit and could not be elected (heard count below Q).
 /// - H-stay (with `stay`): if nobody on the majority side is fit, a leader holding a
 ///   lease at `t0` keeps it without a gap until `t1`: an unfit leader stays while no
-///   fit server is known, so health alone leaves no leaderless period. What cannot be
-///   promised: a leader that handed over to a server that fails before its round leaves
-///   the cluster leaderless (finding_shared_fault_race in tests/health_sim.rs), so the
-///   check starts only once every report is current.
-/// - H-elect: from `t0 + q.elect`, only fit servers are elected.
+///   fit server is known, so health alone leaves no leaderless period. (A leader that
+///   hands over to a server that fails before its round is followed by a last resort,
+///   after a gap: a_shared_fault_never_leaves_the_cluster_leaderless in
+///   tests/health_sim.rs; so this check starts only once every report is current.)
+/// - H-elect: from `t0 + q.elect`, only fit servers are elected; when none is, only
+///   a last resort (unhealthy, undrained, no witness: SPEC 13).
+/// - H-last (with `stay`): if nobody on the majority side is fit but some server may be
+///   a last resort, some server leads within `q.bound` of `t0` and still does at `t1`.
 ///
 /// Runs the simulator to `t1` (at least `t0 + q.bound`).
 fn check_health(
@@ -1520,6 +1536,11 @@ fn check_health(
     // Everything is judged from t0: the fit servers, the leader that must stay.
     s.run_until(t0);
     let fit = q.fit(s);
+    let lr = if fit.is_empty() {
+        last_resorts(s, q)
+    } else {
+        Vec::new()
+    };
     let holder = if stay && fit.is_empty() {
         q.leader(s)
     } else {
@@ -1545,6 +1566,19 @@ fn check_health(
             }
         }
     }
+    if stay && fit.is_empty() && (!lr.is_empty() || holder.is_some()) {
+        let first = s.check.first_lease_by(t0, |x| q.side.contains(&x));
+        if first.is_none_or(|(_, at)| at > t0 + q.bound) || q.leader(s).is_none() {
+            return Some(format!(
+                "H-last ({tag}): nobody fit, last resorts {lr:?}, yet no leader within {} ms of \
+                 {} ms or at {} ms (first {first:?}, leaders {:?})",
+                q.bound / ms(1),
+                t0 / ms(1),
+                t1 / ms(1),
+                s.leaders()
+            ));
+        }
+    }
     if let Some(l) = holder {
         if !s.check.lease_covers(l, t0, t1) {
             return Some(format!(
@@ -1565,10 +1599,11 @@ fn check_health(
     };
     let late = s.check.won[won_before..]
         .iter()
-        .find(|w| w.0 >= t0 + q.elect && !fit.contains(&w.1) && !sitting(w));
+        .find(|w| w.0 >= t0 + q.elect && !fit.contains(&w.1) && !lr.contains(&w.1) && !sitting(w));
     if let Some(w) = late {
         return Some(format!(
-            "H-elect ({tag}): {} elected in term {} at {} ms though unfit (fit {fit:?})",
+            "H-elect ({tag}): {} elected in term {} at {} ms though unfit (fit {fit:?}, last \
+             resorts {lr:?})",
             w.1,
             w.2,
             w.0 / ms(1)
@@ -1738,6 +1773,38 @@ fn episode_all_down(s: &mut Sim, q: &Quiet, tag: &str) -> Option<String> {
             "H-stay ({tag}): {w:?} elected while nobody else was fit"
         ));
     }
+    // H-last (SPEC 13, issue 22): in the even seeds the leader then crashes while
+    // nobody else is fit. A last resort (an unhealthy, undrained server of the side)
+    // leads within the bound; before, nobody led until a check passed. The leader comes
+    // back (unhealthy) and settles before the recovery below.
+    let quorum = s.opts.n / 2 + 1;
+    if s.opts.seed % 2 == 0 && q.side.len() > quorum {
+        let lr: Vec<u16> = last_resorts(s, q).into_iter().filter(|&x| x != l).collect();
+        s.crash(l);
+        let t = s.now;
+        s.run_until(t + q.bound);
+        if !s.check.violations.is_empty() {
+            return None;
+        }
+        if !lr.is_empty() {
+            match s.check.first_lease_by(t, |x| lr.contains(&x)) {
+                Some((_, at)) if at <= t + q.bound => {}
+                other => {
+                    return Some(format!(
+                        "H-last ({tag}): leader {l} crashed at {} ms, nobody fit; no last resort \
+                         of {lr:?} led within {} ms (first {other:?}, leaders {:?})",
+                        t / ms(1),
+                        q.bound / ms(1),
+                        s.leaders()
+                    ));
+                }
+            }
+        }
+        s.restart(l);
+        s.set_health(l, false);
+        let settled = s.settle_time();
+        s.run_until(settled.max(s.now) + q.report);
+    }
     // Recovery without a restart: a server of the majority side (maybe the leader)
     // turns healthy; a fit server leads within the bound, and it is that one unless the
     // leader is fit itself.
@@ -1836,9 +1903,18 @@ fn episode_yield_to(s: &mut Sim, q: &Quiet, tag: &str) -> Option<String> {
     let exact = fit
         .iter()
         .all(|&x| s.status(x).is_some_and(|st| st.leader == Some(l)));
+    // Nobody fit: a last resort, in the round after the one the RESIGN opened (the
+    // resigner among the candidates again), if every candidate follows this leader.
+    let lr = last_resorts(s, q);
+    let exact = exact
+        && lr
+            .iter()
+            .all(|&x| s.status(x).is_some_and(|st| st.leader == Some(l)));
     let expected = match to {
         Some(t) if others.contains(&t) => Some(t),
-        _ => best(s, &others).or(fit.contains(&l).then_some(l)),
+        _ => best(s, &others)
+            .or(fit.contains(&l).then_some(l))
+            .or_else(|| best(s, &lr)),
     };
     let (cm, hung) = (s.opts.confirm_max, s.opts.confirm_hung_pm);
     s.opts.confirm_max = cm.min(ms(1));
@@ -2647,3 +2723,40 @@ fn negative_control_unranked_claims() {
 
 /// The first default seed at which the swarm catches `Sabotage::unranked_claims`.
 const UNRANKED_SEED: u64 = 12;
+
+/// Issue 22, H-last can fail: without the last-resort rule (SPEC 13), a leader that
+/// crashes while every other server is unhealthy leaves the cluster leaderless until a
+/// check passes, and the swarm catches it.
+#[test]
+fn negative_control_no_last_resort() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            no_last_resort: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    let seed = catch_broken(
+        "negative_control_no_last_resort",
+        "last resort switched off",
+        &broken,
+        &["H-last"],
+    );
+    eprintln!("last resort switched off: first caught at seed {seed}");
+    let o = run_seed(NO_LAST_RESORT_SEED, &broken);
+    assert!(
+        o.liveness.as_ref().is_some_and(|l| l.starts_with("H-last")),
+        "seed {NO_LAST_RESORT_SEED} no longer catches the last resort switched off: {:?}",
+        o.liveness
+    );
+    let fixed = run_seed(NO_LAST_RESORT_SEED, &Breakage::default());
+    assert!(
+        fixed.violations.is_empty() && fixed.liveness.is_none(),
+        "seed {NO_LAST_RESORT_SEED} fails without the breakage: {:?} {:?}",
+        fixed.violations,
+        fixed.liveness
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::no_last_resort`.
+const NO_LAST_RESORT_SEED: u64 = 11;

@@ -144,7 +144,17 @@ impl Node {
         self.leadership = Some(Leadership::new(term, self.ids.len(), now));
         self.counters.elected += 1;
         self.push_event(Event::Elected { term });
-        info!("{}elected leader of term {term}", self.log_tag);
+        // Every ACK of this term follows the election: any fit one names a successor.
+        self.unfit_from = (term, 0);
+        self.unfit_wait = None;
+        if self.unfit() {
+            warn!(
+                "{}elected leader of term {term} as a last resort: no fit server claimed; health failing, handing over as soon as a fit server is known",
+                self.log_tag
+            );
+        } else {
+            info!("{}elected leader of term {term}", self.log_tag);
+        }
         self.send_lead(now);
     }
 

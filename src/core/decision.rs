@@ -27,6 +27,11 @@ pub struct DecisionInput<'a> {
     pub unranked: bool,
     /// The successor named by the RESIGN that opened this round (SPEC section 14).
     pub successor: Option<usize>,
+    /// This round follows a resignation (this server's, or its leader's RESIGN opened
+    /// it): no last resort in it. The resigner claims INELIGIBLE for this round only and
+    /// may well be fit: a yield with no other fit server must not hand the seat to an
+    /// unhealthy one. The next round, 2-3 RTT later, has no such claim.
+    pub after_resign: bool,
 }
 
 /// Why a server cast no vote in a round.
@@ -65,6 +70,14 @@ fn eligible(input: &DecisionInput<'_>, idx: usize) -> bool {
         .is_some_and(|c| c.could_be_chosen(input.witness[idx], input.quorum, input.ignore_heard))
 }
 
+/// The order of claimants: the newest term seen, then priority, then smallest id (the
+/// claimant at `i` has a claim).
+fn rank(input: &DecisionInput<'_>, i: usize) -> (u64, u8, std::cmp::Reverse<u16>) {
+    let c = input.slate.get(i).expect("ranked claimants have a claim");
+    let priority = if input.unranked { 0 } else { c.priority };
+    (c.last.0, priority, std::cmp::Reverse(input.ids[i]))
+}
+
 /// Decides a round (SPEC section 5, "Decision").
 pub fn decide(input: &DecisionInput<'_>) -> Decision {
     let Some(term) = input.slate.round_term() else {
@@ -91,12 +104,26 @@ pub fn decide(input: &DecisionInput<'_>) -> Decision {
             // others' claims would outrank priority (issue 11).
             let best = (0..input.ids.len())
                 .filter(|&i| eligible(input, i))
-                .max_by_key(|&i| {
-                    let c = input.slate.get(i).expect("eligible implies a claim");
-                    let priority = if input.unranked { 0 } else { c.priority };
-                    (c.last.0, priority, std::cmp::Reverse(input.ids[i]))
-                });
-            match best {
+                .max_by_key(|&i| rank(input, i));
+            // No eligible claimant and no live leader: the best unhealthy claimant, as a
+            // last resort (SPEC section 13), so that a fault every server shares never
+            // leaves the cluster leaderless. It hands over as soon as a fit server is
+            // known. Drained, stopping and resigning servers never claim it.
+            let last_resort = || {
+                (0..input.ids.len())
+                    .filter(|&i| {
+                        input.slate.get(i).is_some_and(|c| {
+                            c.could_be_last_resort(
+                                input.witness[i],
+                                input.quorum,
+                                input.ignore_heard,
+                            )
+                        })
+                    })
+                    .max_by_key(|&i| rank(input, i))
+            };
+            let last_resort = || last_resort().filter(|_| !input.after_resign);
+            match best.or_else(last_resort) {
                 Some(i) => i,
                 None => return Decision::Abstain(Abstain::NoEligible),
             }
@@ -128,6 +155,7 @@ mod tests {
             priority: 0,
             heard,
             ineligible: false,
+            last_resort: false,
         }
     }
 
@@ -157,6 +185,7 @@ mod tests {
                 ignore_heard: false,
                 unranked: false,
                 successor: None,
+                after_resign: false,
             }
         }
     }
@@ -254,5 +283,45 @@ mod tests {
         i.voted = (0, None);
         i.quiet = true;
         assert_eq!(decide(&i), Decision::Abstain(Abstain::Quiet));
+    }
+
+    /// SPEC 13: with no eligible claimant and no live leader, the best unhealthy
+    /// claimant that may be a last resort (same order as eligible ones); never over an
+    /// eligible one, never one that hears too few or is a witness, never over a live
+    /// leader, and not in the round a resignation opened.
+    #[test]
+    fn a_last_resort_only_when_nobody_eligible_claims() {
+        let lr = |term, last, heard, priority| {
+            let mut c = claim(term, last, heard);
+            c.ineligible = true;
+            c.last_resort = true;
+            c.priority = priority;
+            c
+        };
+        let mut f = Fixture::new(3);
+        f.slate.record(0, lr(4, (2, 5), 3, 1));
+        f.slate.record(1, lr(4, (2, 5), 3, 5));
+        let mut drained = claim(4, (2, 5), 3);
+        drained.ineligible = true;
+        f.slate.record(2, drained);
+        assert_eq!(decide(&f.input()), vote(4, 1), "the higher priority");
+        // An eligible claimant always wins over a last resort.
+        f.slate.record(2, claim(4, (1, 1), 3));
+        assert_eq!(decide(&f.input()), vote(4, 2));
+        f.slate.record(2, drained);
+        // Not over a live leader, not after a resignation.
+        let mut i = f.input();
+        i.live_leader = Some(2);
+        assert_eq!(decide(&i), Decision::Abstain(Abstain::LeaderIneligible));
+        let mut i = f.input();
+        i.after_resign = true;
+        assert_eq!(decide(&i), Decision::Abstain(Abstain::NoEligible));
+        // A last resort that hears too few, or is a witness, is none.
+        let mut f = Fixture::new(3);
+        f.slate.record(0, lr(4, (2, 5), 3, 1));
+        f.slate.record(1, lr(4, (2, 5), 1, 5));
+        assert_eq!(decide(&f.input()), vote(4, 0));
+        f.witness[0] = true;
+        assert_eq!(decide(&f.input()), Decision::Abstain(Abstain::NoEligible));
     }
 }

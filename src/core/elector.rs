@@ -20,6 +20,10 @@ pub struct Claim {
     pub heard: u8,
     /// The claimant says it may not lead now.
     pub ineligible: bool,
+    /// With `ineligible`: the claimant is unhealthy only (not drained, not stopping, not
+    /// resigning, its checks have had time to rise), so it may be elected as a last
+    /// resort (SPEC section 13).
+    pub last_resort: bool,
 }
 
 impl Claim {
@@ -28,6 +32,26 @@ impl Claim {
     /// test-only breakage of that rule).
     pub(super) fn could_be_chosen(&self, witness: bool, quorum: usize, ignore_heard: bool) -> bool {
         !self.ineligible && !witness && (ignore_heard || usize::from(self.heard) >= quorum)
+    }
+
+    /// True when the claimant could be chosen as a last resort, in a round with no
+    /// eligible claimant and no live leader: it is unhealthy only, no witness, and hears
+    /// a majority (SPEC section 13).
+    pub(super) fn could_be_last_resort(
+        &self,
+        witness: bool,
+        quorum: usize,
+        ignore_heard: bool,
+    ) -> bool {
+        self.ineligible
+            && self.last_resort
+            && !witness
+            && (ignore_heard || usize::from(self.heard) >= quorum)
+    }
+
+    /// True when the claim may elect someone: eligible, or a last resort.
+    pub(super) fn may_lead(&self) -> bool {
+        !self.ineligible || self.last_resort
     }
 }
 
@@ -169,6 +193,7 @@ impl Node {
             // it in a higher term, or a server whose term ran ahead never follows it,
             // never ACKs, and is never handed the seat (swarm seed 5138).
             ineligible: self.claims_ineligible(),
+            last_resort: self.claims_last_resort(now),
         };
         self.slate.record(self.me, claim);
         if now < self.quiet_until {
@@ -195,6 +220,7 @@ impl Node {
                 priority: claim.priority,
                 heard: claim.heard,
                 ineligible: claim.ineligible,
+                last_resort: claim.last_resort,
             },
         );
         self.send(Dest::All, msg);
@@ -203,6 +229,22 @@ impl Node {
     /// True when this server's claim must say INELIGIBLE now (see `enter_voting`).
     fn claims_ineligible(&self) -> bool {
         (self.unfit() && self.leadership.is_none()) || self.resigned_last || self.resign_pending()
+    }
+
+    /// True when this server's INELIGIBLE claim may still elect it as a last resort
+    /// (SPEC section 13): it is unhealthy and nothing else, not drained, not stopping,
+    /// not a witness, not resigning or just resigned, and its checks have had time to
+    /// rise since it started (`set_last_resort`), so a cold start waits for a server
+    /// that is fit rather than electing one that has merely not been checked yet.
+    fn claims_last_resort(&self, now: Time) -> bool {
+        self.claims_ineligible()
+            && !self.healthy
+            && !self.drained
+            && !self.witness[self.me]
+            && !self.resigned_last
+            && !self.resign_pending()
+            && self.last_resort_from.is_some_and(|t| now >= t)
+            && !self.cfg.sabotage.no_last_resort
     }
 
     /// Sends this server's claim again when the claim it made in this round excluded it
@@ -227,15 +269,21 @@ impl Node {
         let hears_more =
             usize::from(claim.heard) < self.quorum && usize::from(heard) >= self.quorum;
         let turned_fit = claim.ineligible && !self.claims_ineligible();
-        if !hears_more && !turned_fit {
+        // Its checks have now had time to rise: a last resort from here on.
+        // (A claim that said eligible stays so for this round: only what it would now
+        // say as an INELIGIBLE one can change, or a claim would be sent on every call.)
+        let last_resort = claim.ineligible && !turned_fit && self.claims_last_resort(now);
+        let turned_last_resort = last_resort != claim.last_resort;
+        if !hears_more && !turned_fit && !turned_last_resort {
             return;
         }
         claim.heard = claim.heard.max(heard);
         claim.ineligible = claim.ineligible && !turned_fit;
+        claim.last_resort = last_resort;
         self.slate.record(self.me, claim);
         debug!(
-            "{}claim for term {} renewed (heard {heard}, eligible {})",
-            self.log_tag, claim.term, !claim.ineligible
+            "{}claim for term {} renewed (heard {heard}, eligible {}, last resort {})",
+            self.log_tag, claim.term, !claim.ineligible, claim.last_resort
         );
         self.send_claim(&claim);
     }
@@ -250,6 +298,7 @@ impl Node {
 
     pub(super) fn finish_round(&mut self, now: Time) {
         let ignore_live = self.cfg.sabotage.ignore_live_leader;
+        let resign_round = std::mem::take(&mut self.resign_round);
         let decision = decide(&DecisionInput {
             slate: &self.slate,
             quorum: self.quorum,
@@ -265,6 +314,7 @@ impl Node {
             ignore_heard: self.cfg.sabotage.ignore_heard,
             unranked: self.cfg.sabotage.unranked_claims,
             successor: self.successor,
+            after_resign: self.resigned_last || resign_round,
         });
         if let (Some(p), Decision::Vote { candidate, .. }) = (self.successor.take(), decision) {
             if p == candidate {
@@ -279,7 +329,7 @@ impl Node {
         // Not after this server's own resignation: it is eligible again in the next round
         // (its INELIGIBLE claim was for this one only), so that round must come soon.
         let all_ineligible = !self.resigned_last
-            && (0..self.ids.len()).all(|i| self.slate.get(i).is_none_or(|c| c.ineligible));
+            && (0..self.ids.len()).all(|i| self.slate.get(i).is_none_or(|c| !c.may_lead()));
         if self.slate.len() >= self.quorum && !all_ineligible {
             self.retry_doublings = 0;
         } else {
@@ -403,7 +453,7 @@ impl Node {
         if !self.cfg.sabotage.ignore_heard
             && (0..self.ids.len()).any(|i| {
                 self.slate.get(i).is_some_and(|c| {
-                    !c.ineligible && !self.witness[i] && usize::from(c.heard) < self.quorum
+                    c.may_lead() && !self.witness[i] && usize::from(c.heard) < self.quorum
                 })
             })
         {
@@ -497,6 +547,7 @@ impl Node {
         }
         self.leader = Some(s);
         self.successor = None;
+        self.resign_round = false;
         self.faith_until = if self.cfg.sabotage.hold_replaced {
             now + hold
         } else {

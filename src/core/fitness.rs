@@ -62,6 +62,21 @@ impl Node {
         self.check_invariants(now);
     }
 
+    /// From when this server may be elected as a last resort while unhealthy (SPEC
+    /// section 13): its start plus the time its checks need to rise (check-rise x
+    /// check-interval + check-timeout), so that a cold start does not elect a server
+    /// that has merely not been checked yet; `None` while it stops (a stopping server
+    /// never leads). A round under way hears the change.
+    pub fn set_last_resort(&mut self, now: Time, from: Option<Time>) {
+        if self.last_resort_from == from {
+            return;
+        }
+        self.on_time(now);
+        self.last_resort_from = from;
+        self.refresh_claim(now);
+        self.check_invariants(now);
+    }
+
     /// The health last set by `set_health`.
     pub fn healthy(&self) -> bool {
         self.healthy

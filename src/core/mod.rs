@@ -76,6 +76,9 @@ pub struct Node {
     healthy: bool,
     /// Drained by the operator (persisted).
     drained: bool,
+    /// From when this server, while unhealthy (not drained, not stopping), may be
+    /// elected as a last resort; `None`: not at all (SPEC section 13, `set_last_resort`).
+    last_resort_from: Option<Time>,
     /// The position of the first LEAD this leader sent after it turned unfit: a health or
     /// drain handover goes only to a server that acknowledged it (or a later one) as fit,
     /// so a fault shared by every server, noticed a moment later by some, is not handed
@@ -91,6 +94,9 @@ pub struct Node {
     /// The successor named by the RESIGN that released this server, for the round it
     /// opened.
     successor: Option<usize>,
+    /// The round under way (or the next) was opened by the followed leader's RESIGN:
+    /// no last resort in it (`DecisionInput::after_resign`).
+    resign_round: bool,
 
     leader: Option<usize>,
     /// No vote for anyone but `leader` before this time (SPEC section 5).
@@ -176,10 +182,12 @@ impl Node {
             promise,
             healthy: true,
             drained: durable.drained,
+            last_resort_from: Some(now),
             unfit_from: (0, 0),
             unfit_wait: None,
             named_at: None,
             successor: None,
+            resign_round: false,
             leader: None,
             faith_until: Time::ZERO,
             last_seen: (0, 0),
@@ -251,6 +259,7 @@ impl Node {
                 priority,
                 heard,
                 ineligible,
+                last_resort,
             } => {
                 let claim = Claim {
                     term: msg.term,
@@ -258,6 +267,7 @@ impl Node {
                     priority,
                     heard,
                     ineligible,
+                    last_resort: ineligible && last_resort,
                 };
                 // Fit means it could be elected: eligible, and hearing a majority (SPEC
                 // section 5). A server that hears too few is no successor, however healthy.

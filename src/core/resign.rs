@@ -204,6 +204,7 @@ impl Node {
             return;
         }
         self.successor = self.index[usize::from(successor.min(255))].map(usize::from);
+        self.resign_round = true;
         if self.successor == Some(self.me) {
             self.named_at = Some(now);
         }

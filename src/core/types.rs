@@ -58,6 +58,9 @@ pub struct Sabotage {
     /// then the smallest id), so neither a cold start nor an election after a failure
     /// follows `priority`, `prefer` or `balance` (a liveness breakage only).
     pub unranked_claims: bool,
+    /// Issue 22: no server claims as a last resort (SPEC section 13), so a fault every
+    /// server shares can leave the cluster leaderless (a liveness breakage only).
+    pub no_last_resort: bool,
 }
 
 impl Sabotage {
@@ -69,6 +72,7 @@ impl Sabotage {
             ignore_alive: false,
             ack_to_all: false,
             unranked_claims: false,
+            no_last_resort: false,
             ..*self
         } != Sabotage::default()
     }

@@ -29,11 +29,12 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// The fall and rise of a configured check.
+/// The fall and rise of a configured check, and the time it takes to rise.
 pub fn limits(c: &Check) -> Limits {
     Limits {
         fall: c.fall,
         rise: c.rise,
+        settle: c.interval.saturating_mul(c.rise).saturating_add(c.timeout),
     }
 }
 

@@ -101,6 +101,10 @@ pub struct Limits {
     pub fall: u32,
     /// Consecutive successes that make an unhealthy server healthy.
     pub rise: u32,
+    /// How long a passing check takes to rise after a start (check-rise x
+    /// check-interval + check-timeout): until then a failing verdict may only mean
+    /// "not yet checked", and the server is no last resort (SPEC section 13).
+    pub settle: std::time::Duration,
 }
 
 /// One group's verdict: the fall/rise count of its check's results and the latest
@@ -260,7 +264,11 @@ mod tests {
         }
     }
 
-    const LIMITS: Limits = Limits { fall: 3, rise: 2 };
+    const LIMITS: Limits = Limits {
+        fall: 3,
+        rise: 2,
+        settle: std::time::Duration::ZERO,
+    };
 
     #[test]
     fn a_check_starts_unknown_and_no_check_is_ok() {
@@ -324,7 +332,11 @@ mod tests {
         }
         assert_eq!(s.verdict(), Verdict::Failing);
         // New limits keep the verdict and the streak.
-        s.set_limits(Some(Limits { fall: 1, rise: 4 }));
+        s.set_limits(Some(Limits {
+            fall: 1,
+            rise: 4,
+            settle: std::time::Duration::ZERO,
+        }));
         assert_eq!(s.verdict(), Verdict::Failing);
         for _ in 0..3 {
             assert_eq!(s.record(&pass()), None);

@@ -16,6 +16,7 @@ impl Host {
     /// no check, always ok). With a check the verdict is `unknown` until it rises.
     pub fn set_check(&mut self, now: Time, g: usize, limits: Option<Limits>) {
         let group = &mut self.groups[g];
+        group.last_resort_from = now + limits.map_or(std::time::Duration::ZERO, |l| l.settle);
         group.check = CheckState::new(limits);
         group.verdict = group.check.verdict();
         if group.verdict != Verdict::Ok && !self.sabotage.ignore_health {
@@ -74,7 +75,15 @@ impl Host {
                 self.log_change(g, v);
             }
             let fit = v == Verdict::Ok && self.stopping.is_none();
+            // A stopping server is never a last resort (SPEC section 13).
+            let last_resort = self
+                .stopping
+                .is_none()
+                .then_some(self.groups[g].last_resort_from);
             let node = &mut self.groups[g].node;
+            if !self.sabotage.ignore_health {
+                node.set_last_resort(now, last_resort);
+            }
             if fit != node.healthy() && !self.sabotage.ignore_health {
                 node.set_health(now, fit);
                 if !fit && self.sabotage.naive_health_yield && node.is_leader(now) {

@@ -70,6 +70,9 @@ pub struct HostGroup {
     verdict: crate::health::Verdict,
     /// Changes of `verdict`.
     health_changes: u64,
+    /// From when this group may be elected as a last resort while unhealthy: its
+    /// start plus its check's rise time (`set_check`).
+    last_resort_from: Time,
 }
 
 /// One datagram to send: bundled and encoded (keyed when keys are configured).
@@ -238,6 +241,7 @@ impl Host {
                     check: crate::health::CheckState::new(None),
                     verdict: crate::health::Verdict::Ok,
                     health_changes: 0,
+                    last_resort_from: Time(0),
                 })
                 .collect(),
             keys,

@@ -4,8 +4,8 @@
 //! the bytes are the same.
 
 use super::{
-    DecodeError, FLAG_INELIGIBLE, FLAG_LEAD_UNFIT, FLAG_RESIGN, FLAG_UNFIT, Kind, MAX_ALIVE,
-    Message, valid_id,
+    DecodeError, FLAG_INELIGIBLE, FLAG_LAST_RESORT, FLAG_LEAD_UNFIT, FLAG_RESIGN, FLAG_UNFIT, Kind,
+    MAX_ALIVE, Message, valid_id,
 };
 use byteorder::{BigEndian, ByteOrder};
 
@@ -42,6 +42,9 @@ pub enum Body {
         heard: u8,
         /// The claimant may not lead now.
         ineligible: bool,
+        /// With `ineligible`: the claimant is unhealthy only, and may be elected as a
+        /// last resort (SPEC section 13).
+        last_resort: bool,
     },
     /// A vote for `candidate` in the header's term.
     Vote {
@@ -139,7 +142,19 @@ pub(super) fn head(body: &Body) -> [u8; 3] {
                 0
             },
         ),
-        Body::Elect { ineligible, .. } => (if ineligible { FLAG_INELIGIBLE } else { 0 }, 0),
+        Body::Elect {
+            ineligible,
+            last_resort,
+            ..
+        } => (
+            (if ineligible { FLAG_INELIGIBLE } else { 0 })
+                | (if ineligible && last_resort {
+                    FLAG_LAST_RESORT
+                } else {
+                    0
+                }),
+            0,
+        ),
         Body::Vote { .. } => (0, 0),
         Body::Ack { unfit, .. } => (if unfit { FLAG_UNFIT } else { 0 }, 0),
     };
@@ -229,11 +244,14 @@ pub(super) fn read(
     let b = bytes.get(..kind.body_len()).ok_or(bad_length)?;
     let allowed = match kind {
         Kind::Lead => FLAG_RESIGN | FLAG_LEAD_UNFIT,
-        Kind::Elect => FLAG_INELIGIBLE,
+        Kind::Elect => FLAG_INELIGIBLE | FLAG_LAST_RESORT,
         Kind::Ack => FLAG_UNFIT,
         Kind::Vote => 0,
     };
-    if flags & !allowed != 0 {
+    // LAST_RESORT qualifies INELIGIBLE and means nothing without it.
+    let lone_last_resort =
+        kind == Kind::Elect && flags & FLAG_LAST_RESORT != 0 && flags & FLAG_INELIGIBLE == 0;
+    if flags & !allowed != 0 || lone_last_resort {
         return Err(DecodeError::BadFlags(flags));
     }
     // Only a RESIGN may name a successor; the byte is 0 in every other message.
@@ -269,6 +287,7 @@ pub(super) fn read(
             priority: b[16],
             heard: b[17],
             ineligible: flags & FLAG_INELIGIBLE != 0,
+            last_resort: flags & FLAG_LAST_RESORT != 0,
         },
         Kind::Vote => {
             let candidate = BigEndian::read_u16(&b[0..2]);

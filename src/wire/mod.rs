@@ -87,6 +87,13 @@ pub const FLAG_LEAD_UNFIT: u8 = 0x02;
 /// ELECT flag: the claimant may not lead now (witness, unhealthy, drained, or resigned
 /// last round).
 pub const FLAG_INELIGIBLE: u8 = 0x01;
+/// ELECT flag, only beside INELIGIBLE: the claimant is unhealthy (not drained, not
+/// stopping, not a witness, its checks have had time to rise) and may be elected as a
+/// last resort, when a round has no eligible claimant and no live leader (SPEC section
+/// 13). Set only then, so every other claim stays what older builds accept; an older
+/// build drops a claim carrying it (unknown flag), which can only delay a last-resort
+/// election in a cluster mid-upgrade, never make two leaders.
+pub const FLAG_LAST_RESORT: u8 = 0x02;
 /// ACK flag: the follower could not take over now (witness, unhealthy or drained), so a
 /// leader that must hand over does not count on it (SPEC section 13). Set only when
 /// unfit, so a follower's ACKs stay what older builds accept whenever it is fit.

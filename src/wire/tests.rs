@@ -53,6 +53,7 @@ fn samples() -> Vec<Message> {
                 priority: 10,
                 heard: 3,
                 ineligible: false,
+                last_resort: false,
             },
         ),
         m(
@@ -63,6 +64,7 @@ fn samples() -> Vec<Message> {
                 priority: 255,
                 heard: 255,
                 ineligible: true,
+                last_resort: true,
             },
         ),
         m(5, Body::Vote { candidate: 255 }),
@@ -167,6 +169,28 @@ fn each_field_check_has_its_own_error() {
     let mut b = ack.clone();
     b[4] = 2;
     assert_eq!(decode(&resign(b)), Err(DecodeError::BadFlags(2)));
+    // LAST_RESORT only beside INELIGIBLE (SPEC 13): alone it is refused.
+    let elect = encode_to_vec(&samples()[3]);
+    assert!(matches!(
+        samples()[3].body,
+        Body::Elect {
+            ineligible: false,
+            ..
+        }
+    ));
+    let mut b = elect.clone();
+    b[4] = 2;
+    assert_eq!(decode(&resign(b)), Err(DecodeError::BadFlags(2)));
+    let mut b = elect.clone();
+    b[4] = 3;
+    assert!(matches!(
+        decode(&resign(b)).map(|m| m.body),
+        Ok(Body::Elect {
+            ineligible: true,
+            last_resort: true,
+            ..
+        })
+    ));
     assert_eq!(decode(&[0u8; 3]), Err(DecodeError::TooShort(3)));
     assert_eq!(decode(&[0u8; 100]), Err(DecodeError::TooLong(100)));
     assert_eq!(decode(&[0u8; 30]), Err(DecodeError::BadTrailer));

@@ -134,7 +134,15 @@ impl Sim {
         // supervisors' `health` reports (`electctl run --max-restarts`), at once.
         sh.set_sabotage(self.host_sabotage(host));
         for g in 0..self.cfgs[host].len() {
-            let limits = self.opts.checks.then_some(Limits { fall: 1, rise: 1 });
+            // Its first result comes within `rise_max` of the start (`set_healthy`).
+            let limits = self.opts.checks.then_some(Limits {
+                fall: 1,
+                rise: 1,
+                // (plus a tenth for the host clock's rate).
+                settle: std::time::Duration::from_nanos(
+                    self.opts.rise_max + self.opts.rise_max / 10,
+                ),
+            });
             sh.set_check(local, g, limits);
         }
         let h = &mut self.hosts[host];
