@@ -58,6 +58,10 @@ pub struct Sabotage {
     /// then the smallest id), so neither a cold start nor an election after a failure
     /// follows `priority`, `prefer` or `balance` (a liveness breakage only).
     pub unranked_claims: bool,
+    /// Issue 22's detour back: with `preempt-delay`, a leader hands over to the most
+    /// preferred server that has been fit for the delay, even while a more preferred
+    /// one is fit but not yet for the delay (1 -> 3 -> 2; a liveness breakage only).
+    pub preempt_detours: bool,
 }
 
 impl Sabotage {
@@ -69,6 +73,7 @@ impl Sabotage {
             ignore_alive: false,
             ack_to_all: false,
             unranked_claims: false,
+            preempt_detours: false,
             ..*self
         } != Sabotage::default()
     }
