@@ -4,9 +4,12 @@
 //! file only root can read passed, and the restart then failed with "Permission
 //! denied"), as the key files already are.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("electd-checkcfg-{}-{name}", std::process::id()));
@@ -148,5 +151,70 @@ fn config_file_and_check_are_checked_as_the_daemons_user() {
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let o = check(&p, &["--as-user", "nobody"]);
     assert!(!said(&o).contains("cannot run it"), "{}", said(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// SPEC section 15 (issue 22): `balance on` without `preempt-delay` passes the check
+/// (exit 0) with a warning that the spread is not restored after a failure; with
+/// `preempt-delay` there is none. A daemon started without `--check-config` logs the
+/// same warning once, for the operator who never runs the check.
+#[test]
+fn balance_without_preempt_delay_is_warned_by_the_check_and_at_start() {
+    let dir = scratch("balance");
+    let p = dir.join("electd.conf");
+    let ports = common::free_udp_ports(3);
+    let base = format!(
+        "cluster c\nserver 1 127.0.0.1:{}\nserver 2 127.0.0.1:{}\nserver 3 127.0.0.1:{}\nid 1\nunicast\nheartbeat 100ms\nrtt 20ms\nsocket {3}/1.sock\nstate {3}/1.state\n",
+        ports[0],
+        ports[1],
+        ports[2],
+        dir.display()
+    );
+    let groups = "group orders\ngroup payments\ngroup audit\n";
+    let warned = format!(
+        "{}:11: balance on without preempt-delay: balance cannot restore the spread after a failure (a group that moved stays on its new leader); set preempt-delay",
+        p.display()
+    );
+    std::fs::write(&p, format!("{base}balance on\n{groups}")).unwrap();
+    let o = check(&p, &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "a warning, not an error: {}",
+        said(&o)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("electd: warning: {warned}\n")),
+        "{}",
+        said(&o)
+    );
+    // The daemon's log at start: the same text, once.
+    let log = dir.join("1.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_electd"))
+        .arg("--config")
+        .arg(&p)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let started = common::eventually(Duration::from_secs(5), || text().contains(" started: "));
+    common::signal(&child, libc::SIGTERM);
+    let exit = common::wait_exit(child, Duration::from_secs(5));
+    let text = text();
+    assert!(started, "the daemon never said it started: {text}");
+    assert_eq!(
+        text.matches(&warned).count(),
+        1,
+        "the start logs the warning once: {text}"
+    );
+    assert_eq!(exit, Some(0), "{text}");
+    // With preempt-delay: no such warning.
+    std::fs::write(&p, format!("{base}balance on\npreempt-delay 1s\n{groups}")).unwrap();
+    let o = check(&p, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    assert!(!said(&o).contains("warning"), "{}", said(&o));
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -89,6 +89,16 @@
 //! leader elected before the first fault is its preferred server. It reads the record
 //! and draws nothing, so no seed's schedule moves. Negative control: claims ranked
 //! without preference (`Sabotage::unranked_claims`), caught at seed 12.
+//! P-after (`Moves`, `pref_plan`, `rolling_restart`): half the seeds without health
+//! faults run preempt-delay (a hold plus up to 1.5 s; half of those with groups take
+//! `balance` orders), from a generator of their own (those seeds' schedules move, the
+//! others' do not). Once the faults stop and every server is fit and heard, each
+//! group's leader changes at most once, straight to its preferred server, and leads
+//! there within preempt-delay + the L1 bound (+ H-preempt (end)'s slack); then a
+//! rolling restart (one to three servers out by crash, SIGTERM or an unhealthy
+//! processor, back in another order up to preempt-delay apart) is judged the same way.
+//! Negative control: preemption with detours (`Sabotage::preempt_detours`), caught at
+//! seed 61 (22 of the first 2,000 seeds).
 //!
 //! A run that handles 20 million events (an ELECT storm) stops with a livelock
 //! violation.
@@ -159,6 +169,11 @@ struct Outcome {
     independent_rounds: usize,
     /// Groups whose cold start P-cold checked (issue 22).
     cold_checked: usize,
+    /// P-after (issue 22): groups checked, and of those, groups that moved (once).
+    after_checked: usize,
+    after_moved: usize,
+    /// P-after's rolling-restart episodes run.
+    after_episodes: usize,
 }
 
 /// Which of issue 10's adversaries a seed turns on, besides the Options knobs.
@@ -314,6 +329,7 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
     let (mut o, plan) = options_for(seed);
     let hp = health_plan(seed, &mut o);
     let groups = group_plan(seed, &mut o);
+    let pp = pref_plan(seed, hp.on, &mut o);
     o.misroute_group = broken.misroute_group;
     o.yield_wrong_group = broken.yield_wrong_group;
     o.confirm_early = broken.confirm_early;
@@ -608,7 +624,14 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
         return out;
     }
     let bound = l1_bound(&s);
-    s.run_until(RUN.max(stable + bound + ms(5000)));
+    // Issue 22, P-after: from once every server is fit and heard, each group's leader
+    // changes at most once, to its preferred server, within preempt-delay and the bound.
+    let after = pp.on.then(|| {
+        s.run_until(t0 + report_time(&s));
+        Moves::begin(&s)
+    });
+    let end = after.as_ref().map_or(0, |w| w.start + settle_bound(&s));
+    s.run_until(RUN.max(stable + bound + ms(5000)).max(end));
     out.events = s.events;
     out.violations = s.check.violations.clone();
     // L1 and the end state per group (issue 12): every group has its leader.
@@ -617,6 +640,21 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
             break;
         }
         out.liveness = group_liveness(&s, g, stable, bound);
+    }
+    if let Some(w) = after.filter(|_| out.violations.is_empty() && out.liveness.is_none()) {
+        let (moved, found) = w.judge(&s, "after the faults");
+        out.after_checked += w.holders.len();
+        out.after_moved += moved;
+        out.liveness = found;
+        if out.liveness.is_none() {
+            out.after_episodes += 1;
+            let (checked, moved, found) = rolling_restart(&mut s, &pp);
+            out.after_checked += checked;
+            out.after_moved += moved;
+            out.liveness = found;
+            out.events = s.events;
+            out.violations = s.check.violations.clone();
+        }
     }
     if out.violations.is_empty() && out.liveness.is_none() && groups > 1 {
         out.liveness = independence_episode(&mut s, groups, &mut out.independent_rounds);
@@ -728,6 +766,221 @@ fn cold_start_preference(s: &Sim, first_fault: Real, groups: usize) -> (usize, O
         }
     }
     (checked, None)
+}
+
+/// P-after's share of a seed (issue 22), drawn from a generator of its own: half the
+/// seeds without issue 11's health faults run `preempt-delay` (a hold plus up to
+/// 1.5 s), and half of those with groups take `balance` orders (the servers that may
+/// lead, rotated) instead of random `prefer` orders. Those seeds' schedules move (a
+/// leader now hands back to its preferred server during the faults too); the others'
+/// do not.
+#[derive(Clone, Debug, Default)]
+struct PrefPlan {
+    on: bool,
+    delay: Real,
+}
+
+fn pref_plan(seed: u64, health: bool, o: &mut Options) -> PrefPlan {
+    let mut r = electd::rng::SplitMix64::new(seed.wrapping_mul(0x94D0_49BB_1331_11EB) ^ 0x22);
+    if health || r.below(2) != 0 {
+        return PrefPlan::default();
+    }
+    let delay = o.hold() + r.below(ms(1500));
+    o.preempt_delay = Some(Duration::from_nanos(delay));
+    if o.groups > 1 && r.below(2) == 0 {
+        let ids: Vec<u16> = (1..=o.n as u16)
+            .filter(|x| !o.witnesses.contains(x))
+            .collect();
+        o.prefer = (0..o.groups)
+            .map(|k| electd::config::balanced_order(&ids, k))
+            .collect();
+    }
+    PrefPlan { on: true, delay }
+}
+
+/// How long a change reaches every leader once the network is quiet: a heartbeat, an
+/// ACK's two delays, writes and a late timer (as `Quiet::report`).
+fn report_time(s: &Sim) -> Real {
+    max_hbt(s) + 2 * s.opts.delay_max + 2 * s.opts.persist_max + s.opts.timer_slop + ms(1)
+}
+
+/// How long after every server is fit and heard each group must be on its preferred
+/// server: preempt-delay (a tenth more for the leader's clock rate), then the handover
+/// and its round within the L1 bound plus a heartbeat, with H-preempt (end)'s slack:
+/// the bound twice and 2 s.
+fn settle_bound(s: &Sim) -> Real {
+    let delay = s.opts.preempt_delay.map_or(0, |d| d.as_nanos() as u64);
+    delay + delay / 10 + 2 * (l1_bound(s) + max_hbt(s)) + ms(2000)
+}
+
+/// The servers group `g` prefers to all others: those of its highest priority that
+/// may lead (one with a `prefer` order; possibly several with the servers' priorities).
+fn top_of(o: &Options, g: usize) -> Vec<u16> {
+    let may: Vec<u16> = (1..=o.n as u16)
+        .filter(|x| !o.witnesses.contains(x))
+        .collect();
+    let top = may.iter().map(|&x| o.priority(g, x)).max();
+    may.into_iter()
+        .filter(|&x| Some(o.priority(g, x)) == top)
+        .collect()
+}
+
+/// P-after's watch of every group's leaders from `start`, a moment at which every
+/// server is fit and heard.
+struct Moves {
+    start: Real,
+    /// Each group's lease holder at `start`.
+    holders: Vec<Option<u16>>,
+    /// Each group's count of elections won before `start`.
+    won: Vec<usize>,
+}
+
+impl Moves {
+    fn begin(s: &Sim) -> Moves {
+        let groups = s.opts.groups.max(1);
+        Moves {
+            start: s.now,
+            holders: s.group_leaders(),
+            won: (0..groups).map(|g| s.checks(g).won.len()).collect(),
+        }
+    }
+
+    /// P-after (SPEC sections 14 and 15, issue 22), judged now (at least
+    /// `settle_bound` after `start`): each group is led by its preferred server, and
+    /// its leader changed at most once since `start`, straight to that server (no
+    /// detour through a third, so its processor started once). Returns how many groups
+    /// moved, and the first failure.
+    fn judge(&self, s: &Sim, tag: &str) -> (usize, Option<String>) {
+        let mut moved = 0;
+        for (g, holder) in self.holders.iter().enumerate() {
+            // Preemption needs strictly higher priority (SPEC section 14): with a tie
+            // at the top (servers' priorities in group 0), any of them keeps the seat.
+            let want = top_of(&s.opts, g);
+            let mut seq: Vec<u16> = holder.iter().copied().collect();
+            for w in &s.checks(g).won[self.won[g]..] {
+                if seq.last() != Some(&w.1) {
+                    seq.push(w.1);
+                }
+            }
+            let name = if g == 0 {
+                String::new()
+            } else {
+                format!(" (group {g})")
+            };
+            let now = s.leaders_in(g);
+            let fine = matches!(now[..], [l] if want.contains(&l));
+            if !fine || seq.len() > 2 {
+                let wins: Vec<String> = s.checks(g).won[self.won[g]..]
+                    .iter()
+                    .map(|w| format!("{}@{}ms/t{}", w.1, w.0 / ms(1), w.2))
+                    .collect();
+                return (
+                    moved,
+                    Some(format!(
+                        "P-after{name} ({tag}): leaders {now:?} at {} ms, preferred {want:?}; \
+                         from {} ms (every server fit and heard) the leader went {seq:?} \
+                         (elections {wins:?}), preempt-delay {} ms",
+                        s.now / ms(1),
+                        self.start / ms(1),
+                        s.opts.preempt_delay.map_or(0, |d| d.as_millis())
+                    )),
+                );
+            }
+            moved += usize::from(seq.len() == 2);
+        }
+        (moved, None)
+    }
+}
+
+/// P-after's episode on the quiet network: a rolling restart. One to three servers
+/// that may lead (half the time a group's first two or three choices) are taken out
+/// one after another (crash, SIGTERM, or an unhealthy
+/// processor; never more processes down than a majority can spare), each some time
+/// up to a hold and the bound after the last, then brought back in another order, each
+/// up to preempt-delay after the last (so one comes back while another's delay still
+/// counts). Once every server is fit and heard, `Moves` judges (a server that returned
+/// first and has been fit for the delay must not take a group whose first choice
+/// returned later).
+/// Returns the groups checked and moved, and the first failure.
+fn rolling_restart(s: &mut Sim, pp: &PrefPlan) -> (usize, usize, Option<String>) {
+    let n = s.opts.n as u16;
+    let leaders: Vec<u16> = (1..=n).filter(|x| !s.opts.witnesses.contains(x)).collect();
+    if n < 3 || leaders.len() < 2 {
+        return (0, 0, None);
+    }
+    let k = 1 + s.rand((leaders.len() as u64 - 1).min(3)) as usize;
+    // Half the time a group's first choices (at least two, so that one of them may
+    // come back before the other), else any.
+    let victims: Vec<u16> = if s.rand(2) == 0 {
+        let g = s.rand(s.opts.groups.max(1) as u64) as usize;
+        let mut order = leaders.clone();
+        order.sort_by_key(|&x| (std::cmp::Reverse(s.opts.priority(g, x)), x));
+        order.truncate(k.max(2));
+        order
+    } else {
+        let mut v = shuffled(s, leaders.clone());
+        v.truncate(k);
+        v
+    };
+    let victims = &victims[..];
+    let mut spare = n - (n / 2 + 1);
+    let hold = max_hold(s);
+    let gap = hold + l1_bound(s);
+    // 0 crash, 1 SIGTERM, 2 unhealthy.
+    let mut how = Vec::new();
+    for &v in victims {
+        let mut m = s.rand(3);
+        if m < 2 && spare == 0 {
+            m = 2;
+        }
+        match m {
+            0 => s.crash(v),
+            1 => s.stop(v, None),
+            _ => s.set_health(v, false),
+        }
+        spare -= u16::from(m < 2);
+        how.push((v, m));
+        let d = s.rand(gap);
+        s.run_for(d);
+    }
+    let back = shuffled(s, victims.to_vec());
+    for (i, &v) in back.iter().enumerate() {
+        let m = how.iter().find(|h| h.0 == v).map_or(2, |h| h.1);
+        if m < 2 {
+            // A SIGTERM's handover may still be under way: at most the lease.
+            let limit = s.now + 4 * hold;
+            while s.is_up(v) && s.now < limit && s.check.violations.is_empty() {
+                s.run_for(ms(5));
+            }
+            if s.is_up(v) {
+                return (
+                    0,
+                    0,
+                    Some(format!("P-after: server {v} never exited after SIGTERM")),
+                );
+            }
+            s.restart(v);
+        } else {
+            s.set_health(v, true);
+        }
+        if i + 1 < back.len() {
+            let d = s.rand(pp.delay);
+            s.run_for(d);
+        }
+    }
+    let start = s.settle_time() + report_time(s);
+    s.run_until(start);
+    let w = Moves::begin(s);
+    let end = start + settle_bound(s);
+    s.run_until(end);
+    if !s.check.violations.is_empty() {
+        return (0, 0, None);
+    }
+    let (moved, found) = w.judge(
+        s,
+        &format!("rolling restart of {how:?}, back in order {back:?}"),
+    );
+    (w.holders.len(), moved, found)
 }
 
 // ----- issue 12: election groups ----------------------------------------------------
@@ -2187,9 +2440,15 @@ fn swarm() {
     let rounds: usize = results.iter().map(|r| r.1.independent_rounds).sum();
     let cold: usize = results.iter().map(|r| r.1.cold_checked).sum();
     let cold_seeds = results.iter().filter(|r| r.1.cold_checked > 0).count();
+    let after: usize = results.iter().map(|r| r.1.after_checked).sum();
+    let after_moved: usize = results.iter().map(|r| r.1.after_moved).sum();
+    let after_seeds = results.iter().filter(|r| r.1.after_checked > 0).count();
+    let episodes: usize = results.iter().map(|r| r.1.after_episodes).sum();
     eprintln!(
         "swarm preference (issue 22): {cold} cold starts of groups checked (P-cold) in \
-         {cold_seeds} seeds"
+         {cold_seeds} seeds; P-after: {after} groups checked in {after_seeds} seeds with \
+         preempt-delay ({episodes} rolling restarts), {after_moved} moved, each once and \
+         straight to its preferred server"
     );
     eprintln!(
         "swarm groups (issue 12): {group_seeds} seeds with 2-4 groups ({groups_run} groups in \
@@ -2760,3 +3019,44 @@ fn negative_control_no_last_resort() {
 
 /// The first default seed at which the swarm catches `Sabotage::no_last_resort`.
 const NO_LAST_RESORT_SEED: u64 = 11;
+
+/// Issue 22, finding 2 reverted: with preempt-delay a leader hands over to the most
+/// preferred server fit for the delay, even while a more preferred one is fit but not
+/// yet for the delay (`Sabotage::preempt_detours`): a rolling restart that brings the
+/// second choice back before the first moves a group twice (3 -> 2 -> 1), and P-after
+/// catches it. The catching seed is asserted, and that it passes without the breakage.
+#[test]
+fn negative_control_preempt_detours() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            preempt_detours: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    let seed = catch_broken(
+        "negative_control_preempt_detours",
+        "preemption with detours",
+        &broken,
+        &["P-after"],
+    );
+    eprintln!("preemption with detours: first caught at seed {seed}");
+    let o = run_seed(DETOUR_SEED, &broken);
+    assert!(
+        o.liveness
+            .as_ref()
+            .is_some_and(|l| l.starts_with("P-after")),
+        "seed {DETOUR_SEED} no longer catches preemption with detours: {:?}",
+        o.liveness
+    );
+    let fixed = run_seed(DETOUR_SEED, &Breakage::default());
+    assert!(
+        fixed.violations.is_empty() && fixed.liveness.is_none(),
+        "seed {DETOUR_SEED} fails without the breakage: {:?} {:?}",
+        fixed.violations,
+        fixed.liveness
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::preempt_detours`.
+const DETOUR_SEED: u64 = 61;

@@ -888,6 +888,38 @@ fn group_warnings_name_the_group_and_line() {
     );
 }
 
+/// SPEC section 15: `balance on` without `preempt-delay` spreads the first elections
+/// but cannot restore the spread after a failure, and says so; with it, or where
+/// balance never acts, no such warning.
+#[test]
+fn balance_without_preempt_delay_warns() {
+    let want = "electd.conf:7: balance on without preempt-delay: balance cannot restore the spread after a failure (a group that moved stays on its new leader); set preempt-delay";
+    assert_eq!(
+        warnings_of(&format!("{THREE}balance on\ngroup a\ngroup b\n")),
+        [want]
+    );
+    // `preempt-delay off` is no preempt-delay.
+    assert_eq!(
+        warnings_of(&format!("{THREE}balance on\npreempt-delay off\ngroup a\n")),
+        [want]
+    );
+    // A group with `prefer` beside one balance rotates: balance still acts.
+    assert_eq!(
+        warnings_of(&format!("{THREE}balance on\ngroup a\nprefer 2\ngroup b\n")),
+        [want]
+    );
+    for quiet in [
+        "balance on\npreempt-delay 30s\ngroup a\ngroup b\n",
+        "balance off\ngroup a\ngroup b\n",
+        "group a\ngroup b\n",
+    ] {
+        assert!(
+            warnings_of(&format!("{THREE}{quiet}")).is_empty(),
+            "{quiet}"
+        );
+    }
+}
+
 /// SPEC section 14: preempt-delay acts when some group prefers one server to another.
 #[test]
 fn preempt_delay_warning_looks_at_every_group() {

@@ -1,13 +1,15 @@
 //! What does not stop the daemon but an operator should know (`--check-config` prints
 //! it, every start logs it): a check command that cannot be run, check settings no
-//! check uses, a `balance` or `preempt-delay` that can never act (SPEC sections 13-15).
+//! check uses, a `balance` or `preempt-delay` that can never act, a `balance` that
+//! cannot restore the spread (SPEC sections 13-15).
 
 use super::*;
 
 impl Config {
     /// Things that do not stop the daemon but that an operator should know
     /// (`--check-config` prints them): a check command that cannot be run, check
-    /// settings no check uses, a `balance` or `preempt-delay` that can never act.
+    /// settings no check uses, a `balance` or `preempt-delay` that can never act, a
+    /// `balance` without `preempt-delay`.
     pub fn warnings(&self) -> Vec<String> {
         let file = self.path.display();
         let mut out = self.check_warnings();
@@ -32,6 +34,13 @@ impl Config {
             } else if self.groups.iter().all(|g| g.prefer.is_some()) {
                 out.push(format!(
                     "{file}:{l}: balance on has no effect: every group has a 'prefer' line"
+                ));
+            } else if self.preempt_delay.is_none() {
+                // SPEC section 15: balance spreads the first elections, but a group
+                // that moved during a failure stays where it is (sticky) unless the
+                // leader may hand it back.
+                out.push(format!(
+                    "{file}:{l}: balance on without preempt-delay: balance cannot restore the spread after a failure (a group that moved stays on its new leader); set preempt-delay"
                 ));
             }
         }

@@ -214,14 +214,19 @@ impl Node {
             // it has not. Handing it to a less preferred one that happened to be fit
             // for the delay first moved the group twice (1 -> 3 -> 2, issue 22), its
             // processor stopped and started twice.
-            let top = best(&|i| {
-                !named && self.cfg.servers[i].priority > mine && self.acked_fit_since(i, (0, 0))
-            });
-            let p = top.filter(|&i| {
+            let waited = |i: usize| {
                 self.peers[i]
                     .fit_since
                     .is_some_and(|t| now.saturating_since(t) >= delay)
+            };
+            let detours = self.cfg.sabotage.preempt_detours;
+            let top = best(&|i| {
+                !named
+                    && self.cfg.servers[i].priority > mine
+                    && self.acked_fit_since(i, (0, 0))
+                    && (!detours || waited(i))
             });
+            let p = top.filter(|&i| waited(i));
             (p, Handover::Preempt)
         } else {
             (None, Handover::Preempt)

@@ -61,6 +61,10 @@ pub struct Sabotage {
     /// Issue 22: no server claims as a last resort (SPEC section 13), so a fault every
     /// server shares can leave the cluster leaderless (a liveness breakage only).
     pub no_last_resort: bool,
+    /// Issue 22's detour back: with `preempt-delay`, a leader hands over to the most
+    /// preferred server that has been fit for the delay, even while a more preferred
+    /// one is fit but not yet for the delay (1 -> 3 -> 2; a liveness breakage only).
+    pub preempt_detours: bool,
 }
 
 impl Sabotage {
@@ -73,6 +77,7 @@ impl Sabotage {
             ack_to_all: false,
             unranked_claims: false,
             no_last_resort: false,
+            preempt_detours: false,
             ..*self
         } != Sabotage::default()
     }

@@ -274,9 +274,8 @@ impl Daemon {
             cores.push((group.name.clone(), node, durable));
             groups.push(group);
         }
-        for w in cfg.warnings() {
-            warn!("{w}");
-        }
+        // The configuration's warnings were logged by main before this start (once:
+        // both logged them, and every warning of a start appeared twice).
         info!(
             "electd {} started: server {} ({}) of cluster '{}', {} servers, {}, {}, state {}",
             env!("CARGO_PKG_VERSION"),
