@@ -2113,3 +2113,103 @@ fn yield_to_under_preempt_delay_keeps_the_named_server() {
         handovers.join("\n")
     );
 }
+
+/// SPEC 13 (issue 22): a fault every server shares, the checks failing one by one in a
+/// random order within a second, and the leader killed (SIGKILL) at a random moment in
+/// the middle, never leaves the cluster without a leader: within the failover bound a
+/// survivor leads, as a last resort once every survivor fails, and reports failing.
+/// Before the last-resort rule nobody led until a check passed (a killed leader whose
+/// followers were all unhealthy left no leader at all). Then the checks pass again and
+/// the killed server comes back: one leader, fit. `ELECTD_SHARED_FAULT_RUNS` rounds per
+/// cluster size (default 2), `ELECTD_SHARED_FAULT_SEED` to replay.
+#[test]
+fn a_shared_fault_with_a_leader_crash_leaves_a_leader() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let runs: u32 = std::env::var("ELECTD_SHARED_FAULT_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    let seed: u64 = std::env::var("ELECTD_SHARED_FAULT_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| u64::from(std::process::id()));
+    eprintln!("shared fault with a leader crash: seed {seed} (ELECTD_SHARED_FAULT_SEED)");
+    let mut rng = electd::rng::SplitMix64::new(seed);
+    let bound = failover_bound(HBT_MS, RTT_MS);
+    let mut led = Vec::new();
+    let mut last_resorts = 0;
+    for n in [3u16, 5] {
+        let mut c = cluster(n, HBT_MS, RTT_MS, &check_timers(100, 1, 1), &[], |d, id| {
+            check_line(d, id)
+        });
+        for round in 0..runs {
+            for id in 1..=n {
+                flag(&c, id, false);
+            }
+            // Every server fit, and seen fit by the leader.
+            let l = wait_for("every server fit", slacked(Duration::from_secs(10)), || {
+                let (l, _) = c.agreement(bound + Duration::from_secs(2));
+                let all = (1..=n).all(|id| {
+                    c.status(id)
+                        .is_some_and(|v| boolean(&v, "healthy") == Some(true))
+                });
+                all.then_some(l)
+            });
+            // The plan: each check fails at a random instant of one second, the leader
+            // is killed at another.
+            let mut plan: Vec<(u64, Option<u16>)> =
+                (1..=n).map(|id| (rng.below(1000), Some(id))).collect();
+            plan.push((rng.below(1000), None));
+            plan.sort_unstable();
+            let start = Instant::now();
+            let mut l = l;
+            for &(at, what) in &plan {
+                let due = start + Duration::from_millis(at);
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                match what {
+                    Some(id) => flag(&c, id, true),
+                    None => {
+                        // The leader of this moment (an unhealthy leader may have handed
+                        // over already).
+                        l = (1..=n)
+                            .find(|&id| {
+                                c.status(id).is_some_and(|v| {
+                                    v.get("role").and_then(Value::as_str) == Some("leader")
+                                })
+                            })
+                            .unwrap_or(l);
+                        c.kill(l);
+                    }
+                }
+            }
+            let crashed = start.elapsed();
+            // A survivor leads, unhealthy: a last resort.
+            let t = Instant::now();
+            let x = wait_for(
+                "a last-resort leader among the survivors",
+                slacked(bound + Duration::from_secs(2)),
+                || {
+                    let (x, _) = c.agreement(bound + Duration::from_secs(1));
+                    let v = c.status(x)?;
+                    (v.get("health").and_then(Value::as_str) == Some("failing")).then_some(x)
+                },
+            );
+            led.push(t.elapsed());
+            assert_ne!(x, l, "N={n} round {round}: the killed server cannot lead");
+            // (Elected as a last resort, or elected while still fit and leading on once
+            // its own check failed too: either way one leader, reporting failing.)
+            last_resorts += u32::from(c.log(x).contains("as a last resort"));
+            eprintln!(
+                "N={n} round {round}: plan {plan:?} (ms, server failing or None: leader {l} \
+                 killed), done at {crashed:?}; last resort {x} leads {:?} later",
+                t.elapsed()
+            );
+            c.spawn(l);
+        }
+    }
+    eprintln!(
+        "shared fault with a leader crash: a leader reporting failing after {led:?}; \
+         {last_resorts} of {} elected as a last resort",
+        led.len()
+    );
+}
