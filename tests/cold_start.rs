@@ -72,15 +72,18 @@ fn cold_starts(
     runs: usize,
     spread: bool,
     seed: u64,
+    hbt_ms: u64,
 ) -> Vec<Vec<u16>> {
     let mut rng = SplitMix64::new(seed);
-    let hold = Duration::from_millis(3 * common::HBT_MS);
+    let hold = Duration::from_millis(3 * hbt_ms);
     let mut out = Vec::new();
     for _ in 0..runs {
         start_all(c, &mut rng, spread, hold);
+        // The quiet period (K*HBT), the first round after it, the spread, and slack.
+        let within = Duration::from_secs(5) + 4 * hold;
         let leaders: Vec<u16> = groups
             .iter()
-            .map(|g| c.agreement_in(*g, Duration::from_secs(5)).0)
+            .map(|g| c.agreement_in(*g, within).0)
             .collect();
         out.push(leaders);
         for id in 1..=c.n {
@@ -117,7 +120,7 @@ fn balance_spreads_one_group_per_server_from_a_cold_start() {
         let mut c = Cluster::build(&o);
         for (what, spread) in [("all at once", false), ("within K*HBT", true)] {
             let what = format!("{mode:?}, {what}");
-            let got = cold_starts(&mut c, &groups, runs, spread, seed);
+            let got = cold_starts(&mut c, &groups, runs, spread, seed, common::HBT_MS);
             let ok = report(&format!("balance, {what}"), &got, &[1, 2, 3], seed);
             if ok < runs {
                 failed.push(format!("{what}: {ok} of {runs}"));
@@ -149,7 +152,7 @@ fn the_highest_priority_leads_from_a_cold_start() {
     let runs = starts();
     let mut failed = Vec::new();
     for (what, spread) in [("all at once", false), ("within K*HBT", true)] {
-        let got = cold_starts(&mut c, &[None], runs, spread, seed);
+        let got = cold_starts(&mut c, &[None], runs, spread, seed, common::HBT_MS);
         let ok = report(&format!("priority 20/10/10, {what}"), &got, &[1], seed);
         if ok < runs {
             failed.push(format!("{what}: {ok} of {runs}"));
@@ -158,6 +161,71 @@ fn the_highest_priority_leads_from_a_cold_start() {
     assert!(
         failed.is_empty(),
         "cold starts that ignored priority: {failed:?}; replay: ELECTD_COLD_SEED={seed} \
+         cargo test --release --test cold_start -- --nocapture"
+    );
+}
+
+/// The other shapes of issue 22's requirement: five servers (`balance on` with five
+/// groups: one each; plain priorities: the top one), and a heartbeat of 1 s (three
+/// servers, balance; five, priority), unicast and multicast, all at once and up to
+/// K*HBT apart.
+#[test]
+fn five_servers_and_a_one_second_heartbeat_follow_the_preference_from_a_cold_start() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let seed = seed();
+    let runs = starts();
+    let five: [&str; 5] = ["orders", "payments", "audit", "billing", "reports"];
+    let mut failed = Vec::new();
+    // (servers, heartbeat ms, mode, balance with one group per server, else priorities)
+    let shapes = [
+        (5u16, 100u64, Mode::Unicast, true),
+        (5, 100, Mode::Multicast, false),
+        (3, 1000, Mode::Multicast, true),
+        (5, 1000, Mode::Unicast, false),
+    ];
+    for (n, hbt_ms, mode, balance) in shapes {
+        let mut o = Opts::new(mode, n);
+        o.run = 0;
+        o.hbt_ms = hbt_ms;
+        let names = &five[..usize::from(n)];
+        if balance {
+            o.extra = "balance on\n".to_string()
+                + &names
+                    .iter()
+                    .map(|g| format!("group {g}\n"))
+                    .collect::<String>();
+        }
+        let mut c = Cluster::build(&o);
+        let (groups, want): (Vec<Option<&str>>, Vec<u16>) = if balance {
+            (names.iter().map(|g| Some(*g)).collect(), (1..=n).collect())
+        } else {
+            // Priorities 10, 10, 30, 20, 10: server 3 is preferred.
+            let text = std::fs::read_to_string(&c.conf).unwrap();
+            let mut text = text;
+            for (id, p) in [(1, 10), (2, 10), (3, 30), (4, 20), (5, 10)] {
+                text = text.replace(
+                    &format!("name s{id}\n"),
+                    &format!("name s{id} priority {p}\n"),
+                );
+            }
+            std::fs::write(&c.conf, text).unwrap();
+            (vec![None], vec![3])
+        };
+        for (what, spread) in [("all at once", false), ("within K*HBT", true)] {
+            let what = format!(
+                "N={n}, heartbeat {hbt_ms} ms, {mode:?}, {}, {what}",
+                if balance { "balance" } else { "priority" }
+            );
+            let got = cold_starts(&mut c, &groups, runs, spread, seed, hbt_ms);
+            let ok = report(&what, &got, &want, seed);
+            if ok < runs {
+                failed.push(format!("{what}: {ok} of {runs}"));
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "cold starts that ignored the preference: {failed:?}; replay: ELECTD_COLD_SEED={seed} \
          cargo test --release --test cold_start -- --nocapture"
     );
 }

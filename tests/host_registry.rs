@@ -421,3 +421,73 @@ fn a_supervisor_line_is_the_json_run_reads() {
         "{\"n\":3,\"id\":1,\"group\":\"a\\\"b\",\"role\":\"leader\",\"leader\":1,\"term\":7,\"lease_until_ns\":123,\"now_ns\":100,\"lease_len_ns\":294000000,\"heartbeat_ns\":100000000,\"rtt_ns\":20000000,\"resigning\":false}\n"
     );
 }
+
+/// SPEC 13 (issue 22): a stopping server is never a last resort. Every server's check
+/// of group 1 fails; server 1 leads both groups; SIGTERM on it yields both, and its
+/// group-0 RESIGN waits for a supervisor that never confirms, so it stays stopping for
+/// the lease. Group 1 then elects a last resort (a fault every server shares must not
+/// leave it leaderless), which must be 2, not 1: server 1 would win the ranking (the
+/// smallest id) if a stopping server claimed LAST_RESORT.
+#[test]
+fn a_stopping_server_is_never_a_last_resort() {
+    use electd::health::{Failure, Limits, Outcome};
+    let mut net = Net::new(2);
+    let limits = Limits {
+        fall: 1,
+        rise: 1,
+        settle: Duration::ZERO,
+    };
+    let failing = Outcome {
+        result: Err(Failure::Exit(1)),
+        output: "broker down".into(),
+        took: Duration::from_millis(1),
+    };
+    let ok = Outcome {
+        result: Ok(()),
+        output: String::new(),
+        took: Duration::from_millis(1),
+    };
+    for h in &mut net.hosts {
+        h.set_check(ms(0), 1, Some(limits));
+        h.handle_check_result(1, &ok);
+        h.flush(ms(0)).unwrap();
+    }
+    assert_eq!(
+        (net.leader(0), net.leader(1)),
+        (0, 0),
+        "server 1 leads both"
+    );
+    net.supervise(0, C0, 0);
+    let t = net.now + HBT;
+    net.run_to(t);
+    for i in 0..3 {
+        let now = net.now;
+        net.hosts[i].handle_check_result(1, &failing);
+        net.hosts[i].flush(now).unwrap();
+    }
+    let t = net.now + 2 * HBT;
+    net.run_to(t);
+    assert_eq!(
+        net.leader(1),
+        0,
+        "an unhealthy leader leads on while nobody is fit"
+    );
+    let now = net.now;
+    net.hosts[0].handle_stop(now).unwrap();
+    net.settle();
+    let stop = net.now;
+    // Half the lease: server 1 still stopping (its group-0 RESIGN waits).
+    let t = net.now + 150 * Duration::from_millis(1);
+    net.run_to(t);
+    assert!(net.hosts[0].stopping());
+    assert!(
+        net.resigns_of(0, 0) == 0,
+        "group 0's RESIGN waits for the supervisor"
+    );
+    let lr = (0..3).find(|&i| net.hosts[i].group(1).node.is_leader(net.now));
+    assert_eq!(
+        lr,
+        Some(1),
+        "group 1: server 2 leads as a last resort, never the stopping server 1 (stop at {stop:?})"
+    );
+}
