@@ -187,6 +187,22 @@ fn messages() -> Vec<(&'static str, Message)> {
             m(7, 3, lead(2, 300, false, 5, false, &[4])),
         ),
         ("nc_succ_300", m(7, 3, lead(2, 300, true, 300, false, &[]))),
+        // Issue 22: LAST_RESORT (ELECT flag bit 1) beside INELIGIBLE.
+        (
+            "elect_last_resort",
+            m(
+                7,
+                9,
+                Body::Elect {
+                    last_term: 8,
+                    last_seq: 42,
+                    priority: 10,
+                    heard: 3,
+                    ineligible: true,
+                    last_resort: true,
+                },
+            ),
+        ),
     ]
 }
 
