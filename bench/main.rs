@@ -105,6 +105,23 @@ enum Fault {
 
 /// Runs `trials` handovers of one kind on a fresh cluster; returns the times in ms.
 fn handovers(n: u16, hbt_ms: u64, rtt_ms: u64, fault: Fault, trials: usize) -> Vec<f64> {
+    handover_trials(n, hbt_ms, rtt_ms, fault, trials)
+        .into_iter()
+        .map(|t| t.0)
+        .collect()
+}
+
+/// As `handovers`, each time (ms) with the lease the leader still held when the fault
+/// struck (ms; its `status` asked just before, so `None` when it had none to report):
+/// the floor of a crash failover, since no follower votes before its faith in the
+/// leader ends, which is never before that lease does (SPEC section 5).
+fn handover_trials(
+    n: u16,
+    hbt_ms: u64,
+    rtt_ms: u64,
+    fault: Fault,
+    trials: usize,
+) -> Vec<(f64, Option<f64>)> {
     let mut c = Cluster::start_with(Mode::Unicast, n, &conf_extra(hbt_ms, rtt_ms), &[]);
     let w = Watch::new();
     for id in 1..=n {
@@ -118,7 +135,11 @@ fn handovers(n: u16, hbt_ms: u64, rtt_ms: u64, fault: Fault, trials: usize) -> V
         // A random phase of the leader's heartbeat.
         std::thread::sleep(Duration::from_millis(rng.below(hbt_ms)));
         w.drain();
+        let lease_until = c
+            .status(old)
+            .and_then(|v| v.get("lease_until_ns").and_then(Value::as_u64));
         let t0 = boot_now().as_nanos();
+        let left = lease_until.map(|u| u.saturating_sub(t0) as f64 / 1e6);
         let stopped = match fault {
             Fault::Kill => {
                 c.kill(old);
@@ -132,7 +153,7 @@ fn handovers(n: u16, hbt_ms: u64, rtt_ms: u64, fault: Fault, trials: usize) -> V
         };
         let limit = Duration::from_millis(10 * hbt_ms + 2000);
         if let Some(t1) = w.new_leader(old, term, limit) {
-            out.push((t1 - t0) as f64 / 1e6);
+            out.push(((t1 - t0) as f64 / 1e6, left));
         } else {
             eprintln!("bench: no new leader after {fault:?} of {old} within {limit:?}");
         }
@@ -913,6 +934,12 @@ fn main() {
         println!("{report}");
         return;
     }
+    if std::env::var_os("BENCH_ONLY_FAILOVER").is_some() {
+        let mut report = String::new();
+        crash_floor_report(&mut report, trials());
+        println!("{report}");
+        return;
+    }
     if std::env::var_os("BENCH_ONLY_HANDOFF").is_some() {
         let mut report = String::new();
         handoff_report(&mut report, trials());
@@ -964,6 +991,7 @@ fn main() {
             }
         }
     }
+    crash_floor_report(&mut report, n);
     handoff_report(&mut report, n);
     health_report(&mut report, n);
     control(&mut report);
@@ -975,4 +1003,41 @@ fn main() {
     println!("{report}");
     let out = std::env::var("BENCH_OUT").unwrap_or_else(|_| "BENCHMARKS.md".into());
     std::fs::write(&out, &report).expect("write the report");
+}
+
+/// Crash failover beside its floor (issue 25): the lease the leader still held at the
+/// crash (asked of it just before the SIGKILL), which no election can beat, since no
+/// follower votes before its faith ends; what a failover takes beyond it is the round
+/// (claims, the votes' writes, the first LEAD) and the followers' margin over the
+/// leader's lease (its K*HBT*2*rho and the ACK's delay).
+fn crash_floor_report(report: &mut String, trials: usize) {
+    let _ = writeln!(
+        report,
+        "### Crash failover beside its floor (heartbeat 100 ms, rtt 20 ms, unicast, {trials} trials per row)\n\n\
+         Floor: the lease the leader still held at the SIGKILL (its `status` asked just before). \
+         Beyond it: the failover's time minus that floor, per trial.\n"
+    );
+    let _ = writeln!(
+        report,
+        "| N | failover median (ms) | floor median (ms) | beyond the floor: min / median / p99 / max (ms) |"
+    );
+    let _ = writeln!(report, "| --- | --- | --- | --- |");
+    for nodes in [3u16, 5] {
+        let t: Vec<(f64, f64)> = handover_trials(nodes, 100, 20, Fault::Kill, trials)
+            .into_iter()
+            .filter_map(|(took, left)| left.map(|l| (took, l)))
+            .collect();
+        if t.is_empty() {
+            continue;
+        }
+        let took = stats(t.iter().map(|x| x.0).collect())[1];
+        let floor = stats(t.iter().map(|x| x.1).collect())[1];
+        let [mn, md, p99, mx] = stats(t.iter().map(|x| x.0 - x.1).collect());
+        let _ = writeln!(
+            report,
+            "| {nodes} | {took:.1} | {floor:.1} | {mn:.1} / {md:.1} / {p99:.1} / {mx:.1} |"
+        );
+        eprint!("{report}\r");
+    }
+    let _ = writeln!(report);
 }
