@@ -92,8 +92,14 @@ impl Watch {
     }
 }
 
-fn conf_extra(hbt_ms: u64, rtt_ms: u64) -> String {
-    format!("heartbeat {hbt_ms}ms\nrtt {rtt_ms}ms\n")
+/// A cluster of `n` servers, every one started, with these timers. (The timers go in
+/// the options: the harness writes `heartbeat` and `rtt` itself, and a second line of
+/// either is refused as given twice.)
+fn timed_cluster(mode: Mode, n: u16, hbt_ms: u64, rtt_ms: u64) -> Cluster {
+    let mut o = common::Opts::new(mode, n);
+    o.hbt_ms = hbt_ms;
+    o.rtt_ms = rtt_ms;
+    Cluster::build(&o)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -122,7 +128,7 @@ fn handover_trials(
     fault: Fault,
     trials: usize,
 ) -> Vec<(f64, Option<f64>)> {
-    let mut c = Cluster::start_with(Mode::Unicast, n, &conf_extra(hbt_ms, rtt_ms), &[]);
+    let mut c = timed_cluster(Mode::Unicast, n, hbt_ms, rtt_ms);
     let w = Watch::new();
     for id in 1..=n {
         w.follow(&c, id);
@@ -243,7 +249,7 @@ fn proc_stamps(log: &std::path::Path) -> Vec<(String, u32, u64)> {
 /// between the old processor's exit and the new one's start (never negative: S5).
 fn planned_handoffs(fault: Fault, trials: usize) -> (Vec<f64>, Vec<f64>) {
     let hbt_ms = 100;
-    let mut c = Cluster::start_with(Mode::Unicast, 3, &conf_extra(hbt_ms, 20), &[]);
+    let mut c = timed_cluster(Mode::Unicast, 3, hbt_ms, 20);
     let log = c.dir.join("proc.log");
     let me = std::env::current_exe().expect("own path");
     let run = |c: &Cluster, id: u16| {
@@ -726,7 +732,7 @@ fn idle(report: &mut String) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(60);
-    let c = Cluster::start_with(Mode::Unicast, 5, &conf_extra(100, 20), &[]);
+    let c = timed_cluster(Mode::Unicast, 5, 100, 20);
     c.agreement(Duration::from_secs(10));
     std::thread::sleep(Duration::from_secs(1));
     let before: Vec<_> = (1..=5)

@@ -4,7 +4,7 @@
 //! `BENCH_TRAFFIC_IDLE_S` sets the measurement (default 20 s).
 
 use crate::common::{Cluster, Mode};
-use crate::{conf_extra, proc_stat, sent};
+use crate::{proc_stat, sent, timed_cluster};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -85,7 +85,7 @@ pub fn report(out: &mut String) {
         (17, Mode::Unicast),
         (33, Mode::Unicast),
     ] {
-        let c = Cluster::start_with(mode, n, &conf_extra(100, 20), &[]);
+        let c = timed_cluster(mode, n, 100, 20);
         c.agreement(Duration::from_secs(30));
         let (d, b, cpu, cpu_max) = idle_cost(&c, n, secs);
         let target = if n == 3 { 40 } else { 30 * u64::from(n) };
