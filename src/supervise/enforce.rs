@@ -13,7 +13,10 @@
 //!   deadline (5 ms later, so a live `run`'s own comes first; none if `run` said it
 //!   sent one), SIGKILL when `margin` is left;
 //! - a line `D NS` from `run` moves the deadline (each lease renewal), `T` says run sent
-//!   SIGTERM itself;
+//!   SIGTERM itself; the pipe is read only when the timer fires, just before the
+//!   enforcer acts, so a renewal costs it no wakeup (issue 25): what it acts on is the
+//!   newest deadline `run` handed on by then, exactly as when it read each line at
+//!   once, and a line that comes later could only have moved the deadline later;
 //! - when the pipe closes (run exited or was killed) it keeps the last deadline it was
 //!   given: nothing can extend it any more;
 //! - when the command's leader exits, it SIGKILLs what is left of the group and exits;
@@ -318,12 +321,13 @@ pub fn main(args: &[String]) -> i32 {
         open: true,
         inbuf: Vec::new(),
     };
-    // What the last poll found ready (None: look at everything). Only what poll said
-    // could find something is read or asked (issue 25: 7 to 4 system calls per lease
-    // renewal); poll is level-triggered, so nothing that turns ready later is missed.
+    // What the last poll found ready (None: look at everything). run's pipe is read
+    // only when the timer fired, just before acting on the deadline (issue 25: a renewal
+    // wakes this process no more); the command's exit is asked only when its pidfd
+    // said so (poll is level-triggered, so nothing that turns ready later is missed).
     let mut woke: Option<Woke> = None;
     loop {
-        if s.open && woke.is_none_or(|w| w.stdin) {
+        if s.open && woke.is_none_or(|w| w.timer) {
             s.read();
         }
         let next = s.act(crate::time::boot_now().as_nanos());
@@ -347,8 +351,8 @@ pub fn main(args: &[String]) -> i32 {
 /// Which descriptors a poll of [`wait`] found ready.
 #[derive(Clone, Copy, Debug)]
 struct Woke {
-    /// run's pipe: a message, or closed.
-    stdin: bool,
+    /// The timer fired: a signal may be due (read run's pipe first).
+    timer: bool,
     /// The command's leader exited.
     pidfd: bool,
 }
@@ -363,22 +367,15 @@ fn readable(fd: i32, timeout_ms: i32) -> bool {
     unsafe { libc::poll(&mut p, 1, timeout_ms) == 1 && p.revents != 0 }
 }
 
-/// Sleeps until the timer fires, run writes (or goes), or the command's leader exits;
-/// says which were ready (None when poll failed: look at everything).
+/// Sleeps until the timer fires or the command's leader exits (run's pipe is not
+/// watched: it is read when the timer fires); says which were ready (None when poll
+/// failed: look at everything).
 fn wait(s: &State, pidfd: Option<i32>, tfd: &OwnedFd) -> Option<Woke> {
     let mut fds = vec![libc::pollfd {
         fd: tfd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     }];
-    let stdin_at = s.open.then(|| {
-        fds.push(libc::pollfd {
-            fd: 0,
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        fds.len() - 1
-    });
     let pidfd_at = pidfd.map(|fd| {
         fds.push(libc::pollfd {
             fd,
@@ -396,14 +393,15 @@ fn wait(s: &State, pidfd: Option<i32>, tfd: &OwnedFd) -> Option<Woke> {
     };
     // SAFETY: poll(2) on a valid array of pollfd.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
-    if n < 0 || fds[0].revents != 0 {
+    let timer = fds[0].revents != 0;
+    if n < 0 || timer {
         let mut b = [0u8; 8];
         // SAFETY: reading the expiry count from our non-blocking timerfd into a local.
         unsafe { libc::read(tfd.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
     }
     let ready = |i: Option<usize>| i.is_some_and(|i| fds[i].revents != 0);
     (n >= 0).then(|| Woke {
-        stdin: ready(stdin_at),
+        timer,
         pidfd: ready(pidfd_at),
     })
 }
