@@ -34,6 +34,8 @@ pub struct Transport {
     pub group: Option<UdpSocket>,
     group_addr: Option<SocketAddr>,
     peers: Vec<(u16, SocketAddr)>,
+    /// The peers' addresses as the kernel takes them (sendmmsg), in `peers`' order.
+    names: Vec<socket2::SockAddr>,
 }
 
 /// Messages per sendmmsg(2) call: a broadcast to more peers takes several calls.
@@ -106,7 +108,9 @@ impl Transport {
         set_freebind(&uni, family)?;
         uni.bind(&me.into())
             .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {me}: {e}")))?;
-        let peers = addrs.iter().filter(|a| a.0 != cfg.id).copied().collect();
+        let peers: Vec<(u16, SocketAddr)> =
+            addrs.iter().filter(|a| a.0 != cfg.id).copied().collect();
+        let names = peers.iter().map(|&(_, a)| a.into()).collect();
         let (group, group_addr) = match &cfg.transport {
             Mode::Unicast => (None, None),
             Mode::Multicast {
@@ -170,6 +174,7 @@ impl Transport {
             group,
             group_addr,
             peers,
+            names,
         })
     }
 
@@ -178,8 +183,12 @@ impl Transport {
         let mut sent = 0;
         let mut errors = Vec::new();
         if let (Dest::All, None) = (dest, self.group_addr) {
-            for chunk in self.peers.chunks(SEND_BATCH) {
-                self.send_each(chunk, bytes, &mut sent, &mut errors);
+            for (peers, names) in self
+                .peers
+                .chunks(SEND_BATCH)
+                .zip(self.names.chunks(SEND_BATCH))
+            {
+                self.send_each(peers, names, bytes, &mut sent, &mut errors);
             }
             return (sent, errors);
         }
@@ -205,23 +214,20 @@ impl Transport {
     fn send_each(
         &self,
         peers: &[(u16, SocketAddr)],
+        names: &[socket2::SockAddr],
         bytes: &[u8],
         sent: &mut u64,
         errors: &mut Vec<(SocketAddr, io::Error)>,
     ) {
         use std::os::fd::AsRawFd;
-        debug_assert!(peers.len() <= SEND_BATCH);
-        let mut addrs = [const { None::<socket2::SockAddr> }; SEND_BATCH];
-        for (slot, &(_, a)) in addrs.iter_mut().zip(peers) {
-            *slot = Some(socket2::SockAddr::from(a));
-        }
+        debug_assert!(peers.len() <= SEND_BATCH && names.len() == peers.len());
         let mut iov = libc::iovec {
             iov_base: bytes.as_ptr() as *mut libc::c_void,
             iov_len: bytes.len(),
         };
         // SAFETY: mmsghdr is plain data; all-zero is a valid empty header.
         let mut msgs: [libc::mmsghdr; SEND_BATCH] = unsafe { std::mem::zeroed() };
-        for (m, a) in msgs.iter_mut().zip(addrs.iter().flatten()) {
+        for (m, a) in msgs.iter_mut().zip(names) {
             m.msg_hdr.msg_name = a.as_ptr() as *mut libc::c_void;
             m.msg_hdr.msg_namelen = a.len();
             m.msg_hdr.msg_iov = &mut iov;
@@ -323,6 +329,7 @@ mod tests {
             .map(|(i, s)| (i as u16 + 2, s.local_addr().unwrap()))
             .collect();
         t.peers.insert(1, (99, bad));
+        t.names = t.peers.iter().map(|&(_, a)| a.into()).collect();
         let (sent, errors) = t.send(Dest::All, b"hello");
         assert_eq!(sent, rx.len() as u64, "{errors:?}");
         assert_eq!(errors.len(), 1, "{errors:?}");
