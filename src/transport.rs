@@ -9,7 +9,8 @@
 //! group; broadcasts go to the group with the configured TTL (hop limit) and loopback
 //! on. IPv6 names the interface by index (IPV6_ADD_MEMBERSHIP, IPV6_MULTICAST_IF);
 //! IPv4 by its address, as before. In unicast mode broadcasts are sent to each other
-//! server.
+//! server, with one sendmmsg(2) for all of them (issue 25: a leader's LEADs cost one
+//! system call per heartbeat, not one per follower).
 
 use crate::addr::{self, Address, Family};
 use crate::config::{Config, Transport as Mode};
@@ -33,7 +34,12 @@ pub struct Transport {
     pub group: Option<UdpSocket>,
     group_addr: Option<SocketAddr>,
     peers: Vec<(u16, SocketAddr)>,
+    /// The peers' addresses as the kernel takes them (sendmmsg), in `peers`' order.
+    names: Vec<socket2::SockAddr>,
 }
+
+/// Messages per sendmmsg(2) call: a broadcast to more peers takes several calls.
+const SEND_BATCH: usize = 16;
 
 /// The IPv4 address of interface `name`.
 pub fn interface_addr(name: &str) -> io::Result<Ipv4Addr> {
@@ -102,7 +108,9 @@ impl Transport {
         set_freebind(&uni, family)?;
         uni.bind(&me.into())
             .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {me}: {e}")))?;
-        let peers = addrs.iter().filter(|a| a.0 != cfg.id).copied().collect();
+        let peers: Vec<(u16, SocketAddr)> =
+            addrs.iter().filter(|a| a.0 != cfg.id).copied().collect();
+        let names = peers.iter().map(|&(_, a)| a.into()).collect();
         let (group, group_addr) = match &cfg.transport {
             Mode::Unicast => (None, None),
             Mode::Multicast {
@@ -166,6 +174,7 @@ impl Transport {
             group,
             group_addr,
             peers,
+            names,
         })
     }
 
@@ -173,13 +182,23 @@ impl Transport {
     pub fn send(&self, dest: Dest, bytes: &[u8]) -> (u64, Vec<(SocketAddr, io::Error)>) {
         let mut sent = 0;
         let mut errors = Vec::new();
+        if let (Dest::All, None) = (dest, self.group_addr) {
+            for (peers, names) in self
+                .peers
+                .chunks(SEND_BATCH)
+                .zip(self.names.chunks(SEND_BATCH))
+            {
+                self.send_each(peers, names, bytes, &mut sent, &mut errors);
+            }
+            return (sent, errors);
+        }
         let mut one = |to: SocketAddr| match self.unicast.send_to(bytes, to) {
             Ok(_) => sent += 1,
             Err(e) => errors.push((to, e)),
         };
         match (dest, self.group_addr) {
             (Dest::All, Some(g)) => one(g),
-            (Dest::All, None) => self.peers.iter().for_each(|&(_, a)| one(a)),
+            (Dest::All, None) => unreachable!("sent above"),
             (Dest::One(id), _) => {
                 if let Some(&(_, a)) = self.peers.iter().find(|p| p.0 == id) {
                     one(a)
@@ -187,6 +206,59 @@ impl Transport {
             }
         }
         (sent, errors)
+    }
+
+    /// Sends `bytes` to each of `peers` (at most SEND_BATCH) with sendmmsg(2): one
+    /// system call for all of them while none fails. A failed one is reported with its
+    /// error, as a sendto(2) of it would have been, and the rest are sent after it.
+    fn send_each(
+        &self,
+        peers: &[(u16, SocketAddr)],
+        names: &[socket2::SockAddr],
+        bytes: &[u8],
+        sent: &mut u64,
+        errors: &mut Vec<(SocketAddr, io::Error)>,
+    ) {
+        use std::os::fd::AsRawFd;
+        debug_assert!(peers.len() <= SEND_BATCH && names.len() == peers.len());
+        let mut iov = libc::iovec {
+            iov_base: bytes.as_ptr() as *mut libc::c_void,
+            iov_len: bytes.len(),
+        };
+        // SAFETY: mmsghdr is plain data; all-zero is a valid empty header.
+        let mut msgs: [libc::mmsghdr; SEND_BATCH] = unsafe { std::mem::zeroed() };
+        for (m, a) in msgs.iter_mut().zip(names) {
+            m.msg_hdr.msg_name = a.as_ptr() as *mut libc::c_void;
+            m.msg_hdr.msg_namelen = a.len();
+            m.msg_hdr.msg_iov = &mut iov;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        let mut at = 0;
+        while at < peers.len() {
+            // SAFETY: msgs[at..peers.len()] point at live addresses and one iovec over
+            // `bytes`, all outliving the call; the kernel only reads them (and writes
+            // msg_len).
+            let n = unsafe {
+                libc::sendmmsg(
+                    self.unicast.as_raw_fd(),
+                    msgs[at..].as_mut_ptr(),
+                    (peers.len() - at) as libc::c_uint,
+                    0,
+                )
+            };
+            if n > 0 {
+                *sent += n as u64;
+                at += n as usize;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            // The first message failed: report it, go on with the next.
+            errors.push((peers[at].1, e));
+            at += 1;
+        }
     }
 
     /// The configured address of server `id`.
@@ -237,5 +309,38 @@ mod tests {
             t.unicast.local_addr().unwrap(),
             format!("[::1]:{p}").parse().unwrap()
         );
+    }
+
+    /// Issue 25: a unicast broadcast leaves in one sendmmsg(2) per SEND_BATCH peers;
+    /// every peer gets it, and a peer the kernel refuses (here an IPv6 address from an
+    /// IPv4 socket) is reported with its error while those after it still get theirs,
+    /// as with one sendto(2) each.
+    #[test]
+    fn a_broadcast_reaches_every_peer_and_reports_the_one_that_fails() {
+        let p = free_port();
+        let mut t = open(&format!("cluster t\nserver 1 127.0.0.1:{p}\nunicast\n"));
+        let rx: Vec<std::net::UdpSocket> = (0..SEND_BATCH + 3)
+            .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let bad: SocketAddr = "[::1]:9".parse().unwrap();
+        t.peers = rx
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i as u16 + 2, s.local_addr().unwrap()))
+            .collect();
+        t.peers.insert(1, (99, bad));
+        t.names = t.peers.iter().map(|&(_, a)| a.into()).collect();
+        let (sent, errors) = t.send(Dest::All, b"hello");
+        assert_eq!(sent, rx.len() as u64, "{errors:?}");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].0, bad);
+        let mut buf = [0u8; 16];
+        for s in &rx {
+            s.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                .unwrap();
+            let (n, from) = s.recv_from(&mut buf).unwrap();
+            assert_eq!(&buf[..n], b"hello");
+            assert_eq!(from.port(), p);
+        }
     }
 }

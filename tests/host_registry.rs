@@ -14,7 +14,7 @@ use std::time::Duration;
 
 const HBT: Duration = Duration::from_millis(100);
 
-fn node_cfg(id: u16, seed: u64) -> NodeConfig {
+fn node_cfg(id: u16, seed: u64, missed_heartbeats: u32) -> NodeConfig {
     NodeConfig {
         id,
         servers: (1..=3)
@@ -27,7 +27,7 @@ fn node_cfg(id: u16, seed: u64) -> NodeConfig {
         fingerprint: 0xF1F1,
         heartbeat: HBT,
         rtt: Duration::from_millis(20),
-        missed_heartbeats: 3,
+        missed_heartbeats,
         drift_ppm: 10_000,
         max_hold: Duration::from_secs(60),
         preempt_delay: None,
@@ -53,6 +53,11 @@ struct Net {
 
 impl Net {
     fn new(groups: usize) -> Net {
+        Net::with_missed(groups, 3)
+    }
+
+    /// As `new`, with `missed-heartbeats` K.
+    fn with_missed(groups: usize, k: u32) -> Net {
         let hosts = (1..=3u16)
             .map(|id| {
                 let cfg = HostConfig {
@@ -66,7 +71,7 @@ impl Net {
                 let gs = (0..groups)
                     .map(|g| {
                         let node = Node::new(
-                            node_cfg(id, 7 * u64::from(id) + g as u64),
+                            node_cfg(id, 7 * u64::from(id) + g as u64, k),
                             Durable::default(),
                             ms(0),
                         )
@@ -490,4 +495,62 @@ fn a_stopping_server_is_never_a_last_resort() {
         Some(1),
         "group 1: server 2 leads as a last resort, never the stopping server 1 (stop at {stop:?})"
     );
+}
+
+/// Issue 25: a renewal alone is pushed to a supervisor only when the lease end it was
+/// last told comes within its grace plus two heartbeats, the rtt and `run`'s MARGIN of
+/// now; so it has the newer lease end before it would act on the older one even when a
+/// round of acknowledgements is lost, and never one later than the daemon's. With
+/// missed-heartbeats 3 (lease 294 ms at heartbeat 100 ms) that is every renewal, as
+/// before; with 5 (490 ms) one in two with a grace of 0 (with 100 ms still every one);
+/// a supervisor that did not say its grace (an older `run`) gets every one.
+#[test]
+fn a_renewal_alone_goes_out_only_when_the_told_lease_end_comes_near() {
+    let margin = electd::supervise::MARGIN;
+    let rtt = Duration::from_millis(20);
+    let zero = Some(Duration::ZERO);
+    let g100 = Some(Duration::from_millis(100));
+    for (k, grace, fewest, most) in [
+        (3, zero, 19, 21),
+        (3, g100, 19, 21),
+        (5, zero, 9, 11),
+        (5, g100, 19, 21),
+        (5, None, 19, 21),
+    ] {
+        let mut net = Net::with_missed(1, k);
+        let l = net.leader(0);
+        let now = net.now;
+        net.hosts[l]
+            .handle_supervise(now, C0, 0, grace, None)
+            .unwrap();
+        net.hosts[l].flush(now).unwrap();
+        net.settle();
+        let t = net.now + Duration::from_secs(2);
+        net.run_to(t);
+        let lines: Vec<SupervisorLine> = net
+            .lines(l, C0)
+            .into_iter()
+            .filter(|x| x.role == Role::Leader)
+            .collect();
+        // The first line, then one per renewal needed in 2 s (20 renewals).
+        let renewals = lines.len() - 1;
+        assert!(
+            (fewest..=most).contains(&renewals),
+            "K {k} grace {grace:?}: {renewals} renewal lines in 2 s"
+        );
+        for w in lines.windows(2) {
+            let (told, next) = (w[0].lease_until.unwrap(), &w[1]);
+            let lease = next.lease_until.unwrap();
+            assert!(lease >= told, "a renewal moved the lease end back");
+            // The newer lease end came before run would act on the older one.
+            let acts_at = told - grace.unwrap_or_default() - margin - rtt;
+            assert!(
+                next.now <= acts_at,
+                "K {k} grace {grace:?}: line {} at {:?}, but the lease told at line {} ends at {told:?}",
+                next.n,
+                next.now,
+                w[0].n
+            );
+        }
+    }
 }

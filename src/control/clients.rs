@@ -444,6 +444,16 @@ impl Control {
         }
     }
 
+    /// True when a client is swept by time (`flush`): one that may be dropped as idle
+    /// (neither watching nor supervising), one being dropped, or one with answers not
+    /// yet written. The daemon's loop then wakes at least once a second; with only
+    /// watchers and supervisors connected it waits for events and its own deadlines.
+    pub fn sweeps_due(&self) -> bool {
+        self.clients.iter().any(|(_, c)| {
+            (c.watching.is_none() && !c.supervising) || c.closing.is_some() || !c.outbuf.is_empty()
+        })
+    }
+
     /// The number of connected clients.
     pub fn clients(&self) -> usize {
         self.clients.len()

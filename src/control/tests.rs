@@ -219,3 +219,28 @@ fn watchers_belong_to_one_group() {
     r.read_line(&mut l).unwrap();
     assert_eq!(l, "one\n");
 }
+
+/// Issue 25: the loop wakes once a second only while some client is swept by time. A
+/// supervisor or a watcher with nothing to write is not (they are never dropped as
+/// idle); a plain client is (it is dropped after `IDLE_TIMEOUT`), and so is a client
+/// with an answer not yet written.
+#[test]
+fn only_clients_swept_by_time_keep_the_loop_waking() {
+    let mut f = Fixture::new("sweep");
+    assert!(!f.control.sweeps_due(), "no client");
+    let _sup = f.connect();
+    let _w = f.connect();
+    assert!(
+        f.control.sweeps_due(),
+        "plain clients are dropped when idle"
+    );
+    f.control.mark_supervisor(0);
+    f.control.watch(1, Scope::All);
+    assert!(!f.control.sweeps_due(), "a supervisor and a watcher");
+    f.control.broadcast(Scope::All, "line\n");
+    assert!(f.control.sweeps_due(), "an answer waits to be written");
+    f.flush();
+    assert!(!f.control.sweeps_due(), "written");
+    let _plain = f.connect();
+    assert!(f.control.sweeps_due(), "a third, plain client");
+}

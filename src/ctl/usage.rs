@@ -45,9 +45,9 @@ Commands:
                     20ms fits in lease - heartbeat - rtt of this electd (e.g. at
                     most 154ms with heartbeat 100ms, rtt 20ms, missed-heartbeats
                     3).
-                    --poll (default 20ms) is only the reconnect interval (and,
-                    when over 1s, the least silence before electd is asked
-                    again: it pushes every change); any value is safe. CMD
+                    --poll (default 20ms) is only the reconnect interval
+                    (electd pushes every change; a silent electd is asked
+                    again after 10s); any value is safe. CMD
                     is restarted with backoff (0.1s, 0.2s, 0.4s ...)
                     if it exits while this server leads; ELECTD_TERM holds the
                     term (the fencing token), ELECTD_GROUP the group.

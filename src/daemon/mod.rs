@@ -86,8 +86,15 @@ const HEALTH: Token = Token(1 << 20);
 const HTTP: Token = Token(1 << 16);
 /// Datagrams read from one socket per wakeup before other sources get their turn.
 const UDP_BUDGET: usize = 256;
-/// The longest a wait may last even with no deadline (idle clients are swept).
+/// The longest a wait may last while something is swept by time (idle or lingering
+/// control clients, metrics connections, a state write that may turn slow).
 const MAX_WAIT: Duration = Duration::from_secs(1);
+/// The longest a wait may last when nothing is swept by time: the host's deadline (a
+/// follower's hold, a leader's next LEAD) and the signals bound it well before this.
+/// Waking every `MAX_WAIT` anyway cost an idle follower at heartbeat 1 s a second
+/// wakeup between LEADs about half the time (the LEAD came just after the second was
+/// up; issue 25).
+const REST_WAIT: Duration = Duration::from_secs(60);
 /// The longest reason of a refused reload kept for `status` (characters).
 const MAX_REFUSAL: usize = 400;
 /// The longest part of it shown in systemd's STATUS= line (characters).
@@ -400,7 +407,12 @@ impl Daemon {
                 || self.control.has_more()
                 || self.http.as_ref().is_some_and(Http::has_more);
             let deadline = self.host.next_deadline(now);
-            let mut timeout = deadline.saturating_since(now).min(MAX_WAIT);
+            let cap = if self.sweeps_due() {
+                MAX_WAIT
+            } else {
+                REST_WAIT
+            };
+            let mut timeout = deadline.saturating_since(now).min(cap);
             let instant = Instant::now();
             for d in self
                 .groups
@@ -508,6 +520,16 @@ impl Daemon {
                 }
             }
         }
+    }
+
+    /// True when something of the loop is swept by time rather than by an event, so
+    /// the wait must end within `MAX_WAIT`: a control client that may be dropped as
+    /// idle or is lingering, a metrics connection, a state write that may be slow (its
+    /// warning). Supervisors and watchers are never dropped as idle.
+    fn sweeps_due(&self) -> bool {
+        self.control.sweeps_due()
+            || self.http.as_ref().is_some_and(|h| h.clients() > 0)
+            || self.write_since.is_some()
     }
 
     /// Answers a bounded batch of `metrics-listen` requests, running the core's timers

@@ -167,6 +167,41 @@ struct Supervisor {
 }
 
 impl Supervisor {
+    /// True when this supervisor should be sent a line saying `key` now.
+    ///
+    /// Every change is sent at once but one: a renewal alone (the same role, leader,
+    /// term, timers and resigning, a later lease end). That one is sent only when the
+    /// lease end the supervisor was last told comes within `grace + slack` of `now`,
+    /// `slack` covering the time to the next check and one more heartbeat (see
+    /// `push_lines`), a late check (rtt) and `run`'s `MARGIN`. `run` sends SIGTERM when
+    /// `grace + MARGIN` of the lease it knows is left, so it has the newer lease end
+    /// before that even when the acknowledgements of a round are lost, and the lease
+    /// end it and its enforcer act on is an earlier one than the daemon's, never a
+    /// later one (S5: the safe side). Without a grace (an older `run`) every renewal
+    /// is sent.
+    ///
+    /// With `missed-heartbeats 3` the lease (2.94 heartbeats) always comes that close
+    /// within a heartbeat, so every renewal is still sent, as before (issue 25: a
+    /// lost round of acknowledgements must not stop the command); with 5 and a short
+    /// grace, one renewal in two.
+    fn due(&self, key: &LineKey, now: Time, slack: Duration) -> bool {
+        let Some(last) = &self.last_key else {
+            return true;
+        };
+        if last == key {
+            return false;
+        }
+        let renewal = |k: &LineKey| (k.0, k.1, k.2, k.4, k.5, k.6);
+        match (self.grace, last.3, key.3) {
+            (Some(grace), Some(told), Some(new))
+                if renewal(last) == renewal(key) && new >= told =>
+            {
+                told <= now + grace + slack
+            }
+            _ => true,
+        }
+    }
+
     /// True when no command of this supervisor can be running on a lease it was told
     /// of: it never heard of one, or it confirmed a line sent after the last leader line.
     /// `older_ok` (a negative control): any confirmation will do.
@@ -397,7 +432,8 @@ impl Host {
     }
 
     /// Sends each supervisor a line if what its group's line says changed since the
-    /// last line it was sent.
+    /// last line it was sent, except a renewal alone that it does not need yet (see
+    /// [`Supervisor::due`]).
     pub(super) fn push_lines(&mut self, now: Time) {
         if self.registry.sups.is_empty() {
             return;
@@ -407,12 +443,18 @@ impl Host {
                 continue;
             }
             let line = self.line_of(now, g);
-            let key = Some(line.key());
+            let key = line.key();
+            // Between two checks (flushes) a leader goes at most a heartbeat: it sends
+            // a LEAD every heartbeat, and every flush checks; a second heartbeat lets
+            // the renewal go out with the acknowledgements that made it (fresh) rather
+            // than with the next LEAD (a heartbeat old). The round-trip bound covers a
+            // late flush, `run`'s MARGIN its own scheduling.
+            let slack = line.heartbeat * 2 + line.rtt + crate::supervise::MARGIN;
             let clients: Vec<ClientId> = self
                 .registry
                 .sups
                 .iter()
-                .filter(|(_, s)| s.group == g && s.last_key != key)
+                .filter(|(_, s)| s.group == g && s.due(&key, now, slack))
                 .map(|(&c, _)| c)
                 .collect();
             for c in clients {

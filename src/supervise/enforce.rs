@@ -3,17 +3,26 @@
 //! "S5 through stalls").
 //!
 //! `run` starts it beside each command as `electctl __enforce PGID GRACE_NS MARGIN_NS
-//! DEADLINE_NS` (a fresh exec of the same binary: nothing of `run`'s state, threads or
-//! locks is inherited), in a process group of its own, so `kill -STOP` of run's pid, a
-//! debugger on run, or a terminal's ^Z or ^C do not reach it. Its stdin is a pipe from
-//! `run`, fd 3 the command's pidfd. It only sleeps on a CLOCK_BOOTTIME timerfd until
-//! the next thing it must do:
+//! DEADLINE_NS pidfd timerfd` (a fresh exec of the same binary: nothing of `run`'s
+//! state, threads or locks is inherited), in a process group of its own, so `kill
+//! -STOP` of run's pid, a debugger on run, or a terminal's ^Z or ^C do not reach it.
+//! Its stdin is a pipe from `run`, fd 3 the command's pidfd, fd 4 a CLOCK_BOOTTIME
+//! timerfd that `run` made and shares. It only sleeps on that timer until the next
+//! thing it must do:
 //!
 //! - SIGTERM to the command's process group when `grace + margin` is left of the
 //!   deadline (5 ms later, so a live `run`'s own comes first; none if `run` said it
 //!   sent one), SIGKILL when `margin` is left;
 //! - a line `D NS` from `run` moves the deadline (each lease renewal), `T` says run sent
-//!   SIGTERM itself;
+//!   SIGTERM itself; the pipe is read only when the timer fires, just before the
+//!   enforcer acts, so a renewal costs it no wakeup (issue 25): what it acts on is the
+//!   newest deadline `run` handed on by then, exactly as when it read each line at
+//!   once, and a line that comes later could only have moved the deadline later;
+//! - with each `D NS` `run` also re-arms the shared timer for that deadline's SIGTERM
+//!   (after the line is written), so the timer fires only when no renewal came in
+//!   time: a lease renewed every heartbeat never wakes the enforcer. The timer is only
+//!   ever armed for a lease end the daemon told (by `run` or by the enforcer itself),
+//!   so a stopped or dead `run` leaves it at the last one;
 //! - when the pipe closes (run exited or was killed) it keeps the last deadline it was
 //!   given: nothing can extend it any more;
 //! - when the command's leader exits, it SIGKILLs what is left of the group and exits;
@@ -37,6 +46,9 @@ const TERM_LAG: u64 = 5_000_000;
 /// How often the group is checked when no pidfd tells of the leader's exit.
 const TICK: Duration = Duration::from_millis(50);
 
+/// The descriptor the shared timer is handed on as.
+const TIMERFD: i32 = 4;
+
 /// `run`'s handle on its enforcer.
 pub struct Enforcer {
     child: Child,
@@ -46,6 +58,34 @@ pub struct Enforcer {
     exit_fd: Option<OwnedFd>,
     /// The deadline last handed on (boot clock ns).
     sent_ns: u64,
+    /// The timer the enforcer sleeps on, shared: re-armed with each deadline.
+    timer: OwnedFd,
+    grace_ns: u64,
+    margin_ns: u64,
+}
+
+/// The boot-clock instant of the enforcer's SIGTERM for `deadline_ns`: `grace + margin`
+/// before it, a little later than a live `run`'s own (which says `T` first), so the
+/// command does not get two.
+fn term_at(deadline_ns: u64, grace_ns: u64, margin_ns: u64) -> u64 {
+    let lag = TERM_LAG.min(grace_ns / 4);
+    deadline_ns
+        .saturating_sub(margin_ns)
+        .saturating_sub(grace_ns)
+        + lag
+}
+
+/// A CLOCK_BOOTTIME timerfd (close-on-exec, non-blocking).
+fn boot_timer() -> std::io::Result<OwnedFd> {
+    // SAFETY: timerfd_create returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK)
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 fn nonblocking_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -72,6 +112,12 @@ impl Enforcer {
         deadline_ns: u64,
     ) -> std::io::Result<Enforcer> {
         let (r, w) = nonblocking_pipe()?;
+        let (grace_ns, margin_ns) = (
+            crate::time::duration_nanos(grace),
+            crate::time::duration_nanos(margin),
+        );
+        let timer = boot_timer()?;
+        arm(&timer, Some(term_at(deadline_ns, grace_ns, margin_ns)));
         let mut cmd = Command::new("/proc/self/exe");
         cmd.arg0("electctl-enforce")
             .arg(SUBCOMMAND)
@@ -80,24 +126,37 @@ impl Enforcer {
             .arg(crate::time::duration_nanos(margin).to_string())
             .arg(deadline_ns.to_string())
             .arg(if cmd_pidfd.is_some() { "pidfd" } else { "-" })
+            .arg("timerfd")
             .stdin(Stdio::from(r))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
-        if let Some(fd) = cmd_pidfd {
-            let raw = fd.as_raw_fd();
-            // SAFETY: dup2 and fcntl are async-signal-safe; they only touch the
-            // child's descriptor table. dup2 clears close-on-exec on fd 3.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if raw == PIDFD {
+        let pid_raw = cmd_pidfd.map(AsRawFd::as_raw_fd);
+        let timer_raw = timer.as_raw_fd();
+        // SAFETY: dup, dup2 and fcntl are async-signal-safe; they only touch the
+        // child's descriptor table. dup2 clears close-on-exec on fds 3 and 4.
+        unsafe {
+            cmd.pre_exec(move || {
+                // The timer out of fd 3's way first, the pidfd out of fd 4's.
+                let t = if timer_raw == PIDFD {
+                    libc::dup(timer_raw)
+                } else {
+                    timer_raw
+                };
+                if let Some(p) = pid_raw {
+                    if p == PIDFD {
                         libc::fcntl(PIDFD, libc::F_SETFD, 0);
-                    } else if libc::dup2(raw, PIDFD) < 0 {
+                    } else if libc::dup2(p, PIDFD) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
-                    Ok(())
-                });
-            }
+                }
+                if t == TIMERFD {
+                    libc::fcntl(TIMERFD, libc::F_SETFD, 0);
+                } else if t < 0 || libc::dup2(t, TIMERFD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
         }
         let child = cmd.spawn()?;
         let exit_fd = super::command::pidfd(child.id());
@@ -106,6 +165,9 @@ impl Enforcer {
             pipe: Some(w),
             exit_fd,
             sent_ns: deadline_ns,
+            timer,
+            grace_ns,
+            margin_ns,
         })
     }
 
@@ -117,11 +179,17 @@ impl Enforcer {
         unsafe { libc::write(w.as_raw_fd(), msg.as_ptr().cast(), msg.len()) };
     }
 
-    /// Hands on a new lease end (a renewal): nothing is written when it is unchanged.
+    /// Hands on a new lease end (a renewal): the line first, then the shared timer
+    /// re-armed for its SIGTERM, so the enforcer that wakes finds the line (it wakes
+    /// only if no renewal came in time). Nothing is done when it is unchanged.
     pub fn deadline(&mut self, deadline_ns: u64) {
         if deadline_ns != self.sent_ns {
             self.sent_ns = deadline_ns;
             self.send(&format!("D {deadline_ns}\n"));
+            arm(
+                &self.timer,
+                Some(term_at(deadline_ns, self.grace_ns, self.margin_ns)),
+            );
         }
     }
 
@@ -155,11 +223,15 @@ struct Args {
     margin_ns: u64,
     deadline_ns: u64,
     pidfd: bool,
+    /// fd 4 is `run`'s shared timer (else the enforcer makes its own).
+    timerfd: bool,
 }
 
 fn parse(args: &[String]) -> Option<Args> {
-    let [pgid, grace, margin, deadline, pidfd] = args else {
-        return None;
+    let (pgid, grace, margin, deadline, pidfd, timerfd) = match args {
+        [a, b, c, d, e] => (a, b, c, d, e, false),
+        [a, b, c, d, e, t] if t == "timerfd" => (a, b, c, d, e, true),
+        _ => return None,
     };
     Some(Args {
         pgid: pgid.parse().ok().filter(|p| *p > 1)?,
@@ -167,6 +239,7 @@ fn parse(args: &[String]) -> Option<Args> {
         margin_ns: margin.parse().ok()?,
         deadline_ns: deadline.parse().ok()?,
         pidfd: pidfd == "pidfd",
+        timerfd,
     })
 }
 
@@ -227,13 +300,19 @@ impl State {
         }
     }
 
+    /// True when the deadline known says a signal is due at `now_ns`: run's pipe is
+    /// read first (a newer deadline may be there although the timer, which `run`
+    /// re-arms, has not fired; without a pidfd the enforcer also wakes every TICK).
+    fn due(&self, now_ns: u64) -> bool {
+        let kill_at = self.a.deadline_ns.saturating_sub(self.a.margin_ns);
+        let term_at = term_at(self.a.deadline_ns, self.a.grace_ns, self.a.margin_ns);
+        !self.killed && now_ns >= if self.termed { kill_at } else { term_at }
+    }
+
     /// Signals what is due at `now_ns`; returns the next boot-clock instant to act at.
     fn act(&mut self, now_ns: u64) -> Option<u64> {
         let kill_at = self.a.deadline_ns.saturating_sub(self.a.margin_ns);
-        // A little after run's own SIGTERM would go: a live run sends it (and says `T`)
-        // first, so the command does not get two.
-        let lag = TERM_LAG.min(self.a.grace_ns / 4);
-        let term_at = kill_at.saturating_sub(self.a.grace_ns) + lag;
+        let term_at = term_at(self.a.deadline_ns, self.a.grace_ns, self.a.margin_ns);
         if now_ns >= kill_at {
             self.killed = true;
             group(self.a.pgid, libc::SIGKILL);
@@ -299,17 +378,21 @@ pub fn main(args: &[String]) -> i32 {
         let fl = libc::fcntl(0, libc::F_GETFL);
         libc::fcntl(0, libc::F_SETFL, fl | libc::O_NONBLOCK);
     }
-    // SAFETY: timerfd_create returns a new descriptor or -1.
-    let tfd = unsafe {
-        libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK)
+    let tfd = if a.timerfd && is_open(TIMERFD) {
+        // SAFETY: fd 4 is the timer run handed on (checked open); this process owns
+        // its copy.
+        unsafe { OwnedFd::from_raw_fd(TIMERFD) }
+    } else {
+        match boot_timer() {
+            Ok(t) => t,
+            Err(_) => {
+                // Nothing to sleep on: the command may not outlive a lease nobody
+                // enforces.
+                group(a.pgid, libc::SIGKILL);
+                return 1;
+            }
+        }
     };
-    if tfd < 0 {
-        // Nothing to sleep on: the command may not outlive a lease nobody enforces.
-        group(a.pgid, libc::SIGKILL);
-        return 1;
-    }
-    // SAFETY: a fresh descriptor nothing else owns.
-    let tfd = unsafe { OwnedFd::from_raw_fd(tfd) };
     let pidfd = a.pidfd.then_some(PIDFD);
     let mut s = State {
         a,
@@ -318,15 +401,18 @@ pub fn main(args: &[String]) -> i32 {
         open: true,
         inbuf: Vec::new(),
     };
-    // What the last poll found ready (None: look at everything). Only what poll said
-    // could find something is read or asked (issue 25: 7 to 4 system calls per lease
-    // renewal); poll is level-triggered, so nothing that turns ready later is missed.
+    // What the last poll found ready (None: look at everything). run's pipe is read
+    // only when the timer fired or the deadline known says a signal is due, just
+    // before acting on it (issue 25: a renewal wakes this process no more); the
+    // command's exit is asked only when its pidfd said so (poll is level-triggered,
+    // so nothing that turns ready later is missed).
     let mut woke: Option<Woke> = None;
     loop {
-        if s.open && woke.is_none_or(|w| w.stdin) {
+        let now = crate::time::boot_now().as_nanos();
+        if s.open && (woke.is_none_or(|w| w.timer) || s.due(now)) {
             s.read();
         }
-        let next = s.act(crate::time::boot_now().as_nanos());
+        let next = s.act(now);
         let leader_gone = match woke {
             Some(w) => w.pidfd,
             None => pidfd.is_some_and(|fd| readable(fd, 0)),
@@ -347,10 +433,16 @@ pub fn main(args: &[String]) -> i32 {
 /// Which descriptors a poll of [`wait`] found ready.
 #[derive(Clone, Copy, Debug)]
 struct Woke {
-    /// run's pipe: a message, or closed.
-    stdin: bool,
+    /// The timer fired: a signal may be due (read run's pipe first).
+    timer: bool,
     /// The command's leader exited.
     pidfd: bool,
+}
+
+/// True if `fd` is an open descriptor.
+fn is_open(fd: i32) -> bool {
+    // SAFETY: fcntl(F_GETFD) only asks whether the descriptor is open.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
 }
 
 fn readable(fd: i32, timeout_ms: i32) -> bool {
@@ -363,22 +455,15 @@ fn readable(fd: i32, timeout_ms: i32) -> bool {
     unsafe { libc::poll(&mut p, 1, timeout_ms) == 1 && p.revents != 0 }
 }
 
-/// Sleeps until the timer fires, run writes (or goes), or the command's leader exits;
-/// says which were ready (None when poll failed: look at everything).
+/// Sleeps until the timer fires or the command's leader exits (run's pipe is not
+/// watched: it is read when the timer fires); says which were ready (None when poll
+/// failed: look at everything).
 fn wait(s: &State, pidfd: Option<i32>, tfd: &OwnedFd) -> Option<Woke> {
     let mut fds = vec![libc::pollfd {
         fd: tfd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     }];
-    let stdin_at = s.open.then(|| {
-        fds.push(libc::pollfd {
-            fd: 0,
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        fds.len() - 1
-    });
     let pidfd_at = pidfd.map(|fd| {
         fds.push(libc::pollfd {
             fd,
@@ -396,14 +481,15 @@ fn wait(s: &State, pidfd: Option<i32>, tfd: &OwnedFd) -> Option<Woke> {
     };
     // SAFETY: poll(2) on a valid array of pollfd.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
-    if n < 0 || fds[0].revents != 0 {
+    let timer = fds[0].revents != 0;
+    if n < 0 || timer {
         let mut b = [0u8; 8];
         // SAFETY: reading the expiry count from our non-blocking timerfd into a local.
         unsafe { libc::read(tfd.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
     }
     let ready = |i: Option<usize>| i.is_some_and(|i| fds[i].revents != 0);
     (n >= 0).then(|| Woke {
-        stdin: ready(stdin_at),
+        timer,
         pidfd: ready(pidfd_at),
     })
 }
@@ -420,6 +506,7 @@ mod tests {
                 margin_ns: 10,
                 deadline_ns,
                 pidfd: false,
+                timerfd: false,
             },
             termed: false,
             killed: false,
@@ -459,5 +546,9 @@ mod tests {
         assert!(parse(&v(&["0", "5", "6", "7", "-"])).is_none());
         assert!(parse(&v(&["x", "5", "6", "7", "-"])).is_none());
         assert!(parse(&v(&["5", "6", "7"])).is_none());
+        let a = parse(&v(&["123", "5", "6", "7", "pidfd", "timerfd"])).unwrap();
+        assert!(a.pidfd && a.timerfd);
+        assert!(!parse(&v(&["123", "5", "6", "7", "-"])).unwrap().timerfd);
+        assert!(parse(&v(&["123", "5", "6", "7", "-", "x"])).is_none());
     }
 }

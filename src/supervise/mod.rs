@@ -16,13 +16,13 @@
 //!   in the least lease a steady leader can have left just before a renewal,
 //!   `lease_len - heartbeat - rtt` (see [`check_grace`]); then the command is never
 //!   stopped spuriously in steady state and a planned stop always gets the whole grace.
-//! - `--poll` is only the reconnect interval and the least silence before the daemon
-//!   is asked again (at least [`IDLE_ASK`], and while leading at least a renewal
-//!   period: a leader's lines come with every renewal, so its `run` asks only when they
-//!   stop; a follower confirms only after a leader line: a `run` costs its daemon at
-//!   most one request a second, leader or not): no value is unsafe, since the lease end
-//!   is enforced here and by the enforcer from the last line, whatever the daemon
-//!   answers.
+//! - `--poll` is only the reconnect interval; the daemon is asked again only after
+//!   [`IDLE_ASK`] (10 s) of silence, and while leading at least a lease (a leader's
+//!   lines come with its renewals, so its `run` asks only when they stop; a follower
+//!   confirms only after a leader line: a `run` costs its daemon at most one request
+//!   every 10 s at rest, leader or not, below SPEC 11's one a second): no value is
+//!   unsafe, since the lease end is enforced here and by the enforcer from the last
+//!   line, whatever the daemon answers.
 //! - Whatever stalls this process (SIGSTOP, a debugger, a blocked write), the lease end
 //!   is also enforced by a process of its own started beside each command
 //!   ([`enforce`]); if that process dies, the command is stopped at once. Log lines

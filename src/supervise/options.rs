@@ -17,8 +17,8 @@ pub struct RunOptions {
     pub socket: PathBuf,
     /// Time between SIGTERM and SIGKILL.
     pub grace: Duration,
-    /// Reconnect interval, and (when over `IDLE_ASK`) the least silence before the daemon
-    /// is asked again.
+    /// Reconnect interval (the daemon is asked again only after `IDLE_ASK` of silence,
+    /// which is at least as long).
     pub poll: Duration,
     /// The command and its arguments.
     pub argv: Vec<String>,
