@@ -66,8 +66,17 @@ fn arm(tfd: &OwnedFd, at_ns: u64) {
 /// write end returned; with `shared`, the enforcer sleeps on a timer this test holds
 /// too (fd 4), armed for the first deadline.
 fn start(deadline_ns: u64, shared: bool) -> (Child, Child, std::fs::File, Option<OwnedFd>) {
-    let cmd = Command::new("sleep")
-        .arg("30")
+    start_cmd(deadline_ns, shared, &["sleep", "30"])
+}
+
+/// As `start`, for the command `argv`.
+fn start_cmd(
+    deadline_ns: u64,
+    shared: bool,
+    argv: &[&str],
+) -> (Child, Child, std::fs::File, Option<OwnedFd>) {
+    let cmd = Command::new(argv[0])
+        .args(&argv[1..])
         .process_group(0)
         .spawn()
         .expect("sleep");
@@ -222,6 +231,60 @@ fn a_term_from_run_is_seen_before_the_enforcer_acts() {
         (kill_at - gone) / 1_000_000
     );
     assert!(gone <= deadline, "the command outlived the deadline");
+    let _ = cmd.wait();
+    let t2 = Instant::now();
+    while alive(&mut enforcer) && t2.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Found by the review of issue 25's second round: a leader's renewals re-arm the
+/// shared timer later each time, so its enforcer never woke to read its pipe; once
+/// 64 KiB of lines had piled up every later one was lost, and when the renewals
+/// stopped the enforcer acted on a deadline long past: SIGKILL at once instead of after
+/// the grace. Renewals handed on as `run` hands them (`hand_on`), twice what a pipe
+/// holds, then silence: the command, which ignores SIGTERM, dies by the SIGKILL at the
+/// last deadline's margin, not sooner.
+#[test]
+fn a_pipe_of_renewals_never_fills_and_the_grace_is_kept() {
+    use electd::supervise::enforce::hand_on;
+    let now = boot_now().as_nanos();
+    let argv = ["sh", "-c", "trap '' TERM; exec sleep 30"];
+    let (mut cmd, mut enforcer, pipe, timer) = start_cmd(now + ns(AHEAD), true, &argv);
+    let timer = timer.expect("shared timer");
+    let pipe = OwnedFd::from(pipe);
+    // SAFETY: fcntl on our own write end: run's writes never block either.
+    unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    std::thread::sleep(Duration::from_millis(50));
+    let mut last = 0;
+    let renewals = 6000;
+    for i in 0..renewals {
+        last = boot_now().as_nanos() + ns(AHEAD);
+        hand_on(&pipe, &timer, last, ns(GRACE), ns(MARGIN));
+        if i % 20 == 19 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    assert!(alive(&mut cmd), "stopped while renewed");
+    let t1 = Instant::now();
+    while alive(&mut cmd) && t1.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let gone = boot_now().as_nanos();
+    assert!(!alive(&mut cmd), "the command outlived its last deadline");
+    let kill_at = last - ns(MARGIN);
+    eprintln!(
+        "{renewals} renewals handed on; the command died {:.1} ms before the last deadline \
+         (its SIGKILL due {} ms before it)",
+        (last as f64 - gone as f64) / 1e6,
+        MARGIN.as_millis()
+    );
+    assert!(
+        gone + 3_000_000 >= kill_at,
+        "killed {:.1} ms before its SIGKILL was due: the enforcer acted on an old deadline",
+        (kill_at as f64 - gone as f64) / 1e6
+    );
+    assert!(gone <= last, "the command outlived the deadline");
     let _ = cmd.wait();
     let t2 = Instant::now();
     while alive(&mut enforcer) && t2.elapsed() < Duration::from_secs(2) {

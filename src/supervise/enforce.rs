@@ -75,6 +75,52 @@ fn term_at(deadline_ns: u64, grace_ns: u64, margin_ns: u64) -> u64 {
         + lag
 }
 
+/// Bytes of lines waiting in the pipe at which `run` wakes the enforcer to read them.
+/// Each renewal re-arms the shared timer later, so a leader's enforcer never wakes by
+/// itself: without this its pipe filled (64 KiB: about 3,850 renewals, an hour at
+/// heartbeat 1 s; 200 with a one-page pipe), every later line was lost, and when the
+/// renewals stopped the enforcer acted on a deadline an hour old: SIGKILL at once,
+/// without the command's grace (found by the review of issue 25's second round).
+const DRAIN_AT: usize = 1024;
+
+/// Bytes waiting to be read in the pipe whose end `fd` is (FIONREAD works on either).
+fn pending(fd: &OwnedFd) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int for a pipe descriptor we own.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) };
+    if r == 0 {
+        usize::try_from(n).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+/// Where `run` arms the shared timer after handing on `deadline_ns` with `waiting`
+/// bytes in the pipe: at the enforcer's SIGTERM for it, or at once (1 ns, long past)
+/// when the lines waiting must be read; the enforcer then reads them all and arms the
+/// timer for the newest deadline itself.
+fn rearm_at(waiting: usize, deadline_ns: u64, grace_ns: u64, margin_ns: u64) -> u64 {
+    if waiting >= DRAIN_AT {
+        1
+    } else {
+        term_at(deadline_ns, grace_ns, margin_ns)
+    }
+}
+
+/// Hands a renewal's lease end `deadline_ns` to an enforcer: the line on its pipe (the
+/// write end `pipe`, non-blocking), then the shared `timer` re-armed for its SIGTERM, or
+/// at once when lines are piling up (`DRAIN_AT`). `run` does this for every renewal
+/// (`Enforcer::deadline`); public so that tests drive a real enforcer the same way.
+pub fn hand_on(pipe: &OwnedFd, timer: &OwnedFd, deadline_ns: u64, grace_ns: u64, margin_ns: u64) {
+    let line = format!("D {deadline_ns}\n");
+    // SAFETY: a write of a few bytes (atomic in a pipe) to a non-blocking end we hold.
+    // A full pipe keeps the older deadline there: the enforcer then stops the command
+    // earlier, never later.
+    unsafe { libc::write(pipe.as_raw_fd(), line.as_ptr().cast(), line.len()) };
+    let at = rearm_at(pending(pipe), deadline_ns, grace_ns, margin_ns);
+    arm(timer, Some(at));
+}
+
 /// A CLOCK_BOOTTIME timerfd (close-on-exec, non-blocking).
 fn boot_timer() -> std::io::Result<OwnedFd> {
     // SAFETY: timerfd_create returns a new descriptor or -1.
@@ -133,13 +179,15 @@ impl Enforcer {
             .process_group(0);
         let pid_raw = cmd_pidfd.map(AsRawFd::as_raw_fd);
         let timer_raw = timer.as_raw_fd();
-        // SAFETY: dup, dup2 and fcntl are async-signal-safe; they only touch the
+        // SAFETY: dup2 and fcntl are async-signal-safe; they only touch the
         // child's descriptor table. dup2 clears close-on-exec on fds 3 and 4.
         unsafe {
             cmd.pre_exec(move || {
-                // The timer out of fd 3's way first, the pidfd out of fd 4's.
+                // The timer out of fd 3's way first, the pidfd out of fd 4's. The copy
+                // goes above fd 4 and closes on exec, so only fd 4 reaches the enforcer
+                // (a plain dup could land on 5 and leak there).
                 let t = if timer_raw == PIDFD {
-                    libc::dup(timer_raw)
+                    libc::fcntl(timer_raw, libc::F_DUPFD_CLOEXEC, TIMERFD + 1)
                 } else {
                     timer_raw
                 };
@@ -185,11 +233,13 @@ impl Enforcer {
     pub fn deadline(&mut self, deadline_ns: u64) {
         if deadline_ns != self.sent_ns {
             self.sent_ns = deadline_ns;
-            self.send(&format!("D {deadline_ns}\n"));
-            arm(
-                &self.timer,
-                Some(term_at(deadline_ns, self.grace_ns, self.margin_ns)),
-            );
+            match &self.pipe {
+                Some(w) => hand_on(w, &self.timer, deadline_ns, self.grace_ns, self.margin_ns),
+                None => arm(
+                    &self.timer,
+                    Some(term_at(deadline_ns, self.grace_ns, self.margin_ns)),
+                ),
+            }
         }
     }
 
@@ -531,6 +581,34 @@ mod tests {
         let mut s = state(1000);
         s.termed = true;
         assert_eq!(s.act(0), Some(990));
+    }
+
+    /// The pipe never fills: once `DRAIN_AT` bytes wait, `run` arms the timer at once
+    /// so the enforcer reads them; below, at the SIGTERM for the deadline. And FIONREAD
+    /// counts the bytes from the write end, which is the end `run` holds.
+    #[test]
+    fn run_wakes_the_enforcer_before_its_pipe_fills() {
+        let (r, w) = nonblocking_pipe().unwrap();
+        assert_eq!(pending(&w), 0);
+        let line = b"D 1234567890123456789\n";
+        let mut written = 0;
+        while written < DRAIN_AT {
+            // SAFETY: a write of our buffer to our pipe.
+            let n = unsafe { libc::write(w.as_raw_fd(), line.as_ptr().cast(), line.len()) };
+            assert_eq!(n, line.len() as isize);
+            written += line.len();
+        }
+        assert_eq!(pending(&w), written, "FIONREAD on the write end");
+        assert_eq!(pending(&r), written);
+        assert_eq!(rearm_at(written, 10_000, 100, 10), 1, "at once");
+        assert_eq!(
+            rearm_at(DRAIN_AT - 1, 10_000, 100, 10),
+            term_at(10_000, 100, 10)
+        );
+        assert_eq!(rearm_at(0, 10_000, 100, 10), 9_915);
+        // A whole pipe of lines is far more than DRAIN_AT: one page (the least a pipe
+        // can be) holds 4096 bytes.
+        const { assert!(DRAIN_AT * 2 <= 4096) };
     }
 
     #[test]
