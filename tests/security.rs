@@ -378,10 +378,18 @@ fn control_socket_survives_abuse() {
         // A watcher that stops reading, while the term changes again and again.
         let mut w = UnixStream::connect(c.sock(l)).unwrap();
         w.write_all(b"watch\n").unwrap();
-        let mut ctl = BufReader::new(UnixStream::connect(c.sock(l)).unwrap());
+        // Every read bounded: a connection the daemon closes (a client idle while a
+        // thousand others wait may be evicted) must end a read, not spin on EOF (a run
+        // once spun for 775 s until a write hit the reset).
+        let connect = |id: u16| {
+            let s = UnixStream::connect(c.sock(id)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            BufReader::new(s)
+        };
+        let mut ctl = connect(l);
         let mut line = String::new();
         let f = if l == 1 { 2 } else { 1 };
-        let mut fctl = BufReader::new(UnixStream::connect(c.sock(f)).unwrap());
+        let mut fctl = connect(f);
         // Until the watcher is dropped, bounded by time rather than by a count of
         // rounds: a loaded machine completes fewer rounds per request (15,000 requests
         // once ended before the watcher's buffer filled).
@@ -391,14 +399,25 @@ fn control_socket_survives_abuse() {
             i += 1;
             fctl.get_mut().write_all(b"elect\n").unwrap();
             line.clear();
-            fctl.read_line(&mut line).unwrap();
+            assert!(
+                fctl.read_line(&mut line).unwrap() > 0,
+                "server {f} closed a connection that asks for rounds"
+            );
             std::thread::sleep(Duration::from_millis(1));
             if i % 100 == 99 {
-                ctl.get_mut().write_all(b"metrics\n").unwrap();
+                if ctl.get_mut().write_all(b"metrics\n").is_err() {
+                    // Evicted while idle: ask again on a new connection.
+                    ctl = connect(l);
+                    continue;
+                }
                 let mut watchers = None;
                 loop {
                     line.clear();
-                    ctl.read_line(&mut line).unwrap();
+                    if ctl.read_line(&mut line).unwrap_or(0) == 0 {
+                        // Evicted (EOF, reset or no answer within the timeout).
+                        ctl = connect(l);
+                        break;
+                    }
                     if let Some(v) = line.strip_prefix("electd_control_watchers ") {
                         watchers = v.trim().parse::<u64>().ok();
                     }
