@@ -166,7 +166,7 @@ fn unhealthy_leader_hands_over_to_a_healthy_follower() {
 /// The shared fault reaches the followers first (by at least a heartbeat and the
 /// delays): an unhealthy leader hands over while it knows a healthy server, so if it
 /// failed first it would hand over to a follower that is about to fail (see
-/// `finding_shared_fault_race` for that case).
+/// `a_shared_fault_never_leaves_the_cluster_leaderless` for that case).
 #[test]
 fn all_unhealthy_the_leader_stays_and_recovers_without_restart() {
     for seed in 0..40 {
