@@ -20,21 +20,11 @@ use std::time::Duration;
 const GROUPS: [&str; 3] = ["orders", "payments", "audit"];
 
 fn starts() -> usize {
-    std::env::var("ELECTD_COLD_STARTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5)
+    common::env_num("ELECTD_COLD_STARTS", 5)
 }
 
 fn seed() -> u64 {
-    std::env::var("ELECTD_COLD_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        })
+    common::env_seed("ELECTD_COLD_SEED")
 }
 
 /// Starts every server of `c`, in an order drawn from `rng`; with `spread`, each at an

@@ -1872,10 +1872,7 @@ fn a_follower_knows_its_leaders_health() {
 #[test]
 fn random_health_drain_and_yield_to_keep_s5() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let seed = std::env::var("ELECTD_HEALTH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| boottime_ns() ^ u64::from(std::process::id()));
+    let seed = common::env_seed("ELECTD_HEALTH_SEED");
     eprintln!("seed {seed} (replay: ELECTD_HEALTH_SEED={seed})");
     let mut rng = electd::rng::SplitMix64::new(seed);
     let c = cluster(3, HBT_MS, RTT_MS, &check_timers(50, 2, 2), &[], check_line);
@@ -2125,14 +2122,8 @@ fn yield_to_under_preempt_delay_keeps_the_named_server() {
 #[test]
 fn a_shared_fault_with_a_leader_crash_leaves_a_leader() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let runs: u32 = std::env::var("ELECTD_SHARED_FAULT_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
-    let seed: u64 = std::env::var("ELECTD_SHARED_FAULT_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| u64::from(std::process::id()));
+    let runs: u32 = common::env_num("ELECTD_SHARED_FAULT_RUNS", 2);
+    let seed = common::env_seed("ELECTD_SHARED_FAULT_SEED");
     eprintln!("shared fault with a leader crash: seed {seed} (ELECTD_SHARED_FAULT_SEED)");
     let mut rng = electd::rng::SplitMix64::new(seed);
     let bound = failover_bound(HBT_MS, RTT_MS);

@@ -35,21 +35,11 @@ const GROUPS: [(&str, u16); 3] = [("orders", 1), ("payments", 2), ("audit", 3)];
 const PREEMPT: Duration = Duration::from_secs(1);
 
 fn runs() -> usize {
-    std::env::var("ELECTD_ROLLING_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
+    common::env_num("ELECTD_ROLLING_RUNS", 3)
 }
 
 fn seed() -> u64 {
-    std::env::var("ELECTD_ROLLING_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        })
+    common::env_seed("ELECTD_ROLLING_SEED")
 }
 
 /// Per group, each term's lease holder, as the holder reported it.

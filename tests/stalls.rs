@@ -83,17 +83,11 @@ struct Done {
 }
 
 fn rounds() -> usize {
-    std::env::var("ELECTD_STALL_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
+    common::env_num("ELECTD_STALL_RUNS", 3)
 }
 
 fn seed() -> u64 {
-    std::env::var("ELECTD_STALL_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| boottime_ns() ^ u64::from(std::process::id()))
+    common::env_seed("ELECTD_STALL_SEED")
 }
 
 fn electctl(sock: &Path, args: &[&str]) -> std::process::Output {

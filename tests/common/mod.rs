@@ -16,6 +16,20 @@ use std::time::{Duration, Instant};
 /// Timing assertions are about the protocol, so the clusters run one at a time.
 pub static SERIAL: Mutex<()> = Mutex::new(());
 
+/// A count or seed a test takes from the environment variable `var` (runs to make, a
+/// seed to replay), or `default` when it is unset or not a number.
+pub fn env_num<T: std::str::FromStr>(var: &str, default: T) -> T {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A seed from `var` to replay a run, else a fresh one (the caller prints it).
+pub fn env_seed(var: &str) -> u64 {
+    env_num(var, boottime_ns() ^ u64::from(std::process::id()))
+}
+
 pub const HBT_MS: u64 = 100;
 pub const RTT_MS: u64 = 20;
 
