@@ -2516,6 +2516,39 @@ fn catch(test: &str, name: &str, sabotage: Sabotage, monotonic: bool, expected: 
 
 /// Runs the default seeds with `broken` until one reports a violation or a liveness
 /// failure whose text starts with one of `expected`; panics if none does.
+/// A negative control with an asserted seed: `broken` is caught within the default
+/// seeds (`catch_broken`), and, whatever the search order, still at `asserted` by a
+/// finding that starts with one of `expected`; with `clean_without` (a liveness
+/// breakage), `asserted` passes without it.
+fn caught_at(
+    test: &str,
+    name: &str,
+    broken: &Breakage,
+    expected: &[&str],
+    asserted: u64,
+    clean_without: bool,
+) {
+    let seed = catch_broken(test, name, broken, expected);
+    eprintln!("{name}: first caught at seed {seed}");
+    let o = run_seed(asserted, broken);
+    let found: Vec<&String> = o.violations.iter().chain(o.liveness.iter()).collect();
+    assert!(
+        found
+            .iter()
+            .any(|v| expected.iter().any(|p| v.starts_with(p))),
+        "seed {asserted} no longer catches {name}: {found:?}"
+    );
+    if clean_without {
+        let fixed = run_seed(asserted, &Breakage::default());
+        assert!(
+            fixed.violations.is_empty() && fixed.liveness.is_none(),
+            "seed {asserted} fails without the breakage ({name}): {:?} {:?}",
+            fixed.violations,
+            fixed.liveness
+        );
+    }
+}
+
 fn catch_broken(test: &str, name: &str, broken: &Breakage, expected: &[&str]) -> u64 {
     let started = std::time::Instant::now();
     // SWARM_SEED=s replays one seed (with SIM_TRACE=1, its trace); SWARM_SEEDS=n
@@ -2836,18 +2869,13 @@ fn negative_control_release_on_older_confirmation() {
         release_older: true,
         ..Breakage::default()
     };
-    let seed = catch_broken(
+    caught_at(
         "negative_control_release_on_older_confirmation",
         "RESIGN released on an older confirmation",
         &broken,
         &["S5"],
-    );
-    eprintln!("RESIGN released on an older confirmation: first caught at seed {seed}");
-    let o = run_seed(RELEASE_OLDER_SEED, &broken);
-    assert!(
-        o.violations.iter().any(|v| v.starts_with("S5")),
-        "seed {RELEASE_OLDER_SEED} no longer catches a RESIGN released on an older confirmation: {:?}",
-        o.violations
+        RELEASE_OLDER_SEED,
+        false,
     );
 }
 
@@ -2859,18 +2887,13 @@ fn negative_control_stop_without_yield() {
         stop_without_yield: true,
         ..Breakage::default()
     };
-    let seed = catch_broken(
+    caught_at(
         "negative_control_stop_without_yield",
         "a stop that hands over nothing",
         &broken,
         &["STOP"],
-    );
-    eprintln!("a stop that hands over nothing: first caught at seed {seed}");
-    let o = run_seed(STOP_WITHOUT_YIELD_SEED, &broken);
-    assert!(
-        o.violations.iter().any(|v| v.starts_with("STOP")),
-        "seed {STOP_WITHOUT_YIELD_SEED} no longer catches a stop that hands over nothing: {:?}",
-        o.violations
+        STOP_WITHOUT_YIELD_SEED,
+        false,
     );
 }
 
@@ -2883,18 +2906,13 @@ fn negative_control_departure_confirms() {
         departure_confirms: true,
         ..Breakage::default()
     };
-    let seed = catch_broken(
+    caught_at(
         "negative_control_departure_confirms",
         "a departed supervisor counts as clear",
         &broken,
         &["S5"],
-    );
-    eprintln!("a departed supervisor counts as clear: first caught at seed {seed}");
-    let o = run_seed(DEPARTURE_CONFIRMS_SEED, &broken);
-    assert!(
-        o.violations.iter().any(|v| v.starts_with("S5")),
-        "seed {DEPARTURE_CONFIRMS_SEED} no longer catches a departed supervisor counted as clear: {:?}",
-        o.violations
+        DEPARTURE_CONFIRMS_SEED,
+        false,
     );
 }
 
@@ -2914,16 +2932,6 @@ const RELEASE_OLDER_SEED: u64 = 4;
 /// loses a vote or a term that already left: the persistence checks must see it.
 #[test]
 fn negative_control_host_confirms_write_early() {
-    let seed = catch_broken(
-        "negative_control_host_confirms_write_early",
-        "host confirms writes early",
-        &Breakage {
-            confirm_early: true,
-            ..Breakage::default()
-        },
-        &["S1", "S2", "S3", "S4", "S5"],
-    );
-    eprintln!("host confirms writes early: first caught at seed {seed}");
     // Seed 17, the first default seed that catches it (S3: a term led again after a
     // restart), asserted whatever the search order: a change of the host or of the
     // simulator that hides this breakage shows.
@@ -2931,13 +2939,13 @@ fn negative_control_host_confirms_write_early() {
         confirm_early: true,
         ..Breakage::default()
     };
-    let o = run_seed(CONFIRM_EARLY_SEED, &broken);
-    assert!(
-        o.violations.iter().any(|v| ["S1", "S2", "S3", "S4", "S5"]
-            .iter()
-            .any(|p| v.starts_with(p))),
-        "seed {CONFIRM_EARLY_SEED} no longer catches a write confirmed early: {:?}",
-        o.violations
+    caught_at(
+        "negative_control_host_confirms_write_early",
+        "host confirms writes early",
+        &broken,
+        &["S1", "S2", "S3", "S4", "S5"],
+        CONFIRM_EARLY_SEED,
+        false,
     );
 }
 
@@ -2958,25 +2966,13 @@ fn negative_control_unranked_claims() {
         },
         ..Breakage::default()
     };
-    let seed = catch_broken(
+    caught_at(
         "negative_control_unranked_claims",
         "claims ranked without preference",
         &broken,
         &["P-cold"],
-    );
-    eprintln!("claims ranked without preference: first caught at seed {seed}");
-    let o = run_seed(UNRANKED_SEED, &broken);
-    assert!(
-        o.liveness.as_ref().is_some_and(|l| l.starts_with("P-cold")),
-        "seed {UNRANKED_SEED} no longer catches claims ranked without preference: {:?}",
-        o.liveness
-    );
-    let fixed = run_seed(UNRANKED_SEED, &Breakage::default());
-    assert!(
-        fixed.violations.is_empty() && fixed.liveness.is_none(),
-        "seed {UNRANKED_SEED} fails without the breakage: {:?} {:?}",
-        fixed.violations,
-        fixed.liveness
+        UNRANKED_SEED,
+        true,
     );
 }
 
@@ -2995,25 +2991,13 @@ fn negative_control_no_last_resort() {
         },
         ..Breakage::default()
     };
-    let seed = catch_broken(
+    caught_at(
         "negative_control_no_last_resort",
         "last resort switched off",
         &broken,
         &["H-last"],
-    );
-    eprintln!("last resort switched off: first caught at seed {seed}");
-    let o = run_seed(NO_LAST_RESORT_SEED, &broken);
-    assert!(
-        o.liveness.as_ref().is_some_and(|l| l.starts_with("H-last")),
-        "seed {NO_LAST_RESORT_SEED} no longer catches the last resort switched off: {:?}",
-        o.liveness
-    );
-    let fixed = run_seed(NO_LAST_RESORT_SEED, &Breakage::default());
-    assert!(
-        fixed.violations.is_empty() && fixed.liveness.is_none(),
-        "seed {NO_LAST_RESORT_SEED} fails without the breakage: {:?} {:?}",
-        fixed.violations,
-        fixed.liveness
+        NO_LAST_RESORT_SEED,
+        true,
     );
 }
 
@@ -3034,27 +3018,13 @@ fn negative_control_preempt_detours() {
         },
         ..Breakage::default()
     };
-    let seed = catch_broken(
+    caught_at(
         "negative_control_preempt_detours",
         "preemption with detours",
         &broken,
         &["P-after"],
-    );
-    eprintln!("preemption with detours: first caught at seed {seed}");
-    let o = run_seed(DETOUR_SEED, &broken);
-    assert!(
-        o.liveness
-            .as_ref()
-            .is_some_and(|l| l.starts_with("P-after")),
-        "seed {DETOUR_SEED} no longer catches preemption with detours: {:?}",
-        o.liveness
-    );
-    let fixed = run_seed(DETOUR_SEED, &Breakage::default());
-    assert!(
-        fixed.violations.is_empty() && fixed.liveness.is_none(),
-        "seed {DETOUR_SEED} fails without the breakage: {:?} {:?}",
-        fixed.violations,
-        fixed.liveness
+        DETOUR_SEED,
+        true,
     );
 }
 
