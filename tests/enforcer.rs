@@ -40,26 +40,7 @@ fn term_at(deadline_ns: u64) -> u64 {
 
 /// Arms `tfd` for the boot-clock instant `at_ns`, as `run` does.
 fn arm(tfd: &OwnedFd, at_ns: u64) {
-    let spec = libc::itimerspec {
-        it_interval: libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        },
-        it_value: libc::timespec {
-            tv_sec: (at_ns / 1_000_000_000) as libc::time_t,
-            tv_nsec: (at_ns % 1_000_000_000) as libc::c_long,
-        },
-    };
-    // SAFETY: timerfd_settime on our timerfd with a valid itimerspec.
-    let r = unsafe {
-        libc::timerfd_settime(
-            tfd.as_raw_fd(),
-            libc::TFD_TIMER_ABSTIME,
-            &spec,
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(r, 0, "timerfd_settime");
+    electd::supervise::enforce::arm(tfd, Some(at_ns));
 }
 
 /// A command in a process group of its own, its pidfd, and its enforcer reading the

@@ -391,8 +391,9 @@ fn group_exists(pgid: i32) -> bool {
     group(pgid, 0) || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-/// Arms `tfd` for the boot-clock instant `at_ns` (absolute), or disarms it.
-fn arm(tfd: &OwnedFd, at_ns: Option<u64>) {
+/// Arms `tfd` for the boot-clock instant `at_ns` (absolute), or disarms it. Public so
+/// that tests arm a shared timer as `run` does.
+pub fn arm(tfd: &OwnedFd, at_ns: Option<u64>) {
     let at = at_ns.map_or(0, |a| a.max(1));
     let spec = libc::itimerspec {
         it_interval: libc::timespec {
