@@ -129,8 +129,14 @@ impl Daemon {
         }
         let now = boot_now();
         let hold = self.cfg.heartbeat * self.cfg.missed_heartbeats;
-        let heard = self.peers_heard();
-        let last = heard.iter().filter_map(|&(_, t)| t).max();
+        // Every flush asks this: the latest time any group heard any peer, read in
+        // place (the per-peer list is built only for the log line of a change).
+        let last = self
+            .host
+            .groups()
+            .iter()
+            .flat_map(|g| g.node.peers().filter_map(|(_, t)| t))
+            .max();
         let deaf = match last {
             Some(t) => now.saturating_since(t) >= hold,
             None => self.started.elapsed() >= hold,
@@ -148,7 +154,8 @@ impl Daemon {
                 "this server hears no other server: no datagram from any of the {others} other servers {since} (missed-heartbeats x heartbeat is {hold:?}): check the server addresses, firewalls, and that every server has the same cluster name, server list and key"
             );
         } else {
-            let ids: Vec<String> = heard
+            let ids: Vec<String> = self
+                .peers_heard()
                 .iter()
                 .filter(|&&(_, t)| t.is_some_and(|t| now.saturating_since(t) < hold))
                 .map(|(id, _)| format!("{id} ({})", self.cfg.name_of(*id)))
