@@ -211,6 +211,11 @@ impl Framing {
         }
     }
 
+    /// 0 for `Bundle`, 1 for `Compact`: an index into per-framing counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// "compact" or "classic", the metrics label.
     pub fn name(self) -> &'static str {
         match self {
@@ -389,6 +394,20 @@ pub fn pack_in(framing: Framing, entries: &[Entry], keyed: bool) -> Vec<std::ops
         out.push(start..entries.len());
     }
     out
+}
+
+/// The bytes one bundle of `framing` holding `entries` takes, keyed or not.
+pub fn bundle_len(framing: Framing, entries: &[Entry], keyed: bool) -> usize {
+    let fixed = frame::Format {
+        bundle: Some(framing),
+        keyed,
+    }
+    .overhead();
+    fixed
+        + entries
+            .iter()
+            .map(|e| entry_len_in(framing, &e.msg))
+            .sum::<usize>()
 }
 
 pub use frame::encode_bundle;

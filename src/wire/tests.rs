@@ -485,6 +485,8 @@ fn compact_bundles_are_the_same_bundles() {
                 .sum();
             let over = COMPACT_HEADER_LEN + if keyed.is_some() { 8 + TAG_LEN } else { 4 };
             assert_eq!(c.len(), over + want);
+            assert_eq!(c.len(), bundle_len(Framing::Compact, es, keyed.is_some()));
+            assert_eq!(v3.len(), bundle_len(Framing::Bundle, es, keyed.is_some()));
             // A keyed cluster refuses the unkeyed compact form and the reverse.
             let other = if keyed.is_some() {
                 None
