@@ -639,13 +639,15 @@ fn sixty_four_keyed_groups_elect_and_share_datagrams() {
     );
     assert_eq!(agreed(&c).unwrap(), a, "nobody moved");
     // Read at all: 64 groups' metrics are larger than the control socket's queue cap.
+    // 64 keyed LEADs take two version-4 datagrams per follower, or one compact (version
+    // 6, issue 25: about 10 bytes an entry) once the servers have heard each other in it.
     assert!(
-        leader > 2.0 && follower > 0.9,
+        leader > 1.5 && follower > 0.9,
         "metrics unread? {leader} {follower}"
     );
     assert!(
         leader < 2.0 * 2.0 * 1.25,
-        "leader: {leader:.2} (two datagrams per follower)"
+        "leader: {leader:.2} (at most two datagrams per follower)"
     );
     assert!(follower < 2.0 * 1.25, "follower: {follower:.2}");
     for id in 1..=3 {

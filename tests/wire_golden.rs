@@ -6,6 +6,13 @@
 //!
 //! `WIRE_GOLDEN_WRITE=1 cargo test --release --test wire_golden` rewrites the file from
 //! the code as it is: only for a deliberate change of the format.
+//!
+//! The compact bundle (versions 5 and 6, issue 25) has rows of its own, after all the
+//! others (`compact_rows`): its encodings, the idle LEAD and ACK of the byte tables in
+//! docs/PROTOCOL.md, every truncation and bit flip refused, named malformed inputs and
+//! a digest of random edits. Adding it changed no older row but the two digests of
+//! `decode_any`: some random edits turn a version byte into 5 or 6, which that decoder
+//! now reads (with compact decoding switched off, every older row is as recorded).
 
 #[path = "wire_golden/expected.rs"]
 mod expected;
@@ -701,7 +708,361 @@ fn actual() -> Vec<(String, String)> {
     v.extend(malformed());
     v.extend(random_digest());
     v.extend(allocations());
+    v.extend(compact_rows());
     v
+}
+
+// ----- the compact bundle (versions 5 and 6, issue 25) --------------------------------
+
+fn compact(sender: u16, fp: u32, es: &[Entry], keyed: Option<u64>) -> Vec<u8> {
+    let k = key();
+    let mut b = vec![0xAA];
+    let n = wire::encode_in(
+        wire::Framing::Compact,
+        sender,
+        fp,
+        es,
+        keyed.map(|c| (c, &k)),
+        &mut b,
+    );
+    assert_eq!(n, b.len() - 1);
+    b.split_off(1)
+}
+
+/// Decodes `b` (compact, keyed or not) with four groups.
+fn decode_compact(b: &[u8], keyed: bool) -> Result<wire::Bundle, wire::DecodeError> {
+    let k = key();
+    let o = Key::new(OTHER);
+    let ks = [&o, &k];
+    wire::decode_any(b, keyed.then_some(&ks[..]), 4)
+}
+
+/// The idle heartbeat of the byte tables: a LEAD from server 1 and the ACK of server 2,
+/// term 1, seq 108, hold 300 ms, every server alive; N servers, keyed or not.
+fn idle(n: u16, keyed: bool) -> [(Vec<u8>, Vec<u8>); 2] {
+    let fp = 0xcf7f_cb26;
+    let ids: Vec<u16> = (1..=n).collect();
+    let lead_e = [Entry {
+        group: 0,
+        msg: Message {
+            sender: 1,
+            fingerprint: fp,
+            term: 1,
+            body: lead(108, 300, false, 0, false, &ids),
+        },
+    }];
+    let ack_e = [Entry {
+        group: 0,
+        msg: Message {
+            sender: 2,
+            fingerprint: fp,
+            term: 1,
+            body: Body::Ack {
+                seq: 108,
+                unfit: false,
+            },
+        },
+    }];
+    let counter = keyed.then_some(1 << 32 | 7);
+    let k = key();
+    let classic = |s, e: &[Entry]| {
+        let mut b = Vec::new();
+        wire::encode_bundle(s, fp, e, counter.map(|c| (c, &k)), &mut b);
+        b
+    };
+    [
+        (classic(1, &lead_e), compact(1, fp, &lead_e, counter)),
+        (classic(2, &ack_e), compact(2, fp, &ack_e, counter)),
+    ]
+}
+
+/// Every encoding of versions 5 and 6, each decoded back (and equal to what version 3
+/// or 4 of the same entries decodes to); the idle datagrams of the byte tables.
+fn compact_encodings() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (i, (name, msg)) in messages().into_iter().enumerate() {
+        let e = [Entry {
+            group: (i % 4) as u8,
+            msg,
+        }];
+        for (ver, keyed) in [("v5", None), ("v6", Some(1 << 40 | i as u64))] {
+            let b = compact(msg.sender, msg.fingerprint, &e, keyed);
+            let got = decode_compact(&b, keyed.is_some()).unwrap();
+            assert_eq!((got.sender, got.counter), (msg.sender, keyed), "{name}");
+            let want = vec![Entry {
+                group: e[0].group,
+                msg: canonical(msg, true),
+            }];
+            assert_eq!(got.entries, want, "{ver}/{name}");
+            let classic = bundle(msg.sender, &e, keyed);
+            assert_eq!(decode_compact(&classic, keyed.is_some()), Ok(got), "{name}");
+            out.push((format!("{ver}/{name}"), hex(&b)));
+        }
+    }
+    let all = mixed();
+    for (ver, keyed) in [("v5", None), ("v6", Some(0xFEED_0000_0001))] {
+        let k = key();
+        let ks = [&k];
+        let b = compact(7, 0xDEAD_BEEF, &all, keyed);
+        let got = wire::decode_any(&b, keyed.map(|_| &ks[..]), 256).unwrap();
+        assert_eq!(got.entries, all);
+        out.push((format!("{ver}/mixed"), hex(&b)));
+        let hb = heartbeat();
+        let runs = wire::pack_in(wire::Framing::Compact, &hb, keyed.is_some());
+        out.push((format!("{ver}/heartbeat_runs"), format!("{runs:?}")));
+        for (j, r) in runs.into_iter().enumerate() {
+            let b = compact(1, 0xDEAD_BEEF, &hb[r.clone()], keyed);
+            assert!(b.len() <= wire::MAX_BUNDLE_LEN);
+            let got = wire::decode_any(&b, keyed.map(|_| &ks[..]), 64).unwrap();
+            assert_eq!(got.entries, &hb[r]);
+            out.push((format!("{ver}/heartbeat_{j}"), hex(&b)));
+        }
+    }
+    let many: Vec<Entry> = (0..300).map(|k| heartbeat()[k % 64]).collect();
+    let runs = wire::pack_in(wire::Framing::Compact, &many, true);
+    assert!(runs.iter().all(|r| r.len() <= wire::MAX_ENTRIES));
+    out.push(("pack5/many".into(), format!("{runs:?}")));
+    let lens: Vec<usize> = messages()
+        .iter()
+        .map(|(_, m)| wire::entry_len_in(wire::Framing::Compact, m))
+        .collect();
+    out.push(("entry_len5".into(), format!("{lens:?}")));
+    for n in [3, 5] {
+        for keyed in [false, true] {
+            let [(l3, l5), (a3, a5)] = idle(n, keyed);
+            let v = if keyed { "v6" } else { "v5" };
+            out.push((format!("{v}/idle_lead_n{n}"), hex(&l5)));
+            out.push((format!("{v}/idle_ack_n{n}"), hex(&a5)));
+            out.push((
+                format!("{v}/idle_len_n{n}"),
+                format!(
+                    "lead {} (was {}), ack {} (was {})",
+                    l5.len(),
+                    l3.len(),
+                    a5.len(),
+                    a3.len()
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// Named malformed compact datagrams, each with the error of every decoder; and every
+/// truncation and bit flip of every compact encoding refused (asserted, not recorded).
+fn compact_malformed(golden: &[(String, Vec<u8>)]) -> Vec<(String, String)> {
+    let get = |n: &str| golden.iter().find(|(g, _)| g == n).unwrap().1.clone();
+    for (name, b) in golden {
+        let keyed = name.starts_with("v6");
+        let seal = |x: Vec<u8>| if keyed { retag(x) } else { recrc(x) };
+        for cut in 0..b.len() {
+            for x in [b[..cut].to_vec(), seal(b[..cut].to_vec())] {
+                assert!(decode_compact(&x, keyed).is_err(), "{name} cut to {cut}");
+                assert!(decode_compact(&x, !keyed).is_err(), "{name} cut to {cut}");
+            }
+        }
+        for bit in 0..b.len() * 8 {
+            let mut x = b.clone();
+            x[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode_compact(&x, keyed).is_err(), "{name} flip {bit}");
+        }
+    }
+    let mut cases: Vec<(String, Vec<u8>)> = Vec::new();
+    // Header and entry-head edits, re-sealed: the check behind the trailer is reached.
+    let edits: &[(&str, usize, u8)] = &[
+        ("magic0", 0, b'X'),
+        ("ver3", 2, 3),
+        ("ver4", 2, 4),
+        ("ver5", 2, 5),
+        ("ver6", 2, 6),
+        ("ver7", 2, 7),
+        ("count0", 3, 0),
+        ("count2", 3, 2),
+        ("count129", 3, 129),
+        ("sender0", 4, 0),
+        ("kind0", 10, 0x00),
+        ("kind5", 10, 0x05),
+        ("kind_lead_flag4", 10, 0x41),
+        ("kind_vote_flag1", 10, 0x13),
+        ("kind_aux", 10, 0x81),
+    ];
+    for base in [
+        "v5/lead",
+        "v5/lead_resign_unfit_succ",
+        "v5/elect",
+        "v5/elect_last_resort",
+        "v5/vote_1",
+        "v5/ack",
+        "v5/ack_unfit",
+        "v5/mixed",
+        "v6/lead_unfit",
+        "v6/vote_255",
+        "v6/ack",
+    ] {
+        let b = get(base);
+        let keyed = base.starts_with("v6");
+        let seal = |x: Vec<u8>| if keyed { retag(x) } else { recrc(x) };
+        let head = if keyed { 17 } else { 9 };
+        for &(name, i, v) in edits {
+            let i = if i >= 9 { i - 9 + head } else { i };
+            let mut x = b.clone();
+            x[i] = v;
+            cases.push((format!("{base}/{name}"), seal(x)));
+        }
+        let n = b.len() - if keyed { 16 } else { 4 };
+        for (name, x) in [
+            ("byte_after", {
+                let mut x = b.clone();
+                x.insert(n, 0);
+                x
+            }),
+            ("last_byte_cut", {
+                let mut x = b.clone();
+                x.remove(n - 1);
+                x
+            }),
+        ] {
+            cases.push((format!("{base}/{name}"), seal(x)));
+        }
+    }
+    // Varints: the term of an ACK (term 1, seq 1) written overlong, too large, or cut.
+    let ack = |term: &[u8], seq: &[u8], keyed: bool| {
+        let mut x = b"EL".to_vec();
+        x.extend([if keyed { 6 } else { 5 }, 1, 7, 0xDE, 0xAD, 0xBE, 0xEF]);
+        if keyed {
+            x.extend((1u64 << 32).to_be_bytes());
+        }
+        x.extend([0, 4]);
+        x.extend(term);
+        x.extend(seq);
+        x.extend([0; 16].iter().take(if keyed { 16 } else { 4 }));
+        if keyed { retag(x) } else { recrc(x) }
+    };
+    let mut ten = vec![0xFF; 9];
+    ten.push(0x01);
+    let mut over = vec![0xFF; 9];
+    over.push(0x02);
+    let mut eleven = vec![0xFF; 10];
+    eleven.push(0x01);
+    for keyed in [false, true] {
+        let v = if keyed { "v6" } else { "v5" };
+        for (name, term, seq) in [
+            ("ack_ok", &[1u8][..], &[1u8][..]),
+            ("term_0x80_00", &[0x80, 0x00], &[1]),
+            ("term_0x81_00", &[0x81, 0x00], &[1]),
+            ("term_max", &ten, &[1]),
+            ("term_over", &over, &[1]),
+            ("term_eleven", &eleven, &[1]),
+            ("seq_0x80_00", &[1], &[0x80, 0x00]),
+            ("seq_cut", &[1], &[0x80]),
+            ("seq_missing", &[1], &[]),
+        ] {
+            cases.push((format!("{v}/{name}"), ack(term, seq, keyed)));
+        }
+    }
+    // A LEAD's hold above u32::MAX, and at it.
+    for (name, hold) in [
+        ("hold_u32max", &[0xFF, 0xFF, 0xFF, 0xFF, 0x0F][..]),
+        ("hold_2pow32", &[0x80, 0x80, 0x80, 0x80, 0x10]),
+        ("hold_0x80_00", &[0x80, 0x00]),
+    ] {
+        let mut x = b"EL".to_vec();
+        x.extend([5, 1, 7, 0xDE, 0xAD, 0xBE, 0xEF, 0, 1, 1, 1]);
+        x.extend(hold);
+        x.extend([0, 0, 0, 0, 0]);
+        cases.push((format!("v5/{name}"), recrc(x)));
+    }
+    // A RESIGN whose aux flag is set and the byte is 0 (not canonical).
+    let mut x = get("v5/lead_resign");
+    assert_eq!(x[10], 0x11, "resign, no successor");
+    x[10] = 0x91;
+    x.insert(11, 0);
+    cases.push(("v5/aux_zero".into(), recrc(x)));
+    let mut out = Vec::new();
+    for (name, b) in cases {
+        for (way, r) in ["decode", "keyed", "any", "any_keyed"]
+            .iter()
+            .zip(decode_all_ways(&b))
+        {
+            out.push((format!("err5/{name}/{way}"), err(&r)));
+        }
+    }
+    out
+}
+
+/// A digest of the four decoders over random edits of the compact encodings, as
+/// `random_digest` does for the older versions.
+fn compact_digest(golden: &[(String, Vec<u8>)]) -> Vec<(String, String)> {
+    let mut rng = electd::rng::SplitMix64::new(0x5005);
+    let mut h = [(); 4].map(|_| crc32fast::Hasher::new());
+    let mut oks = [0usize; 4];
+    for round in 0..20_000 {
+        let (_, base) = &golden[rng.below(golden.len() as u64) as usize];
+        let mut x = base.clone();
+        for _ in 0..1 + rng.below(3) {
+            let i = rng.below(x.len().min(24) as u64) as usize;
+            x[i] = match rng.below(4) {
+                0 => 0,
+                1 => x[i] ^ (1 << rng.below(8)),
+                _ => rng.next_u64() as u8,
+            };
+        }
+        if rng.below(6) == 0 {
+            x.truncate(rng.below(x.len() as u64 + 1) as usize);
+        }
+        let x = match round % 3 {
+            0 => recrc(x),
+            1 => retag(x),
+            _ => x,
+        };
+        for (j, r) in decode_all_ways(&x).iter().enumerate() {
+            h[j].update(r.as_bytes());
+            oks[j] += r.starts_with("Ok") as usize;
+        }
+    }
+    h.into_iter()
+        .zip(["decode", "keyed", "any", "any_keyed"])
+        .zip(oks)
+        .map(|((h, w), ok)| {
+            (
+                format!("digest5/{w}"),
+                format!("{:08x} ok={ok}", h.finalize()),
+            )
+        })
+        .collect()
+}
+
+/// Every row of the compact bundle.
+fn compact_rows() -> Vec<(String, String)> {
+    let mut out = compact_encodings();
+    let golden: Vec<(String, Vec<u8>)> = out
+        .iter()
+        .filter(|(n, _)| {
+            (n.starts_with("v5/") || n.starts_with("v6/"))
+                && !n.contains("runs")
+                && !n.contains("idle_len")
+        })
+        .map(|(n, v)| (n.clone(), unhex(v)))
+        .collect();
+    out.extend(compact_malformed(&golden));
+    out.extend(compact_digest(&golden));
+    let k = key();
+    let hb = heartbeat();
+    let mut b = Vec::with_capacity(4096);
+    let (n, _) = allocs(|| {
+        wire::encode_in(
+            wire::Framing::Compact,
+            1,
+            1,
+            &hb[..40],
+            Some((9, &k)),
+            &mut b,
+        )
+    });
+    out.push(("allocs/encode_compact_keyed".into(), n.to_string()));
+    let (n, _) = allocs(|| wire::decode_any(&b, Some(&[&k]), 64).unwrap());
+    out.push(("allocs/decode_any_v6".into(), n.to_string()));
+    out
 }
 
 #[test]

@@ -12,6 +12,7 @@
 
 use super::*;
 use crate::node::Output;
+use crate::wire::Framing;
 
 /// The steps of one flush, as [`flush_passes`] sequences them.
 pub trait FlushSteps {
@@ -195,7 +196,9 @@ impl Host {
     }
 
     /// Encodes what the flush queued: per destination one bundle (split at
-    /// `wire::MAX_BUNDLE_LEN`), in the order queued within it.
+    /// `wire::MAX_BUNDLE_LEN`), in the order queued within it, in the framing that
+    /// destination reads; a heartbeat-only version-3 datagram is now and then followed
+    /// by its compact copy, the probe (`peers.rs`).
     fn send_outbox(&mut self) -> Result<(), HostError> {
         if self.outbox.is_empty() {
             return Ok(());
@@ -211,37 +214,73 @@ impl Host {
         for dest in dests {
             entries.clear();
             entries.extend(outbox.iter().filter(|(d, _)| *d == dest).map(|(_, e)| *e));
-            let keyed = self.keys.is_some();
-            for run in wire::pack(&entries, keyed) {
+            let framing = self.framing_for(dest);
+            for run in wire::pack_in(framing, &entries, self.keys.is_some()) {
                 let part = &entries[run];
-                let mut bytes = Vec::with_capacity(wire::MAX_BUNDLE_LEN);
-                let (id, fp) = (self.cfg.id, part[0].msg.fingerprint);
-                match self.keys.clone() {
-                    Some(k) => {
-                        let counter = self.next_counter()?;
-                        wire::encode_bundle(id, fp, part, Some((counter, &k.current)), &mut bytes)
-                    }
-                    None => wire::encode_bundle(id, fp, part, None, &mut bytes),
-                };
                 let mut kinds = [0u64; 5];
                 for e in part {
                     kinds[e.msg.body.kind() as usize] += 1;
                 }
-                let t = Transmit {
+                let bytes = self.encode(framing, part)?;
+                self.push_transmit(Transmit {
                     to: dest,
                     bytes,
                     kinds,
-                };
-                if self.boot_pending {
-                    self.held.push(t);
-                } else {
-                    self.transmits.push_back(t);
+                });
+                // The copy is almost always shorter than the original; one that would
+                // pass MAX_BUNDLE_LEN (terms and seqs near 2^64) is not sent.
+                let keyed = self.keys.is_some();
+                if framing == Framing::Bundle
+                    && wire::bundle_len(Framing::Compact, part, keyed) <= wire::MAX_BUNDLE_LEN
+                    && self.wire.probe(dest, part)
+                {
+                    let bytes = self.encode(Framing::Compact, part)?;
+                    self.metrics.probes += 1;
+                    self.push_transmit(Transmit {
+                        to: dest,
+                        bytes,
+                        kinds: [0; 5],
+                    });
                 }
             }
         }
         outbox.clear();
         self.outbox = outbox;
         Ok(())
+    }
+
+    /// The framing `dest` reads (`peers.rs`); the peers are those of the server list.
+    fn framing_for(&self, dest: Dest) -> Framing {
+        match self.groups.first() {
+            Some(g) => self.wire.framing(dest, g.node.peers().map(|(id, _)| id)),
+            None => Framing::Bundle,
+        }
+    }
+
+    /// One datagram of `entries` in `framing`, keyed with the next counter when keys
+    /// are configured.
+    fn encode(&mut self, framing: Framing, part: &[wire::Entry]) -> Result<Vec<u8>, HostError> {
+        let mut bytes = Vec::with_capacity(wire::MAX_BUNDLE_LEN);
+        let (id, fp) = (self.cfg.id, part[0].msg.fingerprint);
+        match self.keys.clone() {
+            Some(k) => {
+                let counter = self.next_counter()?;
+                let key = Some((counter, &k.current));
+                wire::encode_in(framing, id, fp, part, key, &mut bytes)
+            }
+            None => wire::encode_in(framing, id, fp, part, None, &mut bytes),
+        };
+        self.metrics.encoded[framing.index()] += 1;
+        Ok(bytes)
+    }
+
+    /// Queues `t`, or holds it while a new boot number is not yet on disk.
+    fn push_transmit(&mut self, t: Transmit) {
+        if self.boot_pending {
+            self.held.push(t);
+        } else {
+            self.transmits.push_back(t);
+        }
     }
 
     /// The next counter of a keyed datagram: boot number, then a sequence within it.

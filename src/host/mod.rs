@@ -2,8 +2,8 @@
 //! core's `Connection`). It owns the groups' `Node`s, the datagram path (decode, source
 //! check, replay window and peer boot numbers, fan-out, `handle_heard`, drop counting),
 //! the flush (write before what waits for it, heartbeat alignment, bundling per
-//! destination, keyed counters) and the state-file write in flight (SPEC sections 3,
-//! 4, 10 and 15).
+//! destination, keyed counters, the framing each peer reads) and the state-file write
+//! in flight (SPEC sections 3, 4, 10 and 15).
 //!
 //! Like the core it never reads a clock, opens a socket, touches a file or starts a
 //! thread: `handle_*(now, ...)` in; `poll_transmit` (datagrams, bundled and encoded),
@@ -12,6 +12,7 @@
 
 mod flush;
 mod health;
+mod peers;
 mod recv;
 mod reload;
 mod stop;
@@ -27,6 +28,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use flush::{FlushSteps, flush_passes};
+pub use peers::{FALLBACK_STREAK, PROBE_EVERY, PeerWire};
 pub use reload::ReloadTimers;
 pub use stop::StopState;
 pub use supervisors::{ClientId, Registry, Release, SupervisorLine};
@@ -82,7 +84,8 @@ pub struct Transmit {
     pub to: Dest,
     /// The datagram.
     pub bytes: Vec<u8>,
-    /// How many of its entries are of each kind (indexed by `wire::Kind as usize`).
+    /// How many of its entries are of each kind (indexed by `wire::Kind as usize`);
+    /// all zero in a probe's compact copy, whose messages were counted in the original.
     pub kinds: [u64; 5],
 }
 
@@ -132,6 +135,13 @@ pub struct HostMetrics {
     pub dropped: BTreeMap<&'static str, u64>,
     /// State-file writes confirmed.
     pub state_writes: u64,
+    /// Datagrams encoded, by framing (`wire::Framing::index`: version 3/4, compact
+    /// 5/6), probe copies included; the driver counts the copies a fan-out makes.
+    pub encoded: [u64; 2],
+    /// Datagrams accepted, by the framing they came in (versions 1/2 count as 3/4).
+    pub accepted_framing: [u64; 2],
+    /// Compact copies sent as probes (counted in `encoded` as well).
+    pub probes: u64,
 }
 
 /// Why the host cannot go on (the daemon stops; nothing that depended on it has left).
@@ -197,6 +207,8 @@ pub struct Host {
     /// Stopping since a `handle_stop`: the exit bound (`stop.rs`).
     stopping: Option<Time>,
     outbox: Vec<(Dest, wire::Entry)>,
+    /// The framing each peer reads, and the probe cadence (`peers.rs`).
+    wire: peers::PeerFramings,
     transmits: VecDeque<Transmit>,
     /// Keyed datagrams carrying a boot number not yet on disk (once per 2^32 sends).
     held: Vec<Transmit>,
@@ -254,6 +266,7 @@ impl Host {
             registry: Registry::default(),
             stopping: None,
             outbox: Vec::new(),
+            wire: peers::PeerFramings::default(),
             transmits: VecDeque::new(),
             held: Vec::new(),
             boot_pending: false,
@@ -296,6 +309,11 @@ impl Host {
     /// The host's counters.
     pub fn metrics(&self) -> &HostMetrics {
         &self.metrics
+    }
+
+    /// What `peer` was last heard to send: the framing it gets (`peers.rs`).
+    pub fn peer_wire(&self, peer: u16) -> PeerWire {
+        self.wire.of(peer)
     }
 
     /// True when datagrams are keyed (SPEC section 10).

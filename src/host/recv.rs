@@ -68,6 +68,22 @@ impl Host {
         }
         if accepted {
             self.metrics.datagrams_received += 1;
+            // The framing this sender reads: the one it last sent in (`peers.rs`).
+            let framing = wire::Framing::of(bytes);
+            self.metrics.accepted_framing[framing.index()] += 1;
+            let round = bundle.entries.iter().any(|e| {
+                !matches!(
+                    e.msg.body,
+                    wire::Body::Lead { resign: false, .. } | wire::Body::Ack { .. }
+                )
+            });
+            if bundle.sender != self.cfg.id && self.wire.heard(bundle.sender, framing, round) {
+                debug!(
+                    "server {} sends the {} wire: it gets that from now on",
+                    bundle.sender,
+                    framing.name()
+                );
+            }
             // Any valid datagram is news of its sender, for every group (SPEC section 4):
             // the groups this one carried nothing for hear it too.
             for (g, group) in self.groups.iter_mut().enumerate() {
@@ -171,6 +187,10 @@ impl Host {
     /// Remembers a peer's newest boot on disk, so its earlier boots stay refused across
     /// our restarts. Rare: once per restart of a peer.
     fn note_peer_boot(&mut self, peer: u16, boot: u32) {
+        if self.extra.peer_boots.get(&peer).is_some_and(|&b| boot > b) {
+            // It restarted, maybe as another build: heard again before it gets compact.
+            self.wire.restarted(peer);
+        }
         if self.extra.peer_boots.get(&peer).is_none_or(|&b| boot > b)
             && self.extra.peer_boots.len() < 256
         {

@@ -5,7 +5,7 @@
 
 use super::{
     DecodeError, FLAG_INELIGIBLE, FLAG_LAST_RESORT, FLAG_LEAD_UNFIT, FLAG_RESIGN, FLAG_UNFIT, Kind,
-    MAX_ALIVE, Message, valid_id,
+    MAX_ALIVE, Message, valid_id, varint,
 };
 use byteorder::{BigEndian, ByteOrder};
 
@@ -161,19 +161,51 @@ pub(super) fn head(body: &Body) -> [u8; 3] {
     [body.kind() as u8, flags, aux]
 }
 
-/// The bytes [`write`] appends for `body`: the kind's fixed body, and with `alive` a
-/// LEAD's alive map (a length byte and the bitmap without trailing zero bytes).
-pub(super) fn len(body: &Body, alive: bool) -> usize {
-    body.kind().body_len()
+/// How a framing writes a body's integers: fixed-width big-endian (versions 1 to 4), or
+/// the compact bundle's unsigned LEB128 varints with one-byte server ids (versions 5
+/// and 6). Which fields a body has, and their order, are the same either way.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Ints {
+    /// u64 in 8 bytes, u32 in 4, a server id in 2, big-endian.
+    Fixed,
+    /// u64 and u32 as minimal LEB128, a server id in 1 byte.
+    Varint,
+}
+
+/// The bytes [`write`] appends for `body`: the kind's body, and with `alive` a LEAD's
+/// alive map (a length byte and the bitmap without trailing zero bytes).
+pub(super) fn len(body: &Body, alive: bool, ints: Ints) -> usize {
+    let fixed = match ints {
+        Ints::Fixed => body.kind().body_len(),
+        Ints::Varint => match *body {
+            Body::Lead { seq, hold_ms, .. } => varint::len(seq) + varint::len(u64::from(hold_ms)),
+            Body::Elect {
+                last_term,
+                last_seq,
+                ..
+            } => varint::len(last_term) + varint::len(last_seq) + 2,
+            Body::Vote { .. } => 1,
+            Body::Ack { seq, .. } => varint::len(seq),
+        },
+    };
+    fixed
         + match body {
             Body::Lead { alive: map, .. } if alive => 1 + map.wire_bytes().len(),
             _ => 0,
         }
 }
 
+/// Appends `v` as `ints` says a u64 is written.
+fn put_u64(out: &mut Vec<u8>, v: u64, ints: Ints) {
+    match ints {
+        Ints::Fixed => out.extend_from_slice(&v.to_be_bytes()),
+        Ints::Varint => varint::put(out, v),
+    }
+}
+
 /// Appends the body of `body` (the fields [`head`] does not carry); with `alive`, a
-/// LEAD's alive map follows (the bundle framing carries it, the single one does not).
-pub(super) fn write(body: &Body, alive: bool, out: &mut Vec<u8>) {
+/// LEAD's alive map follows (the bundle framings carry it, the single one does not).
+pub(super) fn write(body: &Body, alive: bool, ints: Ints, out: &mut Vec<u8>) {
     match *body {
         Body::Lead {
             seq,
@@ -181,8 +213,11 @@ pub(super) fn write(body: &Body, alive: bool, out: &mut Vec<u8>) {
             alive: map,
             ..
         } => {
-            out.extend_from_slice(&seq.to_be_bytes());
-            out.extend_from_slice(&hold_ms.to_be_bytes());
+            put_u64(out, seq, ints);
+            match ints {
+                Ints::Fixed => out.extend_from_slice(&hold_ms.to_be_bytes()),
+                Ints::Varint => varint::put(out, u64::from(hold_ms)),
+            }
             if alive {
                 let map = map.wire_bytes();
                 out.push(map.len() as u8);
@@ -196,12 +231,16 @@ pub(super) fn write(body: &Body, alive: bool, out: &mut Vec<u8>) {
             heard,
             ..
         } => {
-            out.extend_from_slice(&last_term.to_be_bytes());
-            out.extend_from_slice(&last_seq.to_be_bytes());
+            put_u64(out, last_term, ints);
+            put_u64(out, last_seq, ints);
             out.extend_from_slice(&[priority, heard]);
         }
-        Body::Vote { candidate } => out.extend_from_slice(&candidate.to_be_bytes()),
-        Body::Ack { seq, .. } => out.extend_from_slice(&seq.to_be_bytes()),
+        Body::Vote { candidate } => match ints {
+            Ints::Fixed => out.extend_from_slice(&candidate.to_be_bytes()),
+            // Only ids 1..=255 are valid, and a VOTE for another is never sent.
+            Ints::Varint => out.push(candidate as u8),
+        },
+        Body::Ack { seq, .. } => put_u64(out, seq, ints),
     }
 }
 
@@ -222,14 +261,71 @@ pub(super) struct Head {
     pub aux: u8,
 }
 
-/// Decodes the message of `head` whose body opens `bytes`: the body's presence, the
-/// flags, the aux byte, the sender, the body's fields, and with `alive` a LEAD's alive
-/// map (canonical: at most 32 bytes, no trailing zero byte), in that order. Returns the
-/// message and the bytes of `bytes` it took. `len` is the datagram's length, for errors.
+/// A reader of a body's integers, each read bounds-checked: a short body is
+/// `BadLength`, a malformed varint `BadVarint`.
+struct Cursor<'b> {
+    bytes: &'b [u8],
+    at: usize,
+    ints: Ints,
+    short: DecodeError,
+}
+
+impl Cursor<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], DecodeError> {
+        let b = self.bytes.get(self.at..self.at + n).ok_or(self.short)?;
+        self.at += n;
+        Ok(b)
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        match self.ints {
+            Ints::Fixed => self.take(8).map(BigEndian::read_u64),
+            Ints::Varint => {
+                let (v, n) = varint::read(&self.bytes[self.at.min(self.bytes.len())..])
+                    .map_err(|e| e.unwrap_or(self.short))?;
+                self.at += n;
+                Ok(v)
+            }
+        }
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        match self.ints {
+            Ints::Fixed => self.take(4).map(BigEndian::read_u32),
+            Ints::Varint => u32::try_from(self.u64()?).map_err(|_| DecodeError::BadVarint),
+        }
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        self.take(1).map(|b| b[0])
+    }
+
+    fn id(&mut self) -> Result<u16, DecodeError> {
+        match self.ints {
+            Ints::Fixed => self.take(2).map(BigEndian::read_u16),
+            Ints::Varint => self.u8().map(u16::from),
+        }
+    }
+}
+
+/// A body's fields as read, before any of them is checked.
+enum Raw {
+    Lead(u64, u32),
+    Elect(u64, u64, u8, u8),
+    Vote(u16),
+    Ack(u64),
+}
+
+/// Decodes the message of `head` whose body opens `bytes`: the body's presence (its
+/// integers read as `ints` says), the flags, the aux byte, the sender, the body's
+/// fields, and with `alive` a LEAD's alive map (canonical: at most 32 bytes, no
+/// trailing zero byte), in that order. Returns the message and the bytes of `bytes` it
+/// took. `len` is the datagram's length, for errors.
 pub(super) fn read(
     head: Head,
     bytes: &[u8],
     alive: bool,
+    ints: Ints,
     len: usize,
 ) -> Result<(Message, usize), DecodeError> {
     let Head {
@@ -241,7 +337,18 @@ pub(super) fn read(
         aux,
     } = head;
     let bad_length = DecodeError::BadLength { kind, len };
-    let b = bytes.get(..kind.body_len()).ok_or(bad_length)?;
+    let mut c = Cursor {
+        bytes,
+        at: 0,
+        ints,
+        short: bad_length,
+    };
+    let raw = match kind {
+        Kind::Lead => Raw::Lead(c.u64()?, c.u32()?),
+        Kind::Elect => Raw::Elect(c.u64()?, c.u64()?, c.u8()?, c.u8()?),
+        Kind::Vote => Raw::Vote(c.id()?),
+        Kind::Ack => Raw::Ack(c.u64()?),
+    };
     let allowed = match kind {
         Kind::Lead => FLAG_RESIGN | FLAG_LEAD_UNFIT,
         Kind::Elect => FLAG_INELIGIBLE | FLAG_LAST_RESORT,
@@ -261,11 +368,11 @@ pub(super) fn read(
     if !valid_id(sender) {
         return Err(DecodeError::BadId(sender));
     }
-    let mut used = b.len();
-    let body = match kind {
-        Kind::Lead => Body::Lead {
-            seq: BigEndian::read_u64(&b[0..8]),
-            hold_ms: BigEndian::read_u32(&b[8..12]),
+    let mut used = c.at;
+    let body = match raw {
+        Raw::Lead(seq, hold_ms) => Body::Lead {
+            seq,
+            hold_ms,
             resign: flags & FLAG_RESIGN != 0,
             successor: u16::from(aux),
             unfit: flags & FLAG_LEAD_UNFIT != 0,
@@ -281,23 +388,22 @@ pub(super) fn read(
                 PeerSet::EMPTY
             },
         },
-        Kind::Elect => Body::Elect {
-            last_term: BigEndian::read_u64(&b[0..8]),
-            last_seq: BigEndian::read_u64(&b[8..16]),
-            priority: b[16],
-            heard: b[17],
+        Raw::Elect(last_term, last_seq, priority, heard) => Body::Elect {
+            last_term,
+            last_seq,
+            priority,
+            heard,
             ineligible: flags & FLAG_INELIGIBLE != 0,
             last_resort: flags & FLAG_LAST_RESORT != 0,
         },
-        Kind::Vote => {
-            let candidate = BigEndian::read_u16(&b[0..2]);
+        Raw::Vote(candidate) => {
             if !valid_id(candidate) {
                 return Err(DecodeError::BadId(candidate));
             }
             Body::Vote { candidate }
         }
-        Kind::Ack => Body::Ack {
-            seq: BigEndian::read_u64(&b[0..8]),
+        Raw::Ack(seq) => Body::Ack {
+            seq,
             unfit: flags & FLAG_UNFIT != 0,
         },
     };

@@ -1,6 +1,7 @@
-//! The two framings: a single message (version 1, keyed 2) and a bundle of entries
-//! (version 3, keyed 4). Each writes its header, then [`body`] for every message, then
-//! the [`trailer`]; each reads only what [`trailer::open`] has checked.
+//! The three framings: a single message (version 1, keyed 2), a bundle of entries
+//! (version 3, keyed 4) and the compact bundle (version 5, keyed 6, in `compact.rs`).
+//! Each writes its header, then [`body`] for every message, then the [`trailer`]; each
+//! reads only what [`trailer::open`] has checked.
 //!
 //! - single: magic, version, kind, flags, aux, sender u16, fingerprint u32, term u64;
 //!   then the body.
@@ -9,55 +10,59 @@
 //!
 //! A keyed version puts the sender's counter (u64) right after the header.
 
-use super::body::{self, Head};
+use super::body::{self, Head, Ints};
 use super::trailer::{self, Key};
 use super::{
-    BUNDLE_HEADER_LEN, Bundle, COUNTER_LEN, DecodeError, ELECT_BODY, ENTRY_HEAD, Entry, HEADER_LEN,
-    Kind, MAGIC, MAX_DATAGRAM, MAX_ENTRIES, Message, VERSION, VERSION_BUNDLE, VERSION_BUNDLE_KEYED,
+    BUNDLE_HEADER_LEN, Bundle, COMPACT_HEADER_LEN, COUNTER_LEN, DecodeError, ELECT_BODY,
+    ENTRY_HEAD, Entry, Framing, HEADER_LEN, Kind, MAGIC, MAX_DATAGRAM, MAX_ENTRIES, Message,
+    VERSION, VERSION_BUNDLE, VERSION_BUNDLE_KEYED, VERSION_COMPACT, VERSION_COMPACT_KEYED,
     VERSION_KEYED, VOTE_BODY, entry_len, valid_id,
 };
 use byteorder::{BigEndian, ByteOrder};
 
-/// One of the four wire versions: a single message or a bundle, unkeyed or keyed.
+/// One of the six wire versions: a single message, a bundle or a compact bundle,
+/// unkeyed or keyed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(super) struct Format {
-    /// The bundle framing (else a single message).
-    pub bundle: bool,
+    /// Single (`None`), or one of the two bundle framings.
+    pub bundle: Option<Framing>,
     /// Keyed: a counter after the header and a tag instead of the CRC.
     pub keyed: bool,
 }
 
 impl Format {
-    /// The format a receiver reads `bytes` in: keyed when it has keys, a bundle when the
-    /// version byte names that bundle version. Anything else is read as a single
-    /// message, whose checks refuse a wrong version once the trailer has passed.
+    /// The format a receiver reads `bytes` in: keyed when it has keys, a bundle framing
+    /// when the version byte names one of that keyed-ness. Anything else is read as a
+    /// single message, whose checks refuse a wrong version once the trailer has passed.
     pub fn of(bytes: &[u8], keyed: bool) -> Format {
-        let bundle = Format {
-            bundle: true,
-            keyed,
-        };
-        Format {
-            bundle: bytes.get(2) == Some(&bundle.version()),
-            keyed,
-        }
+        let bundle = [Framing::Bundle, Framing::Compact].into_iter().find(|&f| {
+            let format = Format {
+                bundle: Some(f),
+                keyed,
+            };
+            bytes.get(2) == Some(&format.version())
+        });
+        Format { bundle, keyed }
     }
 
     /// The version byte.
     pub fn version(self) -> u8 {
         match (self.bundle, self.keyed) {
-            (false, false) => VERSION,
-            (false, true) => VERSION_KEYED,
-            (true, false) => VERSION_BUNDLE,
-            (true, true) => VERSION_BUNDLE_KEYED,
+            (None, false) => VERSION,
+            (None, true) => VERSION_KEYED,
+            (Some(Framing::Bundle), false) => VERSION_BUNDLE,
+            (Some(Framing::Bundle), true) => VERSION_BUNDLE_KEYED,
+            (Some(Framing::Compact), false) => VERSION_COMPACT,
+            (Some(Framing::Compact), true) => VERSION_COMPACT_KEYED,
         }
     }
 
     /// The header's length, the counter of a keyed version included.
     pub fn header_len(self) -> usize {
-        let base = if self.bundle {
-            BUNDLE_HEADER_LEN
-        } else {
-            HEADER_LEN
+        let base = match self.bundle {
+            None => HEADER_LEN,
+            Some(Framing::Bundle) => BUNDLE_HEADER_LEN,
+            Some(Framing::Compact) => COMPACT_HEADER_LEN,
         };
         base + if self.keyed { COUNTER_LEN } else { 0 }
     }
@@ -72,14 +77,20 @@ impl Format {
         self.header_len() + self.trailer_len()
     }
 
-    /// The shortest datagram: one VOTE.
+    /// The shortest datagram: one VOTE (in a compact entry: group, kind, a one-byte
+    /// term and a one-byte candidate).
     pub fn min_len(self) -> usize {
-        self.overhead() + VOTE_BODY + if self.bundle { ENTRY_HEAD } else { 0 }
+        self.overhead()
+            + match self.bundle {
+                None => VOTE_BODY,
+                Some(Framing::Bundle) => ENTRY_HEAD + VOTE_BODY,
+                Some(Framing::Compact) => 4,
+            }
     }
 
     /// The longest datagram: one ELECT, or any bundle up to `MAX_DATAGRAM`.
     pub fn max_len(self) -> usize {
-        if self.bundle {
+        if self.bundle.is_some() {
             MAX_DATAGRAM
         } else {
             self.overhead() + ELECT_BODY
@@ -87,14 +98,14 @@ impl Format {
     }
 
     /// The sender's counter of a keyed datagram whose header `signed` opens.
-    fn counter(self, signed: &[u8]) -> Option<u64> {
+    pub fn counter(self, signed: &[u8]) -> Option<u64> {
         let end = self.header_len();
         self.keyed
             .then(|| BigEndian::read_u64(&signed[end - COUNTER_LEN..end]))
     }
 }
 
-/// Appends the header fields both framings open with: magic, version, then `bytes`.
+/// Appends the header fields every framing opens with: magic, version, then `bytes`.
 fn put_start(out: &mut Vec<u8>, format: Format, bytes: [u8; 3]) {
     out.extend_from_slice(&MAGIC);
     out.push(format.version());
@@ -105,11 +116,11 @@ fn put_start(out: &mut Vec<u8>, format: Format, bytes: [u8; 3]) {
 /// the bytes written.
 pub(super) fn encode_single(msg: &Message, keyed: Option<(u64, &Key)>, out: &mut Vec<u8>) -> usize {
     let format = Format {
-        bundle: false,
+        bundle: None,
         keyed: keyed.is_some(),
     };
     let start = out.len();
-    out.reserve(format.overhead() + body::len(&msg.body, false));
+    out.reserve(format.overhead() + body::len(&msg.body, false, Ints::Fixed));
     put_start(out, format, body::head(&msg.body));
     out.extend_from_slice(&msg.sender.to_be_bytes());
     out.extend_from_slice(&msg.fingerprint.to_be_bytes());
@@ -117,14 +128,14 @@ pub(super) fn encode_single(msg: &Message, keyed: Option<(u64, &Key)>, out: &mut
     if let Some((counter, _)) = keyed {
         out.extend_from_slice(&counter.to_be_bytes());
     }
-    body::write(&msg.body, false, out);
+    body::write(&msg.body, false, Ints::Fixed, out);
     trailer::seal(out, start, keyed.map(|(_, k)| k));
     out.len() - start
 }
 
 /// The trailer checked first (CRC or tag), then the magic and this framing's version:
 /// the prologue every decode shares. Returns the signed bytes.
-fn open_framed<'a>(
+pub(super) fn open_framed<'a>(
     bytes: &'a [u8],
     format: Format,
     keys: Option<&[&Key]>,
@@ -147,7 +158,7 @@ pub(super) fn decode_single(
     keys: Option<&[&Key]>,
 ) -> Result<(Message, Option<u64>), DecodeError> {
     let format = Format {
-        bundle: false,
+        bundle: None,
         keyed: keys.is_some(),
     };
     let len = bytes.len();
@@ -165,7 +176,7 @@ pub(super) fn decode_single(
         flags: signed[4],
         aux: signed[5],
     };
-    let (msg, _) = body::read(head, &signed[header..], false, len)?;
+    let (msg, _) = body::read(head, &signed[header..], false, Ints::Fixed, len)?;
     Ok((msg, format.counter(signed)))
 }
 
@@ -182,7 +193,7 @@ pub fn encode_bundle(
     debug_assert!(!entries.is_empty() && entries.len() <= MAX_ENTRIES);
     let entries = &entries[..entries.len().min(MAX_ENTRIES)];
     let format = Format {
-        bundle: true,
+        bundle: Some(Framing::Bundle),
         keyed: keyed.is_some(),
     };
     let start = out.len();
@@ -198,7 +209,7 @@ pub fn encode_bundle(
         out.push(e.group);
         out.extend_from_slice(&body::head(&e.msg.body));
         out.extend_from_slice(&e.msg.term.to_be_bytes());
-        body::write(&e.msg.body, true, out);
+        body::write(&e.msg.body, true, Ints::Fixed, out);
     }
     trailer::seal(out, start, keyed.map(|(_, k)| k));
     out.len() - start
@@ -213,7 +224,7 @@ pub(super) fn decode_bundle(
     groups: usize,
 ) -> Result<Bundle, DecodeError> {
     let format = Format {
-        bundle: true,
+        bundle: Some(Framing::Bundle),
         keyed: keys.is_some(),
     };
     let len = bytes.len();
@@ -249,7 +260,7 @@ pub(super) fn decode_bundle(
             flags: e[2],
             aux: e[3],
         };
-        let (msg, used) = body::read(head, &signed[at + ENTRY_HEAD..], true, len)?;
+        let (msg, used) = body::read(head, &signed[at + ENTRY_HEAD..], true, Ints::Fixed, len)?;
         at += ENTRY_HEAD + used;
         entries.push(Entry { group, msg });
     }

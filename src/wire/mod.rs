@@ -1,13 +1,18 @@
-//! The wire format (SPEC sections 3 and 10): one body codec under two framings, with
+//! The wire format (SPEC sections 3 and 10): one body codec under three framings, with
 //! one trailer check.
 //!
 //! - `body`: each message kind's flags and body, encoded and decoded by one function
-//!   pair that every framing uses (a LEAD's alive map rides in bundles only).
-//! - `frame`: the two framings. A single message (version 1, or 2 when keyed) has a
-//!   20-byte header holding the kind, flags, sender, fingerprint and term; a bundle
+//!   pair that every framing uses (a LEAD's alive map rides in bundles only), its
+//!   integers fixed-width or varints as the framing says.
+//! - `frame`: the first two framings. A single message (version 1, or 2 when keyed) has
+//!   a 20-byte header holding the kind, flags, sender, fingerprint and term; a bundle
 //!   (version 3, or 4 when keyed) has a 12-byte header and many entries, each naming
 //!   its election group, kind, flags and term. Keyed versions add the sender's counter
 //!   after the header.
+//! - `compact`: the compact bundle (version 5, or 6 when keyed): the same entries as
+//!   version 3/4 without the bytes that are always zero, with a 9-byte header and
+//!   varint terms, sequence numbers and hold (`varint`). A host sends it to a peer once
+//!   it has heard that peer speak it (src/host/peers.rs): older builds drop it.
 //! - `trailer`: the CRC-32 (unkeyed) or truncated HMAC-SHA256 tag (keyed) that ends
 //!   every datagram, sealed by one function and verified by one function, before any
 //!   field is read.
@@ -17,8 +22,10 @@
 //! network: every read is bounds-checked by the length test that precedes it.
 
 mod body;
+mod compact;
 mod frame;
 mod trailer;
+mod varint;
 
 pub use body::{Body, PeerSet};
 pub use trailer::Key;
@@ -59,6 +66,14 @@ pub const VERSION_BUNDLE: u8 = 3;
 pub const VERSION_BUNDLE_KEYED: u8 = 4;
 /// Bundle header: magic, version, count, flags (0), reserved (0), sender, fingerprint.
 pub const BUNDLE_HEADER_LEN: usize = 12;
+/// The compact bundle, unkeyed: the version-3 entries in fewer bytes (varint terms,
+/// sequence numbers and hold; no always-zero bytes), ending with a CRC-32.
+pub const VERSION_COMPACT: u8 = 5;
+/// The compact bundle, keyed: the sender's counter after the header, an HMAC tag
+/// instead of the CRC.
+pub const VERSION_COMPACT_KEYED: u8 = 6;
+/// Compact bundle header: magic, version, count, sender u8, fingerprint.
+pub const COMPACT_HEADER_LEN: usize = 9;
 /// The most entries in one bundle.
 pub const MAX_ENTRIES: usize = 128;
 /// The packer fills datagrams up to this many bytes: within the IPv6 minimum MTU
@@ -177,6 +192,39 @@ pub struct Bundle {
     pub entries: Vec<Entry>,
 }
 
+/// The two bundle framings a host may send in.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Framing {
+    /// Version 3 (4 keyed): what every build since bundles were introduced reads.
+    Bundle,
+    /// Version 5 (6 keyed): the compact bundle, read only by builds that speak it.
+    Compact,
+}
+
+impl Framing {
+    /// The framing a datagram that decoded was sent in: `Compact` for versions 5 and 6,
+    /// `Bundle` for every other (a version-1/2 single message counts as the old kind).
+    pub fn of(bytes: &[u8]) -> Framing {
+        match bytes.get(2) {
+            Some(&VERSION_COMPACT | &VERSION_COMPACT_KEYED) => Framing::Compact,
+            _ => Framing::Bundle,
+        }
+    }
+
+    /// 0 for `Bundle`, 1 for `Compact`: an index into per-framing counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// "compact" or "classic", the metrics label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Framing::Bundle => "classic",
+            Framing::Compact => "compact",
+        }
+    }
+}
+
 /// Why a datagram was refused. Every variant is a drop reason counted by the daemon.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum DecodeError {
@@ -210,6 +258,9 @@ pub enum DecodeError {
     BadCount(usize),
     /// A bundle entry for a group this server does not run.
     BadGroup(u8),
+    /// A compact bundle's varint that is not minimal, or whose value is too large for
+    /// its field.
+    BadVarint,
 }
 
 impl DecodeError {
@@ -228,6 +279,7 @@ impl DecodeError {
             DecodeError::BadTag => "bad_tag",
             DecodeError::BadCount(_) => "bad_count",
             DecodeError::BadGroup(_) => "bad_group",
+            DecodeError::BadVarint => "bad_varint",
         }
     }
 }
@@ -251,6 +303,7 @@ impl fmt::Display for DecodeError {
                 write!(f, "bundle of {n} entries that do not fill it exactly")
             }
             DecodeError::BadGroup(g) => write!(f, "entry for unknown election group {g}"),
+            DecodeError::BadVarint => write!(f, "varint not minimal or out of range"),
         }
     }
 }
@@ -297,23 +350,39 @@ pub fn decode_keyed(bytes: &[u8], keys: &[&Key]) -> Result<(Message, u64), Decod
     Ok((msg, counter.unwrap_or_default()))
 }
 
-/// The bytes `msg` takes as a bundle entry.
+/// The bytes `msg` takes as a bundle entry (version 3/4).
 pub fn entry_len(msg: &Message) -> usize {
-    ENTRY_HEAD + body::len(&msg.body, true)
+    entry_len_in(Framing::Bundle, msg)
 }
 
-/// Splits `entries` into runs that each fit one bundle of at most `MAX_BUNDLE_LEN`
-/// bytes (and `MAX_ENTRIES` entries), keyed or not; returns the runs' index ranges.
+/// The bytes `msg` takes as an entry of `framing`.
+pub fn entry_len_in(framing: Framing, msg: &Message) -> usize {
+    match framing {
+        Framing::Bundle => ENTRY_HEAD + body::len(&msg.body, true, body::Ints::Fixed),
+        Framing::Compact => compact::entry_len(msg),
+    }
+}
+
+/// Splits `entries` into runs that each fit one version-3/4 bundle of at most
+/// `MAX_BUNDLE_LEN` bytes (and `MAX_ENTRIES` entries), keyed or not; returns the runs'
+/// index ranges.
 pub fn pack(entries: &[Entry], keyed: bool) -> Vec<std::ops::Range<usize>> {
+    pack_in(Framing::Bundle, entries, keyed)
+}
+
+/// Splits `entries` into runs that each fit one bundle of `framing` of at most
+/// `MAX_BUNDLE_LEN` bytes (and `MAX_ENTRIES` entries), keyed or not; returns the runs'
+/// index ranges.
+pub fn pack_in(framing: Framing, entries: &[Entry], keyed: bool) -> Vec<std::ops::Range<usize>> {
     let fixed = frame::Format {
-        bundle: true,
+        bundle: Some(framing),
         keyed,
     }
     .overhead();
     let mut out = Vec::new();
     let (mut start, mut len) = (0, fixed);
     for (i, e) in entries.iter().enumerate() {
-        let l = entry_len(&e.msg);
+        let l = entry_len_in(framing, &e.msg);
         if i > start && (len + l > MAX_BUNDLE_LEN || i - start == MAX_ENTRIES) {
             out.push(start..i);
             start = i;
@@ -327,9 +396,40 @@ pub fn pack(entries: &[Entry], keyed: bool) -> Vec<std::ops::Range<usize>> {
     out
 }
 
+/// The bytes one bundle of `framing` holding `entries` takes, keyed or not.
+pub fn bundle_len(framing: Framing, entries: &[Entry], keyed: bool) -> usize {
+    let fixed = frame::Format {
+        bundle: Some(framing),
+        keyed,
+    }
+    .overhead();
+    fixed
+        + entries
+            .iter()
+            .map(|e| entry_len_in(framing, &e.msg))
+            .sum::<usize>()
+}
+
 pub use frame::encode_bundle;
 
-/// Decodes a datagram of any version: 1 or 3 without `keys`, 2 or 4 with them (a
+/// Appends one bundle of `framing` holding `entries` (at most `MAX_ENTRIES`, all from
+/// `sender` with `fingerprint`), keyed with `(counter, key)` when given; returns the
+/// bytes written. `Framing::Bundle` is [`encode_bundle`].
+pub fn encode_in(
+    framing: Framing,
+    sender: u16,
+    fingerprint: u32,
+    entries: &[Entry],
+    keyed: Option<(u64, &Key)>,
+    out: &mut Vec<u8>,
+) -> usize {
+    match framing {
+        Framing::Bundle => frame::encode_bundle(sender, fingerprint, entries, keyed, out),
+        Framing::Compact => compact::encode(sender, fingerprint, entries, keyed, out),
+    }
+}
+
+/// Decodes a datagram of any version: 1, 3 or 5 without `keys`, 2, 4 or 6 with them (a
 /// version-1/2 datagram becomes a one-entry bundle for group 0). The length and the
 /// trailer are checked before any field; entries for a group at or above `groups` are
 /// refused.
@@ -338,8 +438,10 @@ pub fn decode_any(
     keys: Option<&[&Key]>,
     groups: usize,
 ) -> Result<Bundle, DecodeError> {
-    if frame::Format::of(bytes, keys.is_some()).bundle {
-        return frame::decode_bundle(bytes, keys, groups);
+    match frame::Format::of(bytes, keys.is_some()).bundle {
+        Some(Framing::Bundle) => return frame::decode_bundle(bytes, keys, groups),
+        Some(Framing::Compact) => return compact::decode(bytes, keys, groups),
+        None => {}
     }
     let (msg, counter) = frame::decode_single(bytes, keys)?;
     Ok(Bundle {

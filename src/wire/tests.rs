@@ -449,3 +449,249 @@ fn the_packer_splits_at_the_byte_limit() {
     let many: Vec<Entry> = (0..300).map(|k| lead((k % 64) as u8)).collect();
     assert!(pack(&many, true).iter().all(|r| r.len() <= MAX_ENTRIES));
 }
+
+// ----- the compact bundle (issue 25) -----
+
+fn compact(es: &[Entry], keyed: Option<(u64, &Key)>) -> Vec<u8> {
+    let mut b = Vec::new();
+    let n = encode_in(Framing::Compact, 7, 0xDEAD_BEEF, es, keyed, &mut b);
+    assert_eq!(n, b.len());
+    b
+}
+
+/// Versions 5/6 carry exactly what versions 3/4 carry: the same `Bundle` decodes from
+/// both, for every prefix of the sample entries, keyed and not.
+#[test]
+fn compact_bundles_are_the_same_bundles() {
+    let key = Key::new(b"k1 with enough bytes to be a key");
+    let all = entries();
+    for n in 1..=all.len() {
+        let es = &all[..n];
+        for keyed in [None, Some((0x1234_0000_0001, &key))] {
+            let keys = [&key];
+            let k = keyed.map(|_| &keys[..]);
+            let c = compact(es, keyed);
+            let mut v3 = Vec::new();
+            encode_bundle(7, 0xDEAD_BEEF, es, keyed, &mut v3);
+            let got = decode_any(&c, k, 4).unwrap();
+            assert_eq!(got.entries, es);
+            assert_eq!(Ok(&got), decode_any(&v3, k, 4).as_ref());
+            assert_eq!(c[2], if keyed.is_some() { 6 } else { 5 });
+            assert_eq!(Framing::of(&c), Framing::Compact);
+            assert_eq!(Framing::of(&v3), Framing::Bundle);
+            let want: usize = es
+                .iter()
+                .map(|e| entry_len_in(Framing::Compact, &e.msg))
+                .sum();
+            let over = COMPACT_HEADER_LEN + if keyed.is_some() { 8 + TAG_LEN } else { 4 };
+            assert_eq!(c.len(), over + want);
+            assert_eq!(c.len(), bundle_len(Framing::Compact, es, keyed.is_some()));
+            assert_eq!(v3.len(), bundle_len(Framing::Bundle, es, keyed.is_some()));
+            // A keyed cluster refuses the unkeyed compact form and the reverse.
+            let other = if keyed.is_some() {
+                None
+            } else {
+                Some(&keys[..])
+            };
+            assert!(decode_any(&c, other, 4).is_err());
+        }
+    }
+}
+
+#[test]
+fn every_bit_flip_and_cut_of_a_compact_bundle_is_rejected() {
+    let key = Key::new(b"k1 with enough bytes to be a key");
+    let es = entries();
+    for keyed in [false, true] {
+        let b = compact(&es, keyed.then_some((9, &key)));
+        let keys = [&key];
+        let k = keyed.then_some(&keys[..]);
+        for i in 0..b.len() * 8 {
+            let mut x = b.clone();
+            x[i / 8] ^= 1 << (i % 8);
+            assert!(decode_any(&x, k, 4).is_err(), "flip {i} keyed {keyed}");
+        }
+        for cut in 0..b.len() {
+            assert!(decode_any(&b[..cut], k, 4).is_err(), "cut at {cut}");
+            if !keyed && cut >= TRAILER_LEN {
+                // Re-sealed, so the field checks meet the short entry.
+                let x = recrc(b[..cut].to_vec());
+                assert!(decode_any(&x, None, 4).is_err(), "sealed cut at {cut}");
+            }
+        }
+        let other = Key::new(b"another key, also thirty-two by!");
+        if keyed {
+            assert_eq!(decode_any(&b, Some(&[&other]), 4), Err(DecodeError::BadTag));
+        }
+    }
+}
+
+#[test]
+fn each_compact_check_has_its_own_error() {
+    let ack = Entry {
+        group: 1,
+        msg: samples()[8],
+    };
+    let b = compact(&[ack], None);
+    // magic, 5, count 1, sender 7, fingerprint, group 1, kind ACK|UNFIT<<4, term 78, seq 1
+    assert_eq!(
+        &b[..13],
+        &[b'E', b'L', 5, 1, 7, 0xDE, 0xAD, 0xBE, 0xEF, 1, 0x14, 78, 1]
+    );
+    assert_eq!(b.len(), 17);
+    assert_eq!(decode_any(&b, None, 1), Err(DecodeError::BadGroup(1)));
+    let edit = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut x = b.clone();
+        f(&mut x);
+        decode_any(&recrc(x), None, 4)
+    };
+    assert_eq!(edit(&|x| x[3] = 0), Err(DecodeError::BadCount(0)));
+    assert_eq!(edit(&|x| x[3] = 129), Err(DecodeError::BadCount(129)));
+    assert_eq!(edit(&|x| x[3] = 2), Err(DecodeError::BadCount(2)));
+    assert_eq!(edit(&|x| x[4] = 0), Err(DecodeError::BadId(0)));
+    assert_eq!(edit(&|x| x[10] = 0x09), Err(DecodeError::BadKind(9)));
+    assert_eq!(edit(&|x| x[10] = 0x24), Err(DecodeError::BadFlags(2)));
+    // An aux byte on an ACK is refused (only a RESIGN names a successor); without the
+    // byte, the ACK's seq is missing (the body is read before the flags are checked).
+    let aux = |x: &mut Vec<u8>| {
+        x[10] = 0x94;
+        x.insert(11, 5);
+    };
+    assert_eq!(edit(&aux), Err(DecodeError::BadFlags(5)));
+    assert!(matches!(
+        edit(&|x| x[10] = 0x94),
+        Err(DecodeError::BadLength { .. })
+    ));
+    // Varints: overlong term or seq, and a seq cut short.
+    assert_eq!(
+        edit(&|x| x.splice(11..12, [0xCE, 0x00]).for_each(drop)),
+        Err(DecodeError::BadVarint)
+    );
+    assert_eq!(
+        edit(&|x| x.splice(12..13, [0x81, 0x00]).for_each(drop)),
+        Err(DecodeError::BadVarint)
+    );
+    assert!(matches!(
+        edit(&|x| x[12] = 0x81),
+        Err(DecodeError::BadLength {
+            kind: Kind::Ack,
+            ..
+        })
+    ));
+    assert_eq!(edit(&|x| x.insert(13, 0)), Err(DecodeError::BadCount(1)));
+    // A RESIGN's successor rides behind the aux flag, never as a 0.
+    let resign = Entry {
+        group: 0,
+        msg: samples()[1],
+    };
+    let r = compact(&[resign], None);
+    assert_eq!(r[10], 0x81 | FLAG_RESIGN << 4);
+    assert_eq!(r[11], 255);
+    let mut x = r.clone();
+    x[11] = 0;
+    assert_eq!(
+        decode_any(&recrc(x), None, 4),
+        Err(DecodeError::BadFlags(0x91))
+    );
+    // hold_ms above u32::MAX: the LEAD of sample 0 is term 1, seq 1, hold 3000.
+    let lead = compact(
+        &[Entry {
+            group: 0,
+            msg: samples()[0],
+        }],
+        None,
+    );
+    assert_eq!(&lead[10..15], &[0x01, 1, 1, 0xB8, 0x17]);
+    let mut x = lead.clone();
+    x.splice(13..15, [0x80, 0x80, 0x80, 0x80, 0x10]);
+    assert_eq!(decode_any(&recrc(x), None, 4), Err(DecodeError::BadVarint));
+}
+
+/// The idle LEAD and ACK of docs/PROTOCOL.md: 21 and 17 bytes (42 and 36 in version 3).
+#[test]
+fn an_idle_heartbeat_is_half_the_bytes() {
+    let m = |sender, body| Entry {
+        group: 0,
+        msg: Message {
+            sender,
+            fingerprint: 0xcf7f_cb26,
+            term: 1,
+            body,
+        },
+    };
+    let lead = m(
+        1,
+        Body::Lead {
+            seq: 108,
+            hold_ms: 300,
+            resign: false,
+            successor: 0,
+            unfit: false,
+            alive: alive(&[1, 2, 3]),
+        },
+    );
+    let ack = m(
+        2,
+        Body::Ack {
+            seq: 108,
+            unfit: false,
+        },
+    );
+    for (e, v5, v3) in [(lead, 21, 42), (ack, 17, 36)] {
+        let mut c = Vec::new();
+        encode_in(
+            Framing::Compact,
+            e.msg.sender,
+            0xcf7f_cb26,
+            &[e],
+            None,
+            &mut c,
+        );
+        let mut b = Vec::new();
+        encode_bundle(e.msg.sender, 0xcf7f_cb26, &[e], None, &mut b);
+        assert_eq!((c.len(), b.len()), (v5, v3));
+    }
+}
+
+#[test]
+fn the_compact_packer_splits_at_the_byte_limit() {
+    let lead = |g: u8| Entry {
+        group: g,
+        msg: Message {
+            sender: 1,
+            fingerprint: 1,
+            term: u64::MAX,
+            body: Body::Lead {
+                seq: u64::MAX,
+                hold_ms: u32::MAX,
+                resign: true,
+                successor: 9,
+                unfit: true,
+                alive: alive(&[255]),
+            },
+        },
+    };
+    // The largest LEAD entry: 3 + 10 + 10 + 5 + 33 bytes, more than version 3's 45.
+    assert_eq!(entry_len_in(Framing::Compact, &lead(0).msg), 61);
+    let es: Vec<Entry> = (0..255).map(|k| lead(k as u8)).collect();
+    for keyed in [false, true] {
+        let runs = pack_in(Framing::Compact, &es, keyed);
+        let mut total = 0;
+        let key = Key::new(b"k");
+        for r in runs {
+            assert!(r.len() <= MAX_ENTRIES);
+            let mut b = Vec::new();
+            encode_in(
+                Framing::Compact,
+                1,
+                1,
+                &es[r.clone()],
+                keyed.then_some((1, &key)),
+                &mut b,
+            );
+            assert!(b.len() <= MAX_BUNDLE_LEN, "{}", b.len());
+            total += r.len();
+        }
+        assert_eq!(total, es.len());
+    }
+}

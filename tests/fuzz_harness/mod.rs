@@ -37,20 +37,43 @@ fn decode_one(data: &[u8]) {
         wire::encode_keyed(&m, counter, &key, &mut b);
         assert_eq!(b, data);
     }
-    // The bundle format (issue 12), both versions: canonical as well.
+    // The bundle framings (issue 12; compact, issue 25), keyed or not: canonical as
+    // well, and a compact bundle holds exactly what the version-3/4 bundle of the same
+    // entries holds.
     for keys in [None, Some(&[&key][..])] {
         if let Ok(bundle) = wire::decode_any(data, keys, 256) {
             if data.get(2).is_some_and(|&v| v >= wire::VERSION_BUNDLE) {
                 let m = bundle.entries[0].msg;
+                let framing = wire::Framing::of(data);
+                let counter = bundle.counter.map(|c| (c, &key));
                 let mut b = Vec::new();
-                wire::encode_bundle(
+                wire::encode_in(
+                    framing,
                     m.sender,
                     m.fingerprint,
                     &bundle.entries,
-                    bundle.counter.map(|c| (c, &key)),
+                    counter,
                     &mut b,
                 );
                 assert_eq!(b, data, "accepted bundle bytes must be canonical");
+                let other = match framing {
+                    wire::Framing::Bundle => wire::Framing::Compact,
+                    wire::Framing::Compact => wire::Framing::Bundle,
+                };
+                let mut o = Vec::new();
+                wire::encode_in(
+                    other,
+                    m.sender,
+                    m.fingerprint,
+                    &bundle.entries,
+                    counter,
+                    &mut o,
+                );
+                assert_eq!(
+                    wire::decode_any(&o, keys, 256).as_ref(),
+                    Ok(&bundle),
+                    "both framings carry the same bundle"
+                );
             }
         }
     }

@@ -159,6 +159,12 @@ impl Sim {
             Dest::One(id) => vec![self.idx(id)],
         };
         let elections = t.kinds[wire::Kind::Elect as usize] + t.kinds[wire::Kind::Vote as usize];
+        let framing = wire::Framing::of(&t.bytes).index();
+        self.stats.framings[framing] += 1;
+        if elections == 0 {
+            self.stats.heartbeat_framings[framing] += 1;
+        }
+        self.stats.probes += u64::from(t.kinds == [0; 5]);
         self.election_sent += elections * tos.len() as u64;
         let bytes = Rc::new(t.bytes);
         for to in tos {

@@ -43,6 +43,12 @@ pub struct Stats {
     pub reelected_after: u64,
     /// Re-elections of a leader while its lease was valid, under `floor_episode`.
     pub floors: u64,
+    /// Datagrams sent by framing (issue 25): version 3/4, compact 5/6 (probe copies
+    /// included), and of those the probes' compact copies; `heartbeat_framings`: those
+    /// holding only LEADs and ACKs.
+    pub framings: [u64; 2],
+    pub heartbeat_framings: [u64; 2],
+    pub probes: u64,
 }
 
 impl Stats {
@@ -75,5 +81,12 @@ impl Stats {
         self.concurrent += x.concurrent;
         self.reelected_after += x.reelected_after;
         self.floors += x.floors;
+        for (a, b) in self.framings.iter_mut().zip(x.framings) {
+            *a += b;
+        }
+        for (a, b) in self.heartbeat_framings.iter_mut().zip(x.heartbeat_framings) {
+            *a += b;
+        }
+        self.probes += x.probes;
     }
 }
