@@ -1121,3 +1121,42 @@ fn a_re_election_of_the_same_leader_is_logged() {
         assert_eq!(changes, Some(1), "server {id}");
     }
 }
+
+/// The wire framing counters (issue 25, compact bundles): servers of one build switch
+/// to the compact bundle within a heartbeat of hearing each other, so once the cluster
+/// agrees, the datagrams a follower accepts and encodes are compact, the classic ones
+/// stop growing, and the probes that taught the peers were counted (by whoever sent
+/// the first heartbeat: a follower that heard a compact LEAD first needs none).
+#[test]
+fn the_wire_framing_counters_show_the_switch_to_compact() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let o = Opts::new(Mode::Unicast, 3);
+    let c = Cluster::build(&o);
+    let (leader, _) = c.agreement(o.failover_bound());
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    // Past the election and the first probes.
+    std::thread::sleep(Duration::from_millis(o.hbt_ms * 5));
+    let read = |id: u16| {
+        let v = |name: &str| c.metric(id, name);
+        (
+            v("electd_wire_encoded_total{framing=\"classic\"}"),
+            v("electd_wire_encoded_total{framing=\"compact\"}"),
+            v("electd_wire_accepted_total{framing=\"classic\"}"),
+            v("electd_wire_accepted_total{framing=\"compact\"}"),
+            v("electd_wire_probes_total"),
+        )
+    };
+    let before = read(follower);
+    std::thread::sleep(Duration::from_millis(o.hbt_ms * 20));
+    let after = read(follower);
+    let probes: u64 = (1..=3).map(|id| read(id).4).sum();
+    assert!(probes >= 1, "someone's first heartbeat probed");
+    assert!(
+        after.1 - before.1 >= 10 && after.3 - before.3 >= 10,
+        "20 heartbeats of compact ACKs out and LEADs in: {before:?} -> {after:?}"
+    );
+    assert!(
+        after.0 == before.0 && after.2 == before.2,
+        "no classic datagram at rest: {before:?} -> {after:?}"
+    );
+}

@@ -213,6 +213,9 @@ impl Daemon {
             dropped: hm.dropped.iter().map(|(&r, &n)| (r, n)).collect(),
             sent_bytes: m.sent_bytes,
             received_bytes: hm.received_bytes,
+            framing_encoded: hm.encoded,
+            framing_accepted: hm.accepted_framing,
+            wire_probes: hm.probes,
             peer_last_heard: heard
                 .iter()
                 .filter_map(|&(id, t)| Some((id, now.saturating_since(t?))))

@@ -62,6 +62,14 @@ fn by_kind(counts: &[u64; 5]) -> Vec<(&'static str, u64)> {
         .collect()
 }
 
+/// A counter per wire framing, classic first.
+fn by_framing(counts: &[u64; 2]) -> Vec<(&'static str, u64)> {
+    [crate::wire::Framing::Bundle, crate::wire::Framing::Compact]
+        .iter()
+        .map(|&f| (f.name(), counts[f.index()]))
+        .collect()
+}
+
 /// The per-group families, first in the text; one sample (or one per label value)
 /// for each group, labelled `group` first.
 pub const GROUPS: &[Family<GroupSnapshot>] = &[
@@ -385,6 +393,27 @@ pub const SERVER: &[Family<Snapshot>] = &[
         help: "Datagram bytes sent and received.",
         labels: &["direction"],
         read: Read::Each(|s| vec![("sent", s.sent_bytes), ("received", s.received_bytes)]),
+    },
+    Family {
+        name: "wire_encoded",
+        kind: Type::Counter,
+        help: "Datagrams encoded, by wire framing: classic (versions 3 and 4) or compact (5 and 6, sent to a peer once it has been heard speaking it); a datagram to every peer counts once.",
+        labels: &["framing"],
+        read: Read::Each(|s| by_framing(&s.framing_encoded)),
+    },
+    Family {
+        name: "wire_accepted",
+        kind: Type::Counter,
+        help: "Datagrams received and accepted, by wire framing (classic or compact).",
+        labels: &["framing"],
+        read: Read::Each(|s| by_framing(&s.framing_accepted)),
+    },
+    Family {
+        name: "wire_probes",
+        kind: Type::Counter,
+        help: "Compact copies of heartbeat datagrams sent to peers not yet heard speaking compact; an older build drops each one (counted there as bad_version).",
+        labels: &[],
+        read: Read::Value(|s| Value::Count(s.wire_probes)),
     },
     Family {
         name: "peer_last_heard_seconds",
