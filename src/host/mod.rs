@@ -116,6 +116,13 @@ pub enum Notice {
         client: ClientId,
         line: SupervisorLine,
     },
+    /// Arm supervisor `client`'s stop timers (it passed them with `supervise`) for the
+    /// instants `at` of a lease end this server holds: at every renewal, and before
+    /// each line that carries a lease (issue 25).
+    ArmTimers {
+        client: ClientId,
+        at: crate::supervise::StopAt,
+    },
 }
 
 /// The host's counters (the driver counts what it sends: it knows how many copies

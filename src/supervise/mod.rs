@@ -58,12 +58,14 @@ mod lease;
 pub mod log;
 mod options;
 mod restarts;
+mod timers;
 mod wakeup;
 
-pub use conn::{IDLE_ASK, Line, NO_SUCH_GROUP, parse_line};
-pub use lease::{MARGIN, Timers, check_grace, max_grace};
+pub use conn::{IDLE_ASK, Line, NO_SUCH_GROUP, parse_line, send_with_fds};
+pub use lease::{MARGIN, StopAt, Timers, check_grace, max_grace, stop_at};
 pub use options::{DEFAULT_RESTART_WINDOW, MAX_RESTART_WINDOW, MAX_RESTARTS, RunOptions};
 pub use restarts::RestartWindow;
+pub use timers::{StopTimers, TimersRefused};
 
 use command::Running;
 use conn::Conn;
@@ -81,8 +83,10 @@ struct Supervisor<'a> {
     term: u64,
     /// The election group the daemon's lines name (for ELECTD_GROUP).
     group: Option<String>,
-    /// The lease end the daemon last gave (boot clock ns; 0: none known).
-    until_ns: u64,
+    /// The stop timers: armed by the daemon at every renewal when it took them on
+    /// `supervise`, else by this process from each line; the command runs only while
+    /// the SIGTERM one has not fired ([`StopTimers::room`]).
+    timers: StopTimers,
     /// The timers were checked against the grace at least once.
     checked: Option<Timers>,
     running: Option<Running>,
@@ -122,6 +126,13 @@ fn supervise(opts: &RunOptions) -> i32 {
             return 2;
         }
     };
+    let timers = match StopTimers::create() {
+        Ok(t) => t,
+        Err(e) => {
+            say!("cannot create the stop timers (timerfd_create): {e}");
+            return 2;
+        }
+    };
     let mut s = Supervisor {
         opts,
         conn: None,
@@ -129,7 +140,7 @@ fn supervise(opts: &RunOptions) -> i32 {
         leader: false,
         term: 0,
         group: opts.group.clone(),
-        until_ns: 0,
+        timers,
         checked: None,
         running: None,
         backoff: Duration::from_millis(100),
@@ -173,7 +184,7 @@ impl Supervisor<'_> {
     fn step(&mut self) -> Result<(), i32> {
         if self.conn.is_none() && Instant::now() >= self.next_connect {
             self.next_connect = Instant::now() + self.opts.poll;
-            match Conn::open(self.opts) {
+            match Conn::open(self.opts, &self.timers) {
                 Ok(c) => {
                     self.conn = Some(c);
                     self.last_error.clear();

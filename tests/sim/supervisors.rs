@@ -70,7 +70,7 @@ impl Sim {
             sup.unread.clear();
             sup.reported_unhealthy = false;
             if let Some(sh) = h.shell.as_mut() {
-                sh.handle_supervise(local, client, g, None, None)
+                sh.handle_supervise(local, client, g, None, None, false)
                     .expect("one group per connection");
             }
         }
@@ -107,7 +107,7 @@ impl Sim {
             sup.reported_unhealthy = false;
             if let Some(sh) = h.shell.as_mut() {
                 sh.handle_client_gone(old);
-                sh.handle_supervise(local, client, g, None, None)
+                sh.handle_supervise(local, client, g, None, None, false)
                     .expect("one group per connection");
             }
         }
