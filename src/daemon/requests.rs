@@ -37,7 +37,12 @@ fn passed_timers(
 }
 
 impl Daemon {
-    pub(super) fn answer(&mut self, slot: usize, req: Request, passed: Passed) -> Result<(), Fatal> {
+    pub(super) fn answer(
+        &mut self,
+        slot: usize,
+        req: Request,
+        passed: Passed,
+    ) -> Result<(), Fatal> {
         // Descriptors come only with `supervise` (its stop timers); anything else that
         // brings some is refused, and they are closed here.
         let timers = match &req {

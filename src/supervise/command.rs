@@ -155,7 +155,9 @@ impl Supervisor<'_> {
                 (self.timers.kill_in().as_nanos() as u64).min(grace_ns) / 1_000_000
             );
         }
-        if r.kill_at_ns.is_some_and(|k| now >= k || self.timers.kill_due()) {
+        if r.kill_at_ns
+            .is_some_and(|k| now >= k || self.timers.kill_due())
+        {
             signal_group(&r.child, libc::SIGKILL);
             let term = r.term;
             let _ = r.child.wait();

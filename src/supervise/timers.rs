@@ -95,9 +95,8 @@ fn arm_at(fd: RawFd, at_ns: u64) -> std::io::Result<()> {
         },
     };
     // SAFETY: timerfd_settime on a timerfd with a valid itimerspec.
-    let r = unsafe {
-        libc::timerfd_settime(fd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut())
-    };
+    let r =
+        unsafe { libc::timerfd_settime(fd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
     if r == 0 {
         Ok(())
     } else {
