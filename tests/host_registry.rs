@@ -561,3 +561,67 @@ fn a_renewal_alone_goes_out_only_when_the_told_lease_end_comes_near() {
         }
     }
 }
+
+/// Issue 25, third round: a supervisor whose stop timers the driver holds gets every
+/// renewal as an arming of them (`Notice::ArmTimers`), not as a line: in 2 s at
+/// heartbeat 100 ms, one leader line and some 20 armings. Every leader line comes after
+/// an arming for its own lease end, and every arming is at `stop_at` of a lease end
+/// that only grows.
+#[test]
+fn a_supervisor_with_timers_gets_every_renewal_on_them_and_no_line() {
+    let grace = Duration::from_millis(100);
+    let mut net = Net::with_missed(1, 3);
+    let l = net.leader(0);
+    let now = net.now;
+    net.hosts[l]
+        .handle_supervise(now, C0, 0, Some(grace), None, true)
+        .unwrap();
+    net.hosts[l].flush(now).unwrap();
+    net.settle();
+    let t = net.now + Duration::from_secs(2);
+    net.run_to(t);
+    let mut arms = Vec::new();
+    let mut lines = 0;
+    for n in &net.notices[l] {
+        match n {
+            Notice::ArmTimers { client, at } if *client == C0 => arms.push(*at),
+            Notice::Supervisor { client, line } if *client == C0 => {
+                lines += 1;
+                assert!(line.timers, "the line says the daemon holds the timers");
+                let u = line.lease_until.expect("leader line").as_nanos();
+                assert_eq!(
+                    arms.last().copied(),
+                    Some(electd::supervise::stop_at(u, grace)),
+                    "line {} not preceded by its arming",
+                    line.n
+                );
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(lines, 1, "renewals went out as lines");
+    assert!(
+        (19..=22).contains(&arms.len()),
+        "{} armings in 2 s of renewals",
+        arms.len()
+    );
+    for w in arms.windows(2) {
+        assert!(
+            w[1].kill_ns >= w[0].kill_ns,
+            "an arming moved the lease end back"
+        );
+        assert_eq!(w[1].kill_ns - w[1].term_ns, 100_000_000, "the grace apart");
+    }
+    // Without a grace, timers are refused (they could not be armed).
+    let mut net = Net::with_missed(1, 3);
+    let l = net.leader(0);
+    let now = net.now;
+    let e = net.hosts[l]
+        .handle_supervise(now, C1, 0, None, None, true)
+        .unwrap_err();
+    assert!(e.contains("stop timers refused"), "{e}");
+    assert!(
+        !net.hosts[l].registry().is_supervisor(C1),
+        "refused: not registered"
+    );
+}

@@ -358,6 +358,10 @@ impl Host {
         pid: Option<u32>,
         timers: bool,
     ) -> Result<(), String> {
+        let known = self.registry.sups.get(&client).and_then(|s| s.grace);
+        if timers && grace.or(known).is_none() {
+            return Err("supervise: stop timers refused: they need grace_ms=N".into());
+        }
         let s = self.registry.sups.entry(client).or_insert(Supervisor {
             group: g,
             pid,
@@ -368,9 +372,6 @@ impl Host {
         }
         if grace.is_some() {
             s.grace = grace;
-        }
-        if timers && s.grace.is_none() {
-            return Err("supervise: stop timers refused: they need grace_ms=N".into());
         }
         s.timers |= timers;
         let line = self.line_of(now, g);
