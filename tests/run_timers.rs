@@ -243,8 +243,8 @@ fn the_daemon_arms_no_later_than_its_lease_end_allows() {
     let (leader, _) = c.agreement(o.failover_bound() + Duration::from_secs(1));
     let r = run(&c, leader, &["sleep", "1000"], false);
     command_and_enforcer(r.id(), &c, leader);
-    let lease_len_ns = 3 * HBT_MS * 1_000_000 * 98 / 100;
     let mut checked = 0;
+    let mut trail = Vec::new();
     for i in 0..20 {
         std::thread::sleep(Duration::from_millis(37 + i * 7));
         let [term_at, kill_at] = armed(r.id());
@@ -269,18 +269,24 @@ fn the_daemon_arms_no_later_than_its_lease_end_allows() {
             (kill_at - kill_bound) / 1000,
             logs()
         );
-        // Re-armed: within a renewal or two of the lease end reported (not the first
-        // lease end run was told, which would be seconds behind by now).
-        assert!(
-            term_at + 2 * HBT_MS * 1_000_000 + lease_len_ns / 2 >= term_bound,
-            "the SIGTERM timer lags the lease by {} ms: not re-armed\n{}",
-            (term_bound - term_at) / 1_000_000,
-            logs()
-        );
+        // Re-armed at every renewal (below): how far the lease end armed trails the
+        // one reported just after.
+        trail.push(term_bound.saturating_sub(term_at) / 1_000_000);
         checked += 1;
     }
     stop_run(r);
+    eprintln!("the SIGTERM timer trailed lease end - grace - margin by (ms): {trail:?}");
     assert!(checked >= 15, "only {checked} samples while leading");
+    // Re-armed at every renewal: the lease end armed is the one reported just after,
+    // but for a renewal between the two reads (a heartbeat behind, rarely). Armed only
+    // when its SIGTERM instant had passed (every renewal but as lines skipped), it
+    // trailed by about a heartbeat in most samples.
+    trail.sort();
+    let median = trail[trail.len() / 2];
+    assert!(
+        median < HBT_MS / 2,
+        "the SIGTERM timer trails the lease by {median} ms (median): not re-armed at each renewal: {trail:?}"
+    );
 }
 
 /// S5 with the daemon frozen and `run` stopped: nobody but the enforcer is left to act,
