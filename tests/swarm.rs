@@ -2463,7 +2463,7 @@ fn swarm() {
          elected while the first sat {}, the first re-elected after {}; re-elections on a \
          floor {}); supervisor stalls \
          (issue 21) {}; issue 24: SIGTERM stops {}, confirmations sent twice or after an \
-         older one {}, supervisor reconnections {}",
+         older one {}, supervisor reconnections {}; issue 25: renewals through stop timers {}",
         st.late,
         st.flushed,
         st.aimed,
@@ -2491,7 +2491,8 @@ fn swarm() {
         st.sup_stalls,
         st.stops,
         st.confirmed_twice,
-        st.reconnects
+        st.reconnects,
+        st.timer_renewals
     );
     // Straight to stderr, past the test harness's capture: the line belongs in CI logs.
     let _ = writeln!(
@@ -2501,6 +2502,10 @@ fn swarm() {
     );
     assert_eq!(violations, 0);
     assert_eq!(liveness, 0);
+    assert!(
+        st.timer_renewals > 0,
+        "no supervisor renewed through its stop timers"
+    );
 }
 
 /// Runs the default seeds with a breakage until one reports a violation named in

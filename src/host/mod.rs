@@ -121,6 +121,9 @@ pub enum Notice {
     /// each line that carries a lease (issue 25).
     ArmTimers {
         client: ClientId,
+        /// The lease end the instants are for (boot clock).
+        until: Time,
+        /// The SIGTERM and SIGKILL instants (`crate::supervise::stop_at`).
         at: crate::supervise::StopAt,
     },
 }

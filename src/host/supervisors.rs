@@ -214,18 +214,25 @@ impl Supervisor {
             return Push::Nothing;
         }
         let renewal = |k: &LineKey| (k.0, k.1, k.2, k.4, k.5, k.6);
-        match (self.grace, last.3, key.3) {
-            (Some(grace), Some(told), Some(new))
-                if renewal(last) == renewal(key) && new >= told =>
-            {
-                if self.timers {
+        if self.timers {
+            return match (last.3, key.3) {
+                (Some(told), Some(new)) if renewal(last) == renewal(key) && new >= told => {
+                    let grace = self.grace.unwrap_or_default();
                     let term = crate::supervise::stop_at(told.as_nanos(), grace).term_ns;
                     if term <= now.as_nanos() {
                         Push::Line
                     } else {
                         Push::Arm
                     }
-                } else if told <= now + grace + slack {
+                }
+                _ => Push::Line,
+            };
+        }
+        match (self.grace, last.3, key.3) {
+            (Some(grace), Some(told), Some(new))
+                if renewal(last) == renewal(key) && new >= told =>
+            {
+                if told <= now + grace + slack {
                     Push::Line
                 } else {
                     Push::Nothing
@@ -346,7 +353,8 @@ impl Host {
 
     /// `supervise [GROUP]` from `client` (pid `pid` if known): it supervises group `g`'s
     /// lease with `grace` (if it said); `timers`: the driver holds its stop timers
-    /// (passed with this request or an earlier one; a grace is then required). It is
+    /// (passed with this request or an earlier one; armed for a grace of 0 while none
+    /// was said: the daemon takes timers only with a grace). It is
     /// sent a line at once; a connection supervises one group, asking for another is
     /// an error. Flush after.
     pub fn handle_supervise(
@@ -358,10 +366,6 @@ impl Host {
         pid: Option<u32>,
         timers: bool,
     ) -> Result<(), String> {
-        let known = self.registry.sups.get(&client).and_then(|s| s.grace);
-        if timers && grace.or(known).is_none() {
-            return Err("supervise: stop timers refused: they need grace_ms=N".into());
-        }
         let s = self.registry.sups.entry(client).or_insert(Supervisor {
             group: g,
             pid,
@@ -536,7 +540,7 @@ impl Host {
         let Some(s) = self.registry.sups.get_mut(&client) else {
             return;
         };
-        let (Some(u), Some(grace), true) = (line.lease_until, s.grace, s.timers) else {
+        let (Some(u), true) = (line.lease_until, s.timers) else {
             return;
         };
         if line.role != Role::Leader {
@@ -544,8 +548,12 @@ impl Host {
         }
         s.last_key = Some(line.key());
         s.leader_until = s.leader_until.max(u);
-        let at = crate::supervise::stop_at(u.as_nanos(), grace);
-        self.notices.push_back(Notice::ArmTimers { client, at });
+        let at = crate::supervise::stop_at(u.as_nanos(), s.grace.unwrap_or_default());
+        self.notices.push_back(Notice::ArmTimers {
+            client,
+            until: u,
+            at,
+        });
     }
 
     /// Numbers `line` for `client` and queues it, its stop timers armed first.

@@ -43,6 +43,8 @@ pub struct Stats {
     pub reelected_after: u64,
     /// Re-elections of a leader while its lease was valid, under `floor_episode`.
     pub floors: u64,
+    /// Renewals that reached a supervisor through its stop timers (issue 25).
+    pub timer_renewals: u64,
 }
 
 impl Stats {
@@ -75,5 +77,6 @@ impl Stats {
         self.concurrent += x.concurrent;
         self.reelected_after += x.reelected_after;
         self.floors += x.floors;
+        self.timer_renewals += x.timer_renewals;
     }
 }
