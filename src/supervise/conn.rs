@@ -167,6 +167,8 @@ pub(super) struct Conn {
     confirmed_n: u64,
     /// What this connection was told is failing (`health failing REASON`), if anything.
     reported: Option<String>,
+    /// A line said the daemon holds the stop timers (logged once per connection).
+    daemon_arms: bool,
 }
 
 impl Conn {
@@ -195,6 +197,7 @@ impl Conn {
             last_leader_n: 0,
             confirmed_n: 0,
             reported: None,
+            daemon_arms: false,
         })
     }
 
@@ -393,6 +396,10 @@ impl Supervisor<'_> {
         }
         let c = self.conn.as_mut().expect("lines come from a connection");
         c.last_line = Instant::now();
+        if l.daemon_arms && !c.daemon_arms {
+            c.daemon_arms = true;
+            say!("electd holds the stop timers: it re-arms them at each renewal");
+        }
         self.term = l.term;
         if l.group.is_some() {
             self.group = l.group;
