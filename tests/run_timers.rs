@@ -147,9 +147,14 @@ fn steady(fallback: bool) -> (u64, u64, u64) {
     let lease0 = status(&c, leader)
         .get("lease_until_ns")
         .and_then(Value::as_u64);
-    let (r0, e0) = (wakeups(r.id()), wakeups(enf));
+    let daemon = c.child(leader).id();
+    let (r0, e0, d0) = (wakeups(r.id()), wakeups(enf), wakeups(daemon));
     std::thread::sleep(Duration::from_millis(30 * HBT_MS));
-    let (r1, e1) = (wakeups(r.id()), wakeups(enf));
+    let (r1, e1, d1) = (wakeups(r.id()), wakeups(enf), wakeups(daemon));
+    eprintln!(
+        "the leader's daemon (every thread) woke {} times in 30 heartbeats (fallback: {fallback})",
+        d1 - d0
+    );
     let st = status(&c, leader);
     let lease1 = st.get("lease_until_ns").and_then(Value::as_u64);
     let logs = format!("{}\n{}", c.logs(), run_log(&c, leader));
