@@ -211,7 +211,7 @@ impl Net {
     fn supervise(&mut self, i: usize, client: ClientId, g: usize) {
         let now = self.now;
         self.hosts[i]
-            .handle_supervise(now, client, g, None, None)
+            .handle_supervise(now, client, g, None, None, false)
             .unwrap();
         self.hosts[i].flush(now).unwrap();
         self.settle();
@@ -351,7 +351,7 @@ fn each_group_waits_only_for_its_own_supervisors_and_a_connection_supervises_one
     net.supervise(l0, C0, 0);
     net.supervise(l1, C1, 1);
     let e = net.hosts[l1]
-        .handle_supervise(net.now, C1, 0, None, None)
+        .handle_supervise(net.now, C1, 0, None, None, false)
         .unwrap_err();
     assert!(e.contains("another group"), "{e}");
     // Group 1's supervisor never confirms; group 0's handoff does not wait for it.
@@ -420,11 +420,18 @@ fn a_supervisor_line_is_the_json_run_reads() {
         heartbeat: HBT,
         rtt: Duration::from_millis(20),
         resigning: false,
+        timers: false,
     };
-    assert_eq!(
-        line.to_json(),
-        "{\"n\":3,\"id\":1,\"group\":\"a\\\"b\",\"role\":\"leader\",\"leader\":1,\"term\":7,\"lease_until_ns\":123,\"now_ns\":100,\"lease_len_ns\":294000000,\"heartbeat_ns\":100000000,\"rtt_ns\":20000000,\"resigning\":false}\n"
-    );
+    let json = "{\"n\":3,\"id\":1,\"group\":\"a\\\"b\",\"role\":\"leader\",\"leader\":1,\"term\":7,\"lease_until_ns\":123,\"now_ns\":100,\"lease_len_ns\":294000000,\"heartbeat_ns\":100000000,\"rtt_ns\":20000000,\"resigning\":false";
+    assert_eq!(line.to_json(), format!("{json}}}\n"));
+    // A supervisor whose stop timers the daemon holds is told so (issue 25).
+    let line = SupervisorLine {
+        timers: true,
+        ..line
+    };
+    assert_eq!(line.to_json(), format!("{json},\"timers\":true}}\n"));
+    let parsed = electd::supervise::parse_line(&line.to_json()).unwrap();
+    assert!(parsed.daemon_arms);
 }
 
 /// SPEC 13 (issue 22): a stopping server is never a last resort. Every server's check
@@ -521,7 +528,7 @@ fn a_renewal_alone_goes_out_only_when_the_told_lease_end_comes_near() {
         let l = net.leader(0);
         let now = net.now;
         net.hosts[l]
-            .handle_supervise(now, C0, 0, grace, None)
+            .handle_supervise(now, C0, 0, grace, None, false)
             .unwrap();
         net.hosts[l].flush(now).unwrap();
         net.settle();
@@ -552,5 +559,57 @@ fn a_renewal_alone_goes_out_only_when_the_told_lease_end_comes_near() {
                 w[0].n
             );
         }
+    }
+}
+
+/// Issue 25, third round: a supervisor whose stop timers the driver holds gets every
+/// renewal as an arming of them (`Notice::ArmTimers`), not as a line: in 2 s at
+/// heartbeat 100 ms, one leader line and some 20 armings. Every leader line comes after
+/// an arming for its own lease end, and every arming is at `stop_at` of a lease end
+/// that only grows.
+#[test]
+fn a_supervisor_with_timers_gets_every_renewal_on_them_and_no_line() {
+    let grace = Duration::from_millis(100);
+    let mut net = Net::with_missed(1, 3);
+    let l = net.leader(0);
+    let now = net.now;
+    net.hosts[l]
+        .handle_supervise(now, C0, 0, Some(grace), None, true)
+        .unwrap();
+    net.hosts[l].flush(now).unwrap();
+    net.settle();
+    let t = net.now + Duration::from_secs(2);
+    net.run_to(t);
+    let mut arms = Vec::new();
+    let mut lines = 0;
+    for n in &net.notices[l] {
+        match n {
+            Notice::ArmTimers { client, at, .. } if *client == C0 => arms.push(*at),
+            Notice::Supervisor { client, line } if *client == C0 => {
+                lines += 1;
+                assert!(line.timers, "the line says the daemon holds the timers");
+                let u = line.lease_until.expect("leader line").as_nanos();
+                assert_eq!(
+                    arms.last().copied(),
+                    Some(electd::supervise::stop_at(u, grace)),
+                    "line {} not preceded by its arming",
+                    line.n
+                );
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(lines, 1, "renewals went out as lines");
+    assert!(
+        (19..=22).contains(&arms.len()),
+        "{} armings in 2 s of renewals",
+        arms.len()
+    );
+    for w in arms.windows(2) {
+        assert!(
+            w[1].kill_ns >= w[0].kill_ns,
+            "an arming moved the lease end back"
+        );
+        assert_eq!(w[1].kill_ns - w[1].term_ns, 100_000_000, "the grace apart");
     }
 }

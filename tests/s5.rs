@@ -245,6 +245,11 @@ fn s5(poll: &str) {
         r.spans.len() > faults.len() / 2,
         "the processor moved between servers: {why}"
     );
+    // Issue 25: renewals reached `run` through the stop timers the daemon arms.
+    assert!(
+        supervisor_logs(&c).contains("electd holds the stop timers"),
+        "run did not pass its stop timers: {why}"
+    );
     assert!(r.overlaps.is_empty(), "two processors ran at once: {why}");
     assert!(
         r.graceless.is_empty(),

@@ -445,6 +445,12 @@ fn assert_clean(trigger: Trigger) {
         r.graceless.is_empty(),
         "a planned stop did not give SIGTERM and the grace: {why}"
     );
+    // Issue 25: renewals reached `run` through the stop timers the daemon arms, so the
+    // enforcer of a stopped `run` acted on what the daemon armed.
+    assert!(
+        run_logs(&c).contains("electd holds the stop timers"),
+        "run did not pass its stop timers: {why}"
+    );
 }
 
 /// Trigger A: run's stderr a full pipe nobody reads (issue 21 item 1).

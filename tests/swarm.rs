@@ -2463,7 +2463,7 @@ fn swarm() {
          elected while the first sat {}, the first re-elected after {}; re-elections on a \
          floor {}); supervisor stalls \
          (issue 21) {}; issue 24: SIGTERM stops {}, confirmations sent twice or after an \
-         older one {}, supervisor reconnections {}",
+         older one {}, supervisor reconnections {}; issue 25: renewals through stop timers {}",
         st.late,
         st.flushed,
         st.aimed,
@@ -2491,7 +2491,8 @@ fn swarm() {
         st.sup_stalls,
         st.stops,
         st.confirmed_twice,
-        st.reconnects
+        st.reconnects,
+        st.timer_renewals
     );
     eprintln!(
         "swarm wire (issue 25): {} compact datagrams, {} version 3 ({} of the compact \
@@ -2517,6 +2518,10 @@ fn swarm() {
     assert!(
         st.heartbeat_framings[1] > st.heartbeat_framings[0] && st.framings[1] > 10 * st.probes,
         "the swarm's hosts must speak the compact wire"
+    );
+    assert!(
+        st.timer_renewals > 0,
+        "no supervisor renewed through its stop timers"
     );
 }
 

@@ -2,6 +2,7 @@
 //! accept, request lines read and taken round-robin, bounded answer buffers, slow
 //! readers and idle clients dropped, each with the control socket's own limits.
 
+use super::passed::{FdStream, Passed, Pending};
 use super::request::{MAX_REQUEST, Request, error_line};
 use crate::conns::{Conn, Table, Take, Written};
 use crate::host::ClientId;
@@ -70,7 +71,7 @@ pub enum Scope {
 
 /// A client of the control socket: the shared connection (its `closing` is "being
 /// dropped": a limit or an error; nothing more is queued, freed soon) and its state.
-pub(super) type Client = Conn<UnixStream, ClientState>;
+pub(super) type Client = Conn<FdStream, ClientState>;
 
 /// What the control socket tracks of one client beyond its bytes.
 #[derive(Debug)]
@@ -93,6 +94,10 @@ pub(super) struct ClientState {
     pub(super) held: bool,
     /// The client's process id at connect (SO_PEERCRED), if known.
     pub(super) peer_pid: Option<u32>,
+    /// Descriptors passed (SCM_RIGHTS) waiting for the request lines they came with.
+    pub(super) passed: Pending,
+    /// A supervisor's stop timers, armed at each renewal; closed when it goes.
+    pub(super) timers: Option<crate::supervise::StopTimers>,
 }
 
 impl Client {
@@ -130,7 +135,7 @@ pub struct ControlCounters {
 pub struct Control {
     pub(super) listener: UnixListener,
     pub(super) path: PathBuf,
-    pub(super) clients: Table<UnixStream, ClientState>,
+    pub(super) clients: Table<FdStream, ClientState>,
     /// Counters for metrics.
     pub counters: ControlCounters,
     /// Supervisors freed since the last `take_departed`.
@@ -197,7 +202,10 @@ impl Control {
                         peer_pid: cred.map(|c| c.1),
                         serial: self.next_serial,
                         held: false,
+                        passed: Pending::default(),
+                        timers: None,
                     };
+                    let stream = FdStream::new(stream);
                     if self
                         .clients
                         .insert(registry, slot, Conn::new(stream, false, state))
@@ -269,6 +277,24 @@ impl Control {
             |c| INBUF_CAP.saturating_sub(c.inbuf.len()),
             |c, bytes| {
                 c.last_active = now;
+                // The kernel ends a read with the message that carried descriptors
+                // (it may begin the read with bytes sent before it): they belong to
+                // the line holding the last byte read.
+                let passed = c.stream.take_passed();
+                let offset = c.inbuf.len() + bytes.len().saturating_sub(1);
+                if !c.passed.add(offset, passed) {
+                    // Bounded: descriptors no request line has taken yet pile up.
+                    counters.dropped += 1;
+                    c.inbuf.clear();
+                    c.passed.clear();
+                    c.more = false;
+                    c.eof = true;
+                    c.outbuf.extend_from_slice(
+                        error_line("descriptors passed with too many requests").as_bytes(),
+                    );
+                    c.close(now);
+                    return;
+                }
                 c.inbuf.extend_from_slice(bytes);
                 // A line still open after MAX_REQUEST bytes is too long already.
                 let open = c.inbuf.iter().rev().take_while(|&&b| b != b'\n').count();
@@ -292,6 +318,8 @@ impl Control {
             .rposition(|&b| b == b'\n')
             .map_or(0, |p| p + 1);
         c.inbuf.truncate(keep);
+        // Descriptors of the lines kept stay tied to them; a later batch is closed
+        // when the line is refused (below).
         c.more = false;
         c.eof = true;
         c.too_long = true;
@@ -302,6 +330,7 @@ impl Control {
 
     fn refuse_long(c: &mut Client, now: Instant) {
         c.inbuf.clear();
+        c.passed.clear();
         c.too_long = false;
         c.outbuf.extend_from_slice(
             error_line(&format!("request longer than {MAX_REQUEST} bytes")).as_bytes(),
@@ -310,8 +339,9 @@ impl Control {
     }
 
     /// The requests to answer in this wakeup: at most `REQUESTS_PER_CLIENT` per client
-    /// and `REQUESTS_PER_WAKEUP` in all, round-robin from where the last wakeup stopped.
-    pub fn take_requests(&mut self, now: Instant) -> Vec<(usize, Request)> {
+    /// and `REQUESTS_PER_WAKEUP` in all, round-robin from where the last wakeup stopped;
+    /// each with the descriptors passed with its line.
+    pub fn take_requests(&mut self, now: Instant) -> Vec<(usize, (Request, Passed))> {
         for slot in 0..self.clients.end() {
             if self.clients.get(slot).is_some_and(Client::wants_read) {
                 self.read_client(slot, now);
@@ -333,7 +363,7 @@ impl Control {
         taken: usize,
         counters: &mut ControlCounters,
         now: Instant,
-    ) -> Take<Request> {
+    ) -> Take<(Request, Passed)> {
         if !c.servable() {
             // Refused at the next wakeup, after the answers to this one's requests.
             if c.too_long && !c.has_line() && c.closing.is_none() && taken == 0 {
@@ -347,6 +377,8 @@ impl Control {
             .position(|&b| b == b'\n')
             .expect("has a line");
         let line: Vec<u8> = c.inbuf.drain(..=pos).collect();
+        // Closed when dropped: with a blank or too long line, or by the answer.
+        let passed = c.passed.take_line(line.len());
         let line = &line[..line.len() - 1];
         if line.len() > MAX_REQUEST {
             // A whole line over the limit arrived in one read.
@@ -359,7 +391,7 @@ impl Control {
             return Take::Skip;
         }
         c.last_active = now;
-        Take::Request(Request::parse(&text))
+        Take::Request((Request::parse(&text), passed))
     }
 
     /// Queues `line` for client `slot`. A client being dropped gets nothing more; one

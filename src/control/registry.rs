@@ -102,6 +102,43 @@ impl Control {
         self.reply(client.slot, line);
     }
 
+    /// Client `slot` supervises with stop timers (passed with `supervise`): they stay
+    /// with the connection and are closed when it goes.
+    pub fn set_timers(&mut self, slot: usize, timers: crate::supervise::StopTimers) {
+        if let Some(c) = self.clients.get_mut(slot) {
+            c.timers = Some(timers);
+        }
+    }
+
+    /// Closes client `slot`'s stop timers (its `supervise` was refused after all).
+    pub fn clear_timers(&mut self, slot: usize) {
+        if let Some(c) = self.clients.get_mut(slot) {
+            c.timers = None;
+        }
+    }
+
+    /// True if client `slot` passed stop timers that the daemon holds.
+    pub fn has_timers(&self, slot: usize) -> bool {
+        self.clients.get(slot).is_some_and(|c| c.timers.is_some())
+    }
+
+    /// Arms supervisor `client`'s stop timers for `at`, if its connection is still
+    /// there (a departed one's timers were closed with it: its `run` and enforcer keep
+    /// the last instants armed). Err only when timerfd_settime fails.
+    pub fn arm_timers(
+        &mut self,
+        client: ClientId,
+        at: crate::supervise::StopAt,
+    ) -> std::io::Result<()> {
+        let Some(c) = self.clients.get(client.slot) else {
+            return Ok(());
+        };
+        match &c.timers {
+            Some(t) if c.serial == client.serial => t.arm(at),
+            _ => Ok(()),
+        }
+    }
+
     /// Client `slot` is freed: a supervisor's departure is reported to the host.
     pub(super) fn depart(&mut self, slot: usize, c: &mut Client) {
         if std::mem::take(&mut c.supervising) {

@@ -61,7 +61,7 @@ fn work_per_wakeup_is_bounded_and_shared_round_robin() {
     assert_eq!(first.len(), REQUESTS_PER_WAKEUP);
     let mut per = [0usize; MAX_CLIENTS];
     for (slot, r) in &first {
-        assert_eq!(*r, Request::Ping);
+        assert_eq!(r.0, Request::Ping);
         per[*slot] += 1;
     }
     assert!(per.iter().all(|&n| n <= REQUESTS_PER_CLIENT), "{per:?}");
@@ -165,7 +165,12 @@ fn long_requests_are_answered_in_order_then_refused() {
     w.write_all(b"ping\n").unwrap();
     w.write_all(&vec![b'a'; MAX_REQUEST + 10]).unwrap();
     f.read_all();
-    let reqs = f.control.take_requests(Instant::now());
+    let reqs: Vec<_> = f
+        .control
+        .take_requests(Instant::now())
+        .into_iter()
+        .map(|(s, (r, _))| (s, r))
+        .collect();
     assert_eq!(reqs, vec![(0, Request::Ping)]);
     f.control.reply(0, "{\"ok\":true}\n");
     f.flush();
@@ -243,4 +248,47 @@ fn only_clients_swept_by_time_keep_the_loop_waking() {
     assert!(!f.control.sweeps_due(), "written");
     let _plain = f.connect();
     assert!(f.control.sweeps_due(), "a third, plain client");
+}
+
+/// Descriptors passed (SCM_RIGHTS) come with the request line they were sent with, not
+/// with the lines before or after it, and the line framing is unchanged (issue 25).
+#[test]
+fn passed_descriptors_belong_to_their_line() {
+    let mut f = Fixture::new("fds");
+    let mut s = f.connect();
+    let t = crate::supervise::StopTimers::create().unwrap();
+    s.write_all(b"ping\n").unwrap();
+    crate::supervise::send_with_fds(
+        &mut s,
+        b"supervise grace_ms=100\n",
+        &[t.term_fd(), t.kill_fd()],
+    )
+    .unwrap();
+    s.write_all(b"status\nping\n").unwrap();
+    f.read_all();
+    let reqs = f.control.take_requests(Instant::now());
+    let got: Vec<(Request, usize)> = reqs
+        .into_iter()
+        .map(|(_, (r, p))| (r, p.fds.len()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (Request::Ping, 0),
+            (
+                Request::Supervise(None, Some(std::time::Duration::from_millis(100))),
+                2
+            ),
+            (Request::Status(None), 0),
+            (Request::Ping, 0),
+        ]
+    );
+    // Too many descriptors: the kernel closes the rest, the request knows.
+    let many: Vec<i32> = (0..super::MAX_PASSED + 2).map(|_| t.term_fd()).collect();
+    crate::supervise::send_with_fds(&mut s, b"supervise grace_ms=100\n", &many).unwrap();
+    f.read_all();
+    let reqs = f.control.take_requests(Instant::now());
+    assert_eq!(reqs.len(), 1);
+    let p = &reqs[0].1.1;
+    assert!(p.truncated && p.fds.len() <= super::MAX_PASSED, "{p:?}");
 }

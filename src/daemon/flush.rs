@@ -59,6 +59,13 @@ impl Daemon {
                 Notice::Supervisor { client, line } => {
                     self.control.send_line(client, &line.to_json())
                 }
+                Notice::ArmTimers { client, at, .. } => {
+                    if let Err(e) = self.control.arm_timers(client, at) {
+                        // Not armed: the supervisor's timers keep the last lease end
+                        // armed, so its command is stopped early, never late.
+                        warn!("cannot arm the stop timers of supervisor on {client}: {e}");
+                    }
+                }
             }
         }
         if let Some(w) = self.host.poll_write() {

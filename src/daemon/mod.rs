@@ -56,7 +56,7 @@ use status::View;
 
 use crate::auth;
 use crate::config::{Config, Transport as Mode};
-use crate::control::{Control, NOT_LEADER, RELOAD_REFUSED, Request, Scope, error_line};
+use crate::control::{Control, NOT_LEADER, Passed, RELOAD_REFUSED, Request, Scope, error_line};
 use crate::health::{Checks, Verdict};
 use crate::hooks::Hooks;
 use crate::http::Http;
@@ -473,8 +473,8 @@ impl Daemon {
             // wait (`Timer::UnfitWait`) is named in the answer at once.
             self.answer_drains();
             // Bounded: the rest stays buffered for the next wakeup (finding 7).
-            for (slot, req) in self.control.take_requests(Instant::now()) {
-                self.answer(slot, req)?;
+            for (slot, (req, passed)) in self.control.take_requests(Instant::now()) {
+                self.answer(slot, req, passed)?;
                 // Heartbeats first: a LEAD due while answering leaves before the next.
                 self.on_timeouts()?;
             }

@@ -18,8 +18,49 @@ pub(super) fn yield_target(cfg: &Config, id: u64) -> Result<u16, String> {
     Ok(s.id)
 }
 
+/// The stop timers passed with a `supervise` with `grace` (issue 25), or why they are
+/// refused (the descriptors are closed then).
+fn passed_timers(
+    passed: Passed,
+    grace: Option<Duration>,
+) -> Result<crate::supervise::StopTimers, String> {
+    if passed.truncated {
+        return Err(format!(
+            "supervise: stop timers refused: more than {} descriptors passed, or ancillary data of another kind",
+            crate::control::MAX_PASSED
+        ));
+    }
+    if grace.is_none() {
+        return Err("supervise: stop timers refused: they need grace_ms=N".into());
+    }
+    crate::supervise::StopTimers::from_passed(passed.fds).map_err(|e| e.to_string())
+}
+
 impl Daemon {
-    pub(super) fn answer(&mut self, slot: usize, req: Request) -> Result<(), Fatal> {
+    pub(super) fn answer(
+        &mut self,
+        slot: usize,
+        req: Request,
+        passed: Passed,
+    ) -> Result<(), Fatal> {
+        // Descriptors come only with `supervise` (its stop timers); anything else that
+        // brings some is refused, and they are closed here.
+        let timers = match &req {
+            _ if passed.is_empty() => None,
+            Request::Supervise(_, grace) => match passed_timers(passed, *grace) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    warn!("control client {slot}: {e}");
+                    self.control.reply(slot, &error_line(&e));
+                    return Ok(());
+                }
+            },
+            _ => {
+                let e = "descriptors may be passed only with 'supervise' (its stop timers)";
+                self.control.reply(slot, &error_line(e));
+                return Ok(());
+            }
+        };
         let line = match req {
             Request::Supervise(g, grace) => {
                 // A supervisor guards one group's lease: it must be named when there
@@ -37,13 +78,22 @@ impl Daemon {
                 let pid = self.control.peer_pid(slot);
                 // Marked first: its departure from now on reaches the host.
                 self.control.mark_supervisor(slot);
+                // Held with the connection before the host's first line asks to arm them.
+                let fresh = timers.is_some();
+                if let Some(t) = timers {
+                    self.control.set_timers(slot, t);
+                }
+                let has_timers = self.control.has_timers(slot);
                 let r = self.drive(|h, now| {
-                    if let Err(e) = h.handle_supervise(now, client, g, grace, pid) {
+                    if let Err(e) = h.handle_supervise(now, client, g, grace, pid, has_timers) {
                         return Ok(Err(e));
                     }
                     h.flush(now).map(Ok)
                 })?;
                 if let Err(e) = r {
+                    if fresh {
+                        self.control.clear_timers(slot);
+                    }
                     self.control.reply(slot, &error_line(&e));
                 }
                 return Ok(());

@@ -119,6 +119,16 @@ pub enum Notice {
         client: ClientId,
         line: SupervisorLine,
     },
+    /// Arm supervisor `client`'s stop timers (it passed them with `supervise`) for the
+    /// instants `at` of a lease end this server holds: at every renewal, and before
+    /// each line that carries a lease (issue 25).
+    ArmTimers {
+        client: ClientId,
+        /// The lease end the instants are for (boot clock).
+        until: Time,
+        /// The SIGTERM and SIGKILL instants (`crate::supervise::stop_at`).
+        at: crate::supervise::StopAt,
+    },
 }
 
 /// The host's counters (the driver counts what it sends: it knows how many copies

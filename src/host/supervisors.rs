@@ -57,6 +57,9 @@ pub struct SupervisorLine {
     pub rtt: Duration,
     /// A planned handoff waits for the supervisors.
     pub resigning: bool,
+    /// The daemon holds this supervisor's stop timers and arms them at every renewal
+    /// (`"timers":true`, absent otherwise): renewals alone reach it only that way.
+    pub timers: bool,
 }
 
 impl SupervisorLine {
@@ -65,7 +68,7 @@ impl SupervisorLine {
     pub fn to_json(&self) -> String {
         use crate::time::duration_nanos;
         format!(
-            "{{\"n\":{},\"id\":{},\"group\":{},\"role\":\"{}\",\"leader\":{},\"term\":{},\"lease_until_ns\":{},\"now_ns\":{},\"lease_len_ns\":{},\"heartbeat_ns\":{},\"rtt_ns\":{},\"resigning\":{}}}\n",
+            "{{\"n\":{},\"id\":{},\"group\":{},\"role\":\"{}\",\"leader\":{},\"term\":{},\"lease_until_ns\":{},\"now_ns\":{},\"lease_len_ns\":{},\"heartbeat_ns\":{},\"rtt_ns\":{},\"resigning\":{}{}}}\n",
             self.n,
             self.id,
             crate::json::string(&self.group),
@@ -78,7 +81,8 @@ impl SupervisorLine {
             duration_nanos(self.lease_len),
             duration_nanos(self.heartbeat),
             duration_nanos(self.rtt),
-            self.resigning
+            self.resigning,
+            if self.timers { ",\"timers\":true" } else { "" }
         )
     }
 
@@ -162,43 +166,79 @@ struct Supervisor {
     pid: Option<u32>,
     /// Its report that its command is unhealthy (`health failing`).
     unhealthy: Option<String>,
-    /// What the last line sent to it said.
+    /// What the last line sent to it said (with stop timers: or the last renewal
+    /// armed).
     last_key: Option<LineKey>,
+    /// The driver holds its stop timers (passed with `supervise`): every renewal arms
+    /// them, and a renewal alone goes out as a line only when the timers may have fired.
+    timers: bool,
+}
+
+/// What a supervisor gets for its group's line of now ([`Supervisor::due`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Push {
+    /// Nothing: it was told this, or a renewal it does not need yet.
+    Nothing,
+    /// A renewal alone, for its stop timers only.
+    Arm,
+    /// The line (its stop timers armed first, if it has them and the line a lease).
+    Line,
 }
 
 impl Supervisor {
-    /// True when this supervisor should be sent a line saying `key` now.
+    /// What this supervisor should be sent for a line saying `key` now.
     ///
-    /// Every change is sent at once but one: a renewal alone (the same role, leader,
-    /// term, timers and resigning, a later lease end). That one is sent only when the
-    /// lease end the supervisor was last told comes within `grace + slack` of `now`,
-    /// `slack` covering the time to the next check and one more heartbeat (see
-    /// `push_lines`), a late check (rtt) and `run`'s `MARGIN`. `run` sends SIGTERM when
-    /// `grace + MARGIN` of the lease it knows is left, so it has the newer lease end
-    /// before that even when the acknowledgements of a round are lost, and the lease
-    /// end it and its enforcer act on is an earlier one than the daemon's, never a
-    /// later one (S5: the safe side). Without a grace (an older `run`) every renewal
-    /// is sent.
+    /// Every change is sent at once as a line but one: a renewal alone (the same role,
+    /// leader, term, timers and resigning, a later lease end).
     ///
-    /// With `missed-heartbeats 3` the lease (2.94 heartbeats) always comes that close
-    /// within a heartbeat, so every renewal is still sent, as before (issue 25: a
-    /// lost round of acknowledgements must not stop the command); with 5 and a short
-    /// grace, one renewal in two.
-    fn due(&self, key: &LineKey, now: Time, slack: Duration) -> bool {
+    /// A supervisor with stop timers gets every renewal on them ([`Push::Arm`]: two
+    /// timerfd_settime calls, no wakeup of `run` or its enforcer; issue 25); a line as
+    /// well only when the SIGTERM instant of the lease end last armed has come, since
+    /// `run` may then have stopped its command and waits for a lease with room.
+    ///
+    /// Without timers the renewal is sent only when the lease end the supervisor was
+    /// last told comes within `grace + slack` of `now`, `slack` covering the time to
+    /// the next check and one more heartbeat (see `push_lines`), a late check (rtt) and
+    /// `run`'s `MARGIN`. `run` sends SIGTERM when `grace + MARGIN` of the lease it knows
+    /// is left, so it has the newer lease end before that even when the
+    /// acknowledgements of a round are lost, and the lease end it and its enforcer act
+    /// on is an earlier one than the daemon's, never a later one (S5: the safe side).
+    /// Without a grace (an older `run`) every renewal is sent. With `missed-heartbeats
+    /// 3` the lease (2.94 heartbeats) always comes that close within a heartbeat, so
+    /// every renewal is still sent; with 5 and a short grace, one renewal in two.
+    fn due(&self, key: &LineKey, now: Time, slack: Duration) -> Push {
         let Some(last) = &self.last_key else {
-            return true;
+            return Push::Line;
         };
         if last == key {
-            return false;
+            return Push::Nothing;
         }
         let renewal = |k: &LineKey| (k.0, k.1, k.2, k.4, k.5, k.6);
+        if self.timers {
+            return match (last.3, key.3) {
+                (Some(told), Some(new)) if renewal(last) == renewal(key) && new >= told => {
+                    let grace = self.grace.unwrap_or_default();
+                    let term = crate::supervise::stop_at(told.as_nanos(), grace).term_ns;
+                    if term <= now.as_nanos() {
+                        Push::Line
+                    } else {
+                        Push::Arm
+                    }
+                }
+                _ => Push::Line,
+            };
+        }
         match (self.grace, last.3, key.3) {
             (Some(grace), Some(told), Some(new))
                 if renewal(last) == renewal(key) && new >= told =>
             {
-                told <= now + grace + slack
+                if told <= now + grace + slack {
+                    Push::Line
+                } else {
+                    Push::Nothing
+                }
             }
-            _ => true,
+            _ => Push::Line,
         }
     }
 
@@ -312,8 +352,11 @@ impl Host {
     }
 
     /// `supervise [GROUP]` from `client` (pid `pid` if known): it supervises group `g`'s
-    /// lease with `grace` (if it said). It is sent a line at once; a connection
-    /// supervises one group, asking for another is an error. Flush after.
+    /// lease with `grace` (if it said); `timers`: the driver holds its stop timers
+    /// (passed with this request or an earlier one; armed for a grace of 0 while none
+    /// was said: the daemon takes timers only with a grace). It is
+    /// sent a line at once; a connection supervises one group, asking for another is
+    /// an error. Flush after.
     pub fn handle_supervise(
         &mut self,
         now: Time,
@@ -321,6 +364,7 @@ impl Host {
         g: usize,
         grace: Option<Duration>,
         pid: Option<u32>,
+        timers: bool,
     ) -> Result<(), String> {
         let s = self.registry.sups.entry(client).or_insert(Supervisor {
             group: g,
@@ -333,6 +377,7 @@ impl Host {
         if grace.is_some() {
             s.grace = grace;
         }
+        s.timers |= timers;
         let line = self.line_of(now, g);
         self.send_line(client, line);
         Ok(())
@@ -450,15 +495,19 @@ impl Host {
             // than with the next LEAD (a heartbeat old). The round-trip bound covers a
             // late flush, `run`'s MARGIN its own scheduling.
             let slack = line.heartbeat * 2 + line.rtt + crate::supervise::MARGIN;
-            let clients: Vec<ClientId> = self
+            let pushes: Vec<(ClientId, Push)> = self
                 .registry
                 .sups
                 .iter()
-                .filter(|(_, s)| s.group == g && s.due(&key, now, slack))
-                .map(|(&c, _)| c)
+                .filter(|(_, s)| s.group == g)
+                .map(|(&c, s)| (c, s.due(&key, now, slack)))
                 .collect();
-            for c in clients {
-                self.send_line(c, line.clone());
+            for (c, push) in pushes {
+                match push {
+                    Push::Nothing => {}
+                    Push::Arm => self.arm_timers(c, &line),
+                    Push::Line => self.send_line(c, line.clone()),
+                }
             }
         }
     }
@@ -480,21 +529,47 @@ impl Host {
             heartbeat: node.heartbeat(),
             rtt: self.cfg.rtt,
             resigning: node.resign_pending(),
+            timers: false,
         }
     }
 
-    /// Numbers `line` for `client` and queues it.
+    /// Arms supervisor `client`'s stop timers for `line`'s lease end, if it has timers
+    /// and the line a lease: its command may run until then (a departure without
+    /// confirmation leaves that lease end behind).
+    fn arm_timers(&mut self, client: ClientId, line: &SupervisorLine) {
+        let Some(s) = self.registry.sups.get_mut(&client) else {
+            return;
+        };
+        let (Some(u), true) = (line.lease_until, s.timers) else {
+            return;
+        };
+        if line.role != Role::Leader {
+            return;
+        }
+        s.last_key = Some(line.key());
+        s.leader_until = s.leader_until.max(u);
+        let at = crate::supervise::stop_at(u.as_nanos(), s.grace.unwrap_or_default());
+        self.notices.push_back(Notice::ArmTimers {
+            client,
+            until: u,
+            at,
+        });
+    }
+
+    /// Numbers `line` for `client` and queues it, its stop timers armed first.
     fn send_line(&mut self, client: ClientId, mut line: SupervisorLine) {
+        self.arm_timers(client, &line);
         let Some(s) = self.registry.sups.get_mut(&client) else {
             return;
         };
         s.sent += 1;
         s.last_key = Some(line.key());
         line.n = s.sent;
+        line.timers = s.timers;
         if line.role == Role::Leader {
             if let Some(u) = line.lease_until {
                 s.last_leader = s.sent;
-                s.leader_until = u;
+                s.leader_until = s.leader_until.max(u);
             }
         }
         self.notices.push_back(Notice::Supervisor { client, line });

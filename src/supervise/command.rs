@@ -24,10 +24,6 @@ pub(super) fn pidfd(pid: u32) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-fn ms(ns: u64) -> u64 {
-    ns / 1_000_000
-}
-
 pub(super) struct Running {
     child: Child,
     pub(super) exit_fd: Option<OwnedFd>,
@@ -87,8 +83,7 @@ impl Supervisor<'_> {
         // Stopped by the enforcer (this process was stopped or blocked past the time
         // it owed the SIGTERM), or on a stop this process has only just learned of, is
         // not an exit by itself: no backoff, and it does not count for --max-restarts.
-        let stop_ns = crate::time::duration_nanos(self.opts.grace + MARGIN);
-        let lease_ending = boot_now().as_nanos() + stop_ns >= self.until_ns;
+        let lease_ending = !self.timers.room();
         let by_itself = r.kill_at_ns.is_none() && self.leader && !lease_ending;
         if by_itself {
             // It exited by itself while leader: restart later, with a doubling backoff.
@@ -115,9 +110,6 @@ impl Supervisor<'_> {
         let Some(e) = r.enforcer.as_mut() else {
             return;
         };
-        if self.leader {
-            e.deadline(self.until_ns);
-        }
         let quiet = e.exit_fd().is_some() && self.ready.is_some_and(|w| !w.enforcer);
         if !quiet && e.exited() {
             r.enforcer = None;
@@ -132,12 +124,10 @@ impl Supervisor<'_> {
     /// lines after (and those never block).
     pub(super) fn enforce(&mut self) {
         let grace_ns = crate::time::duration_nanos(self.opts.grace);
-        let margin_ns = crate::time::duration_nanos(MARGIN);
         let Some(r) = self.running.as_mut() else {
             return;
         };
         let now = boot_now().as_nanos();
-        let left = self.until_ns.saturating_sub(now);
         if r.kill_at_ns.is_none() {
             let why = if self.stopping {
                 "electctl run is stopping"
@@ -145,25 +135,29 @@ impl Supervisor<'_> {
                 "electd no longer leads"
             } else if self.enforcer_lost {
                 "the lease enforcer process exited"
-            } else if left <= grace_ns + margin_ns {
+            } else if !self.timers.room() {
                 "the lease ends without a renewal"
             } else {
                 return;
             };
-            let kill_at = (now + grace_ns).min(self.until_ns.saturating_sub(margin_ns));
+            // After the grace, or at the SIGKILL timer if that comes first (below).
+            let kill_at = now + grace_ns;
             if let Some(e) = r.enforcer.as_mut() {
                 e.terminating();
             }
             signal_group(&r.child, libc::SIGTERM);
             r.kill_at_ns = Some(kill_at);
+            let left = self.timers.kill_in() + MARGIN;
             say!(
                 "{why}: SIGTERM to the command of term {} (lease {} ms left, SIGKILL in {} ms unless it exits)",
                 r.term,
-                ms(left),
-                ms(kill_at.saturating_sub(now))
+                left.as_millis(),
+                (self.timers.kill_in().as_nanos() as u64).min(grace_ns) / 1_000_000
             );
         }
-        if r.kill_at_ns.is_some_and(|k| now >= k) {
+        if r.kill_at_ns
+            .is_some_and(|k| now >= k || self.timers.kill_due())
+        {
             signal_group(&r.child, libc::SIGKILL);
             let term = r.term;
             let _ = r.child.wait();
@@ -176,13 +170,11 @@ impl Supervisor<'_> {
     }
 
     pub(super) fn maybe_start(&mut self) {
-        let stop_ns = crate::time::duration_nanos(self.opts.grace + MARGIN);
-        let left = self.until_ns.saturating_sub(boot_now().as_nanos());
         if self.running.is_some()
             || self.stopping
             || !self.leader
             || self.checked.is_none()
-            || left <= stop_ns
+            || !self.timers.room()
             || Instant::now() < self.next_start
         {
             return;
@@ -205,13 +197,8 @@ impl Supervisor<'_> {
         match cmd.spawn() {
             Ok(mut child) => {
                 let exit_fd = pidfd(child.id());
-                let enforcer = Enforcer::start(
-                    child.id(),
-                    exit_fd.as_ref(),
-                    self.opts.grace,
-                    MARGIN,
-                    self.until_ns,
-                );
+                let enforcer =
+                    Enforcer::start(child.id(), exit_fd.as_ref(), self.opts.grace, &self.timers);
                 let enforcer = match enforcer {
                     Ok(e) => e,
                     Err(e) => {
@@ -231,7 +218,7 @@ impl Supervisor<'_> {
                 say!(
                     "leader in term {} ({} ms of lease left): started pid {}",
                     self.term,
-                    ms(left),
+                    (self.timers.kill_in() + MARGIN).as_millis(),
                     child.id()
                 );
                 self.running = Some(Running {

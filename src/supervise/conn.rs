@@ -2,7 +2,8 @@
 //! numbered lines pushed back and what the supervisor makes of them, the `released N`
 //! confirmations and the `health` reports (SPEC 11, 13).
 
-use super::lease::{Timers, check_grace};
+use super::lease::{Timers, check_grace, stop_at};
+use super::timers::StopTimers;
 use super::{RunOptions, Supervisor};
 use crate::json::{self, Value};
 use std::io::{ErrorKind, Read, Write};
@@ -34,6 +35,58 @@ fn supervise_request(opts: &RunOptions) -> String {
 /// refuse a reload for the grace, but `run` still checks the grace against every line
 /// and reports unhealthy when it no longer fits. One process, one daemon: a flag.
 static OLD_DAEMON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The daemon refused the stop timers passed with `supervise` (or the environment says
+/// not to pass them: `ELECTCTL_RUN_NO_TIMERS=1`, hidden, for tests of the fallback):
+/// register without them, and arm them here from each line. One process, one daemon.
+static NO_TIMERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The start of the daemon's refusal of the descriptors passed with `supervise`.
+const TIMERS_REFUSED: &str = "electd: supervise: stop timers refused";
+
+/// True when the stop timers are to be passed with `supervise`.
+fn pass_timers() -> bool {
+    !NO_TIMERS.load(Ordering::Relaxed)
+        && std::env::var_os("ELECTCTL_RUN_NO_TIMERS").is_none_or(|v| v != "1")
+}
+
+/// Writes `text` on `stream` with the descriptors `fds` attached (SCM_RIGHTS, one
+/// sendmsg: they arrive with the first byte of the line); the rest of a short write
+/// after. Blocking (the stream has a write timeout). Public for tests that pass other
+/// descriptors.
+pub fn send_with_fds(stream: &mut UnixStream, text: &[u8], fds: &[i32]) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd_bytes = std::mem::size_of_val(fds);
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
+    // u64 words: the control buffer must be aligned for cmsghdr.
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: text.as_ptr() as *mut libc::c_void,
+        iov_len: text.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid; the fields set below point into locals that
+    // outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: the control buffer holds CMSG_SPACE(fd_bytes) bytes: one header and the
+    // descriptors fit, so CMSG_FIRSTHDR is non-null and CMSG_DATA has room for them.
+    let n = unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
+        std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(c), fd_bytes);
+        libc::sendmsg(stream.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    stream.write_all(&text[n as usize..])
+}
 
 /// True for an older daemon's refusal of the `grace_ms=N` argument.
 fn refuses_grace(error: &str) -> bool {
@@ -68,6 +121,9 @@ pub struct Line {
     pub group: Option<String>,
     /// The server that leads, as this server knows it (None: none known).
     pub leader_id: Option<u64>,
+    /// The daemon holds this supervisor's stop timers and arms them at every renewal
+    /// (`"timers":true`): renewals come through them, not as lines.
+    pub daemon_arms: bool,
 }
 
 /// Parses a supervisor line; Err for anything else (an `{"error":..}` line included).
@@ -86,6 +142,7 @@ pub fn parse_line(text: &str) -> Result<Line, String> {
     Ok(Line {
         group: v.get("group").and_then(Value::as_str).map(str::to_string),
         leader_id: v.get("leader").and_then(Value::as_u64),
+        daemon_arms: v.get("timers") == Some(&Value::Bool(true)),
         n: num("n")?,
         term: num("term")?,
         lease_until_ns: if leader { until } else { None },
@@ -110,15 +167,26 @@ pub(super) struct Conn {
     confirmed_n: u64,
     /// What this connection was told is failing (`health failing REASON`), if anything.
     reported: Option<String>,
+    /// A line said the daemon holds the stop timers (logged once per connection).
+    daemon_arms: bool,
 }
 
 impl Conn {
-    pub(super) fn open(opts: &RunOptions) -> Result<Conn, String> {
+    /// Connects and registers, passing the stop timers unless the daemon refused them.
+    pub(super) fn open(opts: &RunOptions, timers: &StopTimers) -> Result<Conn, String> {
         let mut stream = UnixStream::connect(&opts.socket)
             .map_err(|e| crate::control::connect_error(&opts.socket, &e))?;
+        let req = supervise_request(opts);
         stream
             .set_write_timeout(Some(Duration::from_secs(1)))
-            .and_then(|_| stream.write_all(supervise_request(opts).as_bytes()))
+            .and_then(|_| {
+                if pass_timers() {
+                    let fds = [timers.term_fd(), timers.kill_fd()];
+                    send_with_fds(&mut stream, req.as_bytes(), &fds)
+                } else {
+                    stream.write_all(req.as_bytes())
+                }
+            })
             .and_then(|_| stream.set_nonblocking(true))
             .map_err(|e| format!("{}: {e}", opts.socket.display()))?;
         Ok(Conn {
@@ -129,6 +197,7 @@ impl Conn {
             last_leader_n: 0,
             confirmed_n: 0,
             reported: None,
+            daemon_arms: false,
         })
     }
 
@@ -245,6 +314,17 @@ impl Supervisor<'_> {
                         }
                     }
                 }
+                Err(e) if e.starts_with(TIMERS_REFUSED) && !NO_TIMERS.load(Ordering::Relaxed) => {
+                    // Renewals then come as lines, and this process arms the timers.
+                    NO_TIMERS.store(true, Ordering::Relaxed);
+                    say!("{e}: registering without them (each renewal then comes as a line)");
+                    if let Some(c) = self.conn.as_mut() {
+                        if let Err(e) = c.send(&supervise_request(self.opts)) {
+                            self.lost(e);
+                            return Ok(());
+                        }
+                    }
+                }
                 Err(e) if e.starts_with(NO_SUCH_GROUP) || e.contains("several election groups") => {
                     // The command never started on this connection: nothing to stop.
                     say!("{e}");
@@ -316,6 +396,10 @@ impl Supervisor<'_> {
         }
         let c = self.conn.as_mut().expect("lines come from a connection");
         c.last_line = Instant::now();
+        if l.daemon_arms && !c.daemon_arms {
+            c.daemon_arms = true;
+            say!("electd holds the stop timers: it re-arms them at each renewal");
+        }
         self.term = l.term;
         if l.group.is_some() {
             self.group = l.group;
@@ -324,8 +408,15 @@ impl Supervisor<'_> {
             Some(u) => {
                 self.leader = true;
                 self.waiting = None;
-                self.until_ns = u;
                 c.last_leader_n = l.n;
+                // A daemon that holds the timers armed them before it wrote the line
+                // (and re-arms them at each renewal): arming here from a line read late
+                // would move them earlier than its newest lease end.
+                if !l.daemon_arms {
+                    if let Err(e) = self.timers.arm(stop_at(u, self.opts.grace)) {
+                        self.error(format!("cannot arm the stop timers: {e}"));
+                    }
+                }
             }
             None => {
                 // Planned stop or no lease: confirm once no command runs. The known

@@ -1,5 +1,7 @@
 //! The lease and grace arithmetic of `run`: the daemon's timers as a line carries them,
-//! and whether `--grace` fits the least lease a steady leader can have left (SPEC 11).
+//! whether `--grace` fits the least lease a steady leader can have left (SPEC 11), and
+//! the two instants a command is stopped at for a lease end ([`stop_at`]), which the
+//! daemon (timers passed with `supervise`) and `run` (its fallback) both arm from.
 
 use std::time::Duration;
 
@@ -7,6 +9,34 @@ use std::time::Duration;
 /// grace before it. Covers signal delivery, the kernel reaping a process group, and
 /// scheduling delays of this supervisor.
 pub const MARGIN: Duration = Duration::from_millis(20);
+
+/// The boot-clock instants (ns) at which a command on a lease ending at `until_ns` gets
+/// SIGTERM and SIGKILL: `grace + MARGIN` and `MARGIN` before the end.
+///
+/// The one place of this arithmetic: the daemon arms a supervisor's stop timers with it
+/// at every renewal, `run` arms them with it from each line when the daemon does not
+/// take them, and `run` and the enforcer act when those timers fire, with no arithmetic
+/// of their own on "now" (which a process that was stopped would get wrong).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct StopAt {
+    /// SIGTERM: `grace + MARGIN` before the lease end.
+    pub term_ns: u64,
+    /// SIGKILL: `MARGIN` before the lease end.
+    pub kill_ns: u64,
+}
+
+/// The stop instants for the lease end `until_ns` and the grace `grace` (see [`StopAt`]).
+/// Never later than the lease end minus the margin; an instant that saturates to 0 is
+/// given as 1 (0 would disarm a timer rather than fire it).
+pub fn stop_at(until_ns: u64, grace: Duration) -> StopAt {
+    let margin = crate::time::duration_nanos(MARGIN);
+    let grace = crate::time::duration_nanos(grace);
+    let kill_ns = until_ns.saturating_sub(margin).max(1);
+    StopAt {
+        term_ns: kill_ns.saturating_sub(grace).max(1),
+        kill_ns,
+    }
+}
 
 /// The daemon's timers, as a supervisor line carries them.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -72,6 +102,24 @@ mod tests {
             lease_len: Duration::from_millis(lease_ms),
             heartbeat: Duration::from_millis(hbt_ms),
             rtt: Duration::from_millis(rtt_ms),
+        }
+    }
+
+    /// Nothing is armed later than the lease end minus grace and margin (SIGTERM) or
+    /// minus the margin (SIGKILL); a lease already over gives instants already past.
+    #[test]
+    fn stop_instants_come_before_the_lease_end() {
+        let g = Duration::from_millis(150);
+        let s = stop_at(1_000_000_000, g);
+        assert_eq!(s.kill_ns, 1_000_000_000 - 20_000_000);
+        assert_eq!(s.term_ns, 1_000_000_000 - 170_000_000);
+        for until in [0, 1, 5_000_000, 169_999_999, 170_000_000, u64::MAX] {
+            let s = stop_at(until, g);
+            assert!(s.term_ns >= 1 && s.kill_ns >= 1, "{until}: 0 would disarm");
+            assert!(s.term_ns <= s.kill_ns);
+            let bound = |d: u64| until.saturating_sub(d).max(1);
+            assert!(s.kill_ns <= bound(20_000_000), "{until}");
+            assert!(s.term_ns <= bound(170_000_000), "{until}");
         }
     }
 

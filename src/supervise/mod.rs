@@ -1,17 +1,26 @@
 //! `electctl run`: run a command only while this server holds the lease (SPEC 6, 8, 11).
 //!
 //! The supervisor registers with the daemon (`supervise`) and is pushed one numbered
-//! line at every change of role, leader or term and at every lease renewal; it blocks in
-//! ppoll(2) on that socket, the command's pidfd and its own signals, with a timeout equal
-//! to the next thing it must do, so it learns of a planned stop at once.
+//! line at every change of role, leader or term; it blocks in ppoll(2) on that socket,
+//! the command's pidfd, its stop timer and its own signals, with a timeout equal to the
+//! next thing it must do, so it learns of a planned stop at once.
+//!
+//! - Renewals (issue 25): `run` makes two CLOCK_BOOTTIME timerfds, its stop timers
+//!   ([`timers`]), that fire at the SIGTERM and SIGKILL instants of a lease end
+//!   ([`stop_at`]), and passes them with SCM_RIGHTS on `supervise`. The daemon re-arms
+//!   them at every renewal from its own lease end, so a steady leader's `run` and its
+//!   enforcer wake for nothing. A daemon that does not take them (older, or it refused
+//!   them) pushes every renewal as a line, and `run` arms them itself from each line.
 //!
 //! - Planned stop (the daemon reports non-leader while the known lease has time left):
 //!   SIGTERM to the command's process group, wait out `--grace` (or until it exits),
 //!   SIGKILL only after the grace, then `released N` for the non-leader line N: the
 //!   daemon's RESIGN waits for that (SPEC section 6, Resign).
 //! - The lease end is enforced here too, on CLOCK_BOOTTIME, so a frozen or dead daemon
-//!   cannot keep the command alive: SIGTERM when `grace + MARGIN` is left, SIGKILL when
-//!   `MARGIN` is left. A lost connection counts as a planned stop.
+//!   cannot keep the command alive: SIGTERM when the SIGTERM timer fires (`grace +
+//!   MARGIN` before the last lease end armed), SIGKILL after the grace or when the
+//!   SIGKILL timer fires (`MARGIN` before it). The command starts only while the SIGTERM
+//!   timer has not fired. A lost connection counts as a planned stop.
 //! - Options that cannot work are refused at start (exit 2): `grace + MARGIN` must fit
 //!   in the least lease a steady leader can have left just before a renewal,
 //!   `lease_len - heartbeat - rtt` (see [`check_grace`]); then the command is never
@@ -22,7 +31,7 @@
 //!   confirms only after a leader line: a `run` costs its daemon at most one request
 //!   every 10 s at rest, leader or not, below SPEC 11's one a second): no value is
 //!   unsafe, since the lease end is enforced here and by the enforcer from the last
-//!   line, whatever the daemon answers.
+//!   lease end armed, whatever the daemon answers.
 //! - Whatever stalls this process (SIGSTOP, a debugger, a blocked write), the lease end
 //!   is also enforced by a process of its own started beside each command
 //!   ([`enforce`]); if that process dies, the command is stopped at once. Log lines
@@ -58,12 +67,14 @@ mod lease;
 pub mod log;
 mod options;
 mod restarts;
+mod timers;
 mod wakeup;
 
-pub use conn::{IDLE_ASK, Line, NO_SUCH_GROUP, parse_line};
-pub use lease::{MARGIN, Timers, check_grace, max_grace};
+pub use conn::{IDLE_ASK, Line, NO_SUCH_GROUP, parse_line, send_with_fds};
+pub use lease::{MARGIN, StopAt, Timers, check_grace, max_grace, stop_at};
 pub use options::{DEFAULT_RESTART_WINDOW, MAX_RESTART_WINDOW, MAX_RESTARTS, RunOptions};
 pub use restarts::RestartWindow;
+pub use timers::{StopTimers, TimersRefused};
 
 use command::Running;
 use conn::Conn;
@@ -81,8 +92,10 @@ struct Supervisor<'a> {
     term: u64,
     /// The election group the daemon's lines name (for ELECTD_GROUP).
     group: Option<String>,
-    /// The lease end the daemon last gave (boot clock ns; 0: none known).
-    until_ns: u64,
+    /// The stop timers: armed by the daemon at every renewal when it took them on
+    /// `supervise`, else by this process from each line; the command runs only while
+    /// the SIGTERM one has not fired ([`StopTimers::room`]).
+    timers: StopTimers,
     /// The timers were checked against the grace at least once.
     checked: Option<Timers>,
     running: Option<Running>,
@@ -122,6 +135,13 @@ fn supervise(opts: &RunOptions) -> i32 {
             return 2;
         }
     };
+    let timers = match StopTimers::create() {
+        Ok(t) => t,
+        Err(e) => {
+            say!("cannot create the stop timers (timerfd_create): {e}");
+            return 2;
+        }
+    };
     let mut s = Supervisor {
         opts,
         conn: None,
@@ -129,7 +149,7 @@ fn supervise(opts: &RunOptions) -> i32 {
         leader: false,
         term: 0,
         group: opts.group.clone(),
-        until_ns: 0,
+        timers,
         checked: None,
         running: None,
         backoff: Duration::from_millis(100),
@@ -173,7 +193,7 @@ impl Supervisor<'_> {
     fn step(&mut self) -> Result<(), i32> {
         if self.conn.is_none() && Instant::now() >= self.next_connect {
             self.next_connect = Instant::now() + self.opts.poll;
-            match Conn::open(self.opts) {
+            match Conn::open(self.opts, &self.timers) {
                 Ok(c) => {
                     self.conn = Some(c);
                     self.last_error.clear();

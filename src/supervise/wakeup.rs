@@ -1,10 +1,10 @@
 //! What the supervisor blocks on and for how long: ppoll(2) on the daemon's socket, the
-//! command's and the enforcer's exits, its own signals through a self-pipe, and a
-//! blocked stderr, with a timeout equal to the next thing it must do.
+//! command's and the enforcer's exits, the stop timer that is next due for a running
+//! command, its own signals through a self-pipe, and a blocked stderr, with a timeout
+//! equal to the next thing it must do.
 
 use super::Supervisor;
 use super::enforce::Enforcer;
-use super::lease::MARGIN;
 use super::log;
 use super::restarts::RestartWindow;
 use crate::time::boot_now;
@@ -74,11 +74,10 @@ impl Supervisor<'_> {
         }
         match &self.running {
             Some(r) => {
-                let grace = crate::time::duration_nanos(self.opts.grace + MARGIN);
-                t = t.min(match r.kill_at_ns {
-                    Some(k) => after_ns(k),
-                    None => after_ns(self.until_ns.saturating_sub(grace)),
-                });
+                // The lease end comes through the stop timers (watched in `wait`).
+                if let Some(k) = r.kill_at_ns {
+                    t = t.min(after_ns(k));
+                }
                 let enforcer_fd = r.enforcer.as_ref().map(Enforcer::exit_fd);
                 if r.exit_fd.is_none() || enforcer_fd.is_some_and(|f| f.is_none()) {
                     t = t.min(CHILD_TICK);
@@ -121,6 +120,13 @@ impl Supervisor<'_> {
             .as_ref()
             .and_then(|r| r.exit_fd.as_ref())
             .and_then(|fd| at(&mut fds, fd.as_raw_fd()));
+        // A running command's next stop timer: SIGTERM's until it is sent, then
+        // SIGKILL's. Never one already acted on: an expired timer stays readable.
+        let _ = match self.running.as_ref().map(|r| r.kill_at_ns.is_some()) {
+            Some(false) => at(&mut fds, self.timers.term_fd()),
+            Some(true) => at(&mut fds, self.timers.kill_fd()),
+            None => None,
+        };
         let enforcer = self.running.as_ref().and_then(|r| r.enforcer.as_ref());
         let enforcer_at = enforcer
             .and_then(Enforcer::exit_fd)

@@ -401,6 +401,7 @@ impl Sim {
                 Notice::Event { group, event, .. } => self.on_event(host, group, event),
                 Notice::Supervisor { client, line } => self.sup_line(host, client, line),
                 Notice::Released { .. } => {}
+                Notice::ArmTimers { client, until, .. } => self.sup_arm(host, client, until),
             }
         }
         if let Some(w) = self.hosts[host].shell.as_mut().and_then(|s| s.poll_write()) {

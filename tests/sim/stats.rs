@@ -49,6 +49,8 @@ pub struct Stats {
     pub framings: [u64; 2],
     pub heartbeat_framings: [u64; 2],
     pub probes: u64,
+    /// Renewals that reached a supervisor through its stop timers (issue 25).
+    pub timer_renewals: u64,
 }
 
 impl Stats {
@@ -88,5 +90,6 @@ impl Stats {
             *a += b;
         }
         self.probes += x.probes;
+        self.timer_renewals += x.timer_renewals;
     }
 }

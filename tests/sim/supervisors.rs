@@ -7,7 +7,8 @@
 //!
 //! Its surface to the rest of the simulator: `Host::sup` (one `Supervisor` per group,
 //! fields private here); `register` (a process start), `sup_line` (a
-//! `Notice::Supervisor`); the events `Ev::Released` and `Ev::SupWake` (the loop
+//! `Notice::Supervisor`), `sup_arm` (a `Notice::ArmTimers`: issue 25's stop timers,
+//! which every other connection passes, by its serial's parity); the events `Ev::Released` and `Ev::SupWake` (the loop
 //! dispatches them to `released` and `sup_wake`; a crash keeps them, a wake replays
 //! them); `sup_clock_stopped` and `sup_clock_remapped` (the host's clock); and the test
 //! verbs `stall_supervisor` and `supervisor_stalled`.
@@ -42,10 +43,20 @@ pub(super) struct Supervisor {
     reported_unhealthy: bool,
     /// Connections made in this process life (the serial of the next).
     conns: u64,
+    /// This connection passed its stop timers (issue 25): renewals arm them
+    /// (`sup_arm`) instead of coming as lines.
+    timers: bool,
     /// The supervisor process is stopped until then (issue 21: SIGSTOP, a debugger, a
     /// blocked write): it reads no line and confirms nothing, while its lease-end
     /// enforcer, a process of its own, still ends the command at `end`.
     stalled_until: Option<Real>,
+}
+
+/// Whether the connection `client` passes its stop timers (issue 25): every other
+/// one, by its serial (no draw of the seed: the swarm's seeds replay as before), so
+/// both kinds meet every fault.
+fn passes_timers(client: ClientId) -> bool {
+    ((client.serial >> 20) + (client.serial & 0xfffff)) % 2 == 1
 }
 
 impl Sim {
@@ -69,8 +80,9 @@ impl Sim {
             sup.to_confirm = None;
             sup.unread.clear();
             sup.reported_unhealthy = false;
+            sup.timers = passes_timers(client);
             if let Some(sh) = h.shell.as_mut() {
-                sh.handle_supervise(local, client, g, None, None)
+                sh.handle_supervise(local, client, g, None, None, sup.timers)
                     .expect("one group per connection");
             }
         }
@@ -105,9 +117,10 @@ impl Sim {
             sup.stopping = false;
             sup.unread.clear();
             sup.reported_unhealthy = false;
+            sup.timers = passes_timers(client);
             if let Some(sh) = h.shell.as_mut() {
                 sh.handle_client_gone(old);
-                sh.handle_supervise(local, client, g, None, None)
+                sh.handle_supervise(local, client, g, None, None, sup.timers)
                     .expect("one group per connection");
             }
         }
@@ -153,6 +166,28 @@ impl Sim {
             return;
         }
         self.read_line(host, g, &line);
+    }
+
+    /// The host armed the stop timers of supervisor `client` for the lease end `until`
+    /// (a renewal): the kernel's timers, which its enforcer sleeps on, move whether
+    /// `run` is stalled or not, so a command that runs (and is not being stopped) runs
+    /// on to the new lease end. Nothing starts a command here: only `run` does, on a
+    /// line.
+    pub(super) fn sup_arm(&mut self, host: usize, client: ClientId, until: Time) {
+        let g = client.slot;
+        let (id, now) = (self.hosts[host].id, self.now);
+        let sup = &self.hosts[host].sup[g];
+        if sup.client != Some(client) || !sup.timers {
+            return;
+        }
+        self.stats.timer_renewals += 1;
+        let end = self.hosts[host].clock.real(until);
+        if self.hosts[host].sup[g].stopping || !self.checker(g).cmd_running(now, id) {
+            return;
+        }
+        let sup = &mut self.hosts[host].sup[g];
+        sup.end = Some(sup.end.map_or(until, |e| e.max(until)));
+        self.checker(g).cmd_lease(now, id, end);
     }
 
     /// Supervisor `g` of `host` reads `line`, as `run` does: a leader line gives the

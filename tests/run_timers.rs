@@ -1,0 +1,459 @@
+//! Issue 25, third round: `electctl run` passes its stop timers (two CLOCK_BOOTTIME
+//! timerfds) to the daemon with `supervise`, and the daemon re-arms them at every
+//! renewal from its own lease end. Real daemons on loopback (unicast):
+//!
+//! - a steady leader's `run` and enforcer wake 0 times for 30 renewals (counted in
+//!   /proc), while with the fallback (`ELECTCTL_RUN_NO_TIMERS=1`: no timers passed, as
+//!   with an older daemon) `run` wakes per renewal and still works: the count is not
+//!   blind;
+//! - the daemon never arms the SIGTERM timer later than its lease end (`status`'s
+//!   `lease_until_ns`) minus grace and margin, nor the SIGKILL one later than the lease
+//!   end minus the margin (run's timers read from /proc/PID/fdinfo);
+//! - S5 with the daemon frozen (SIGSTOP) and `run` stopped too: the enforcer alone stops
+//!   the command by the lease end, from the timers the daemon armed last (and in the
+//!   fallback, from those `run` armed);
+//! - descriptors that are no boot-clock timerfds, too many, or on another request are
+//!   refused with a clear error and closed.
+
+mod common;
+
+use common::{Cluster, Mode, Opts, SERIAL, boottime_ns, slacked};
+use electd::json::{self, Value};
+use std::io::{BufRead, BufReader};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const HBT_MS: u64 = 100;
+const RTT_MS: u64 = 20;
+const GRACE_MS: u64 = 100;
+const MARGIN_MS: u64 = 20;
+
+fn cluster() -> (Cluster, Opts) {
+    let mut o = Opts::new(Mode::Unicast, 3);
+    o.hbt_ms = HBT_MS;
+    o.rtt_ms = RTT_MS;
+    (Cluster::build(&o), o)
+}
+
+/// `electctl run --grace 100ms -- CMD...` against server `id`, its stderr in the test
+/// directory; `fallback`: it passes no timers.
+fn run(c: &Cluster, id: u16, argv: &[&str], fallback: bool) -> Child {
+    let log = common::run_log(c, id);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_electctl"));
+    cmd.arg("--socket")
+        .arg(c.sock(id))
+        .arg("run")
+        .args(["--grace", &format!("{GRACE_MS}ms"), "--"])
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log));
+    if fallback {
+        cmd.env("ELECTCTL_RUN_NO_TIMERS", "1");
+    }
+    cmd.spawn().unwrap()
+}
+
+fn run_log(c: &Cluster, id: u16) -> String {
+    std::fs::read_to_string(c.dir.join(format!("run-{id}.log"))).unwrap_or_default()
+}
+
+/// The children of `pid` with their command lines.
+fn children(pid: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            out.push((p, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    out
+}
+
+/// run's command and enforcer, once both are there.
+fn command_and_enforcer(run_pid: u32, c: &Cluster, id: u16) -> (u32, u32) {
+    common::wait_for(
+        &format!("a command and its enforcer\n{}", run_log(c, id)),
+        Duration::from_secs(5),
+        || {
+            let kids = children(run_pid);
+            let e = kids.iter().find(|(_, cmd)| cmd.contains("__enforce"))?;
+            let cmd = kids.iter().find(|(_, cmd)| !cmd.contains("__enforce"))?;
+            Some((cmd.0, e.0))
+        },
+    )
+}
+
+/// Voluntary context switches of every thread of `pid` (its wakeups).
+fn wakeups(pid: u32) -> u64 {
+    let mut n = 0;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let s = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        n += s
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    n
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    })
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) on a process this test started (or its run started for it).
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+fn stop_run(r: Child) {
+    signal(r.id(), libc::SIGCONT);
+    signal(r.id(), libc::SIGTERM);
+    common::wait_exit(r, Duration::from_secs(5));
+}
+
+/// `status` of server `id` as JSON.
+fn status(c: &Cluster, id: u16) -> Value {
+    c.status(id).expect("status")
+}
+
+/// (wakeups of run, wakeups of its enforcer, renewals) over 30 heartbeats of a steady
+/// leader whose `run` passes its timers, or not (`fallback`).
+fn steady(fallback: bool) -> (u64, u64, u64) {
+    let (c, o) = cluster();
+    let (leader, term) = c.agreement(o.failover_bound() + Duration::from_secs(1));
+    let r = run(&c, leader, &["sleep", "1000"], fallback);
+    let (cmd, enf) = command_and_enforcer(r.id(), &c, leader);
+    // Past the start (its lines, the enforcer's exec) and the first renewals.
+    std::thread::sleep(Duration::from_millis(500));
+    let lease0 = status(&c, leader)
+        .get("lease_until_ns")
+        .and_then(Value::as_u64);
+    let daemon = c.child(leader).id();
+    let (r0, e0, d0) = (wakeups(r.id()), wakeups(enf), wakeups(daemon));
+    std::thread::sleep(Duration::from_millis(30 * HBT_MS));
+    let (r1, e1, d1) = (wakeups(r.id()), wakeups(enf), wakeups(daemon));
+    eprintln!(
+        "the leader's daemon (every thread) woke {} times in 30 heartbeats (fallback: {fallback})",
+        d1 - d0
+    );
+    let st = status(&c, leader);
+    let lease1 = st.get("lease_until_ns").and_then(Value::as_u64);
+    let logs = format!("{}\n{}", c.logs(), run_log(&c, leader));
+    assert_eq!(
+        (
+            st.get("term").and_then(Value::as_u64),
+            st.get("role").and_then(Value::as_str)
+        ),
+        (Some(term), Some("leader")),
+        "the leader changed during the window:\n{logs}"
+    );
+    let renewed_ms = lease1.unwrap_or(0).saturating_sub(lease0.unwrap_or(0)) / 1_000_000;
+    assert!(
+        renewed_ms >= 25 * HBT_MS,
+        "the lease was renewed by only {renewed_ms} ms:\n{logs}"
+    );
+    assert!(alive(cmd), "the command was stopped while leading:\n{logs}");
+    stop_run(r);
+    (r1 - r0, e1 - e0, renewed_ms / HBT_MS)
+}
+
+/// A steady leader's `run` and its enforcer wake 0 times for 30 renewals: the daemon
+/// re-arms the timers they sleep on. Before issue 25's third round, `run` woke for a
+/// line at each renewal (10 a second at heartbeat 100 ms) and re-armed the timer.
+#[test]
+fn a_steady_leaders_run_and_enforcer_sleep_through_renewals() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (run, enforcer, renewals) = steady(false);
+    eprintln!("with timers: run woke {run}, enforcer {enforcer} times for {renewals} renewals");
+    // At most one: a window may straddle run's ask after 10 s of silence (IDLE_ASK).
+    assert!(run <= 1, "run woke {run} times for {renewals} renewals");
+    assert_eq!(enforcer, 0, "the enforcer woke for renewals");
+}
+
+/// The fallback (no timers passed, as with a daemon that does not take them): renewals
+/// come as lines, so `run` wakes for them (the count above is not blind), and the
+/// command runs on; its enforcer still sleeps (run arms the timers from each line).
+#[test]
+fn without_timers_renewals_come_as_lines_and_run_works() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (run, enforcer, renewals) = steady(true);
+    eprintln!("fallback: run woke {run}, enforcer {enforcer} times for {renewals} renewals");
+    assert!(
+        run >= renewals / 2,
+        "run woke only {run} times for {renewals} renewals: not on the line path?"
+    );
+    assert!(enforcer <= 1, "the enforcer woke {enforcer} times");
+}
+
+/// The boot-clock instants run's two timers are armed for (SIGTERM's first: it is the
+/// earlier), from the time left that /proc/PID/fdinfo shows (`it_value`), each taken
+/// as the clock just before its file was read plus that time left: never later than
+/// the instant armed (the read takes a few us, during which the time left shrinks).
+fn armed(run_pid: u32) -> [u64; 2] {
+    let mut at = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{run_pid}/fd"))
+        .unwrap()
+        .flatten()
+    {
+        let target = std::fs::read_link(e.path()).unwrap_or_default();
+        if !target.to_string_lossy().contains("timerfd") {
+            continue;
+        }
+        let fd = e.file_name().to_string_lossy().to_string();
+        let before = boottime_ns();
+        let info = std::fs::read_to_string(format!("/proc/{run_pid}/fdinfo/{fd}")).unwrap();
+        // it_value: (SEC, NSEC): the time left.
+        let v = info
+            .lines()
+            .find_map(|l| l.strip_prefix("it_value:"))
+            .expect("it_value");
+        let nums: Vec<u64> = v
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().unwrap())
+            .collect();
+        at.push(before + nums[0] * 1_000_000_000 + nums[1]);
+    }
+    at.sort();
+    assert_eq!(at.len(), 2, "run holds two timers: {at:?}");
+    [at[0], at[1]]
+}
+
+/// The daemon arms run's SIGTERM timer no later than its lease end minus grace and
+/// margin, and the SIGKILL timer no later than the lease end minus the margin; and it
+/// does re-arm them (they follow the lease, a renewal behind at most).
+#[test]
+fn the_daemon_arms_no_later_than_its_lease_end_allows() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (c, o) = cluster();
+    let (leader, _) = c.agreement(o.failover_bound() + Duration::from_secs(1));
+    let r = run(&c, leader, &["sleep", "1000"], false);
+    command_and_enforcer(r.id(), &c, leader);
+    let mut checked = 0;
+    let mut trail = Vec::new();
+    for i in 0..20 {
+        std::thread::sleep(Duration::from_millis(37 + i * 7));
+        let [term_at, kill_at] = armed(r.id());
+        // The lease only grows while this server leads: the one after bounds the one
+        // the timers were armed from.
+        let st = status(&c, leader);
+        let Some(until) = st.get("lease_until_ns").and_then(Value::as_u64) else {
+            continue;
+        };
+        let term_bound = until - (GRACE_MS + MARGIN_MS) * 1_000_000;
+        let kill_bound = until - MARGIN_MS * 1_000_000;
+        let logs = || format!("{}\n{}", c.logs(), run_log(&c, leader));
+        assert!(
+            term_at <= term_bound,
+            "SIGTERM armed {} us after lease end - grace - margin:\n{}",
+            (term_at - term_bound) / 1000,
+            logs()
+        );
+        assert!(
+            kill_at <= kill_bound,
+            "SIGKILL armed {} us after lease end - margin:\n{}",
+            (kill_at - kill_bound) / 1000,
+            logs()
+        );
+        // Re-armed at every renewal (below): how far the lease end armed trails the
+        // one reported just after.
+        trail.push(term_bound.saturating_sub(term_at) / 1_000_000);
+        checked += 1;
+    }
+    stop_run(r);
+    eprintln!("the SIGTERM timer trailed lease end - grace - margin by (ms): {trail:?}");
+    assert!(checked >= 15, "only {checked} samples while leading");
+    // Re-armed at every renewal: the lease end armed is the one reported just after,
+    // but for a renewal between the two reads (a heartbeat behind, rarely). Armed only
+    // when its SIGTERM instant had passed (every renewal but as lines skipped), it
+    // trailed by about a heartbeat in most samples.
+    trail.sort();
+    let median = trail[trail.len() / 2];
+    assert!(
+        median < HBT_MS / 2,
+        "the SIGTERM timer trails the lease by {median} ms (median): not re-armed at each renewal: {trail:?}"
+    );
+}
+
+/// S5 with the daemon frozen and `run` stopped: nobody but the enforcer is left to act,
+/// and it stops the command (SIGTERM, then SIGKILL) by the lease end the daemon armed
+/// last. The command ignores SIGTERM, so it dies by the SIGKILL at the margin.
+fn frozen_daemon_and_stopped_run(fallback: bool) {
+    let (c, o) = cluster();
+    let (leader, _) = c.agreement(o.failover_bound() + Duration::from_secs(1));
+    let argv = ["sh", "-c", "trap '' TERM; exec sleep 1000"];
+    let r = run(&c, leader, &argv, fallback);
+    let (cmd, enf) = command_and_enforcer(r.id(), &c, leader);
+    std::thread::sleep(Duration::from_millis(700));
+    let d = c.child(leader).id();
+    signal(r.id(), libc::SIGSTOP);
+    // The last lease end: the one reported just before the freeze, or one renewal
+    // after it (at most a heartbeat and the round trip later).
+    let until = status(&c, leader)
+        .get("lease_until_ns")
+        .and_then(Value::as_u64)
+        .expect("leader");
+    signal(d, libc::SIGSTOP);
+    let frozen = boottime_ns();
+    let t = Instant::now();
+    while alive(cmd) && t.elapsed() < slacked(Duration::from_secs(3)) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let gone = boottime_ns();
+    let cmd_alive = alive(cmd);
+    let enforcer_alive = alive(enf);
+    signal(d, libc::SIGCONT);
+    let logs = format!("{}\n{}", c.logs(), run_log(&c, leader));
+    stop_run(r);
+    if cmd_alive {
+        signal(cmd, libc::SIGKILL);
+    }
+    assert!(
+        !cmd_alive,
+        "the command outlived the frozen leader's lease:\n{logs}"
+    );
+    let latest = until + (HBT_MS + RTT_MS) * 1_000_000;
+    assert!(
+        gone <= latest,
+        "the command died {} ms after the latest lease end it could have (fallback: {fallback})",
+        (gone - latest) / 1_000_000
+    );
+    // It kept its grace: the SIGKILL comes at the margin of a lease end not before the
+    // one reported (the command ignores SIGTERM).
+    let earliest = until - MARGIN_MS * 1_000_000;
+    assert!(
+        gone + 2_000_000 >= earliest.min(frozen),
+        "the command died {} ms before its SIGKILL was due (fallback: {fallback})",
+        (earliest - gone) / 1_000_000
+    );
+    eprintln!(
+        "fallback {fallback}: stopped {:.1} ms after the freeze, {:.1} ms before the lease end reported; enforcer alive after: {enforcer_alive}",
+        (gone - frozen) as f64 / 1e6,
+        (until as f64 - gone as f64) / 1e6
+    );
+}
+
+#[test]
+fn a_frozen_daemon_and_a_stopped_run_leave_the_enforcer_to_act() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    frozen_daemon_and_stopped_run(false);
+}
+
+#[test]
+fn without_timers_a_frozen_daemon_and_a_stopped_run_leave_the_enforcer_to_act() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    frozen_daemon_and_stopped_run(true);
+}
+
+/// Sends `line` with `fds` on a new connection to `sock`; the first answer line.
+fn send_fds(sock: &std::path::Path, line: &str, fds: &[i32]) -> String {
+    let mut s = UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    electd::supervise::send_with_fds(&mut s, line.as_bytes(), fds).unwrap();
+    let mut answer = String::new();
+    BufReader::new(&s).read_line(&mut answer).unwrap();
+    answer
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// Descriptors that are not two CLOCK_BOOTTIME timerfds, or that come with another
+/// request than `supervise`, are refused with a clear error and closed (the daemon
+/// keeps none: its count of open descriptors is unchanged, and a pipe whose write end
+/// was passed reads EOF once the test closes its own).
+#[test]
+fn bad_descriptors_are_refused_and_closed() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (c, o) = cluster();
+    c.agreement(o.failover_bound() + Duration::from_secs(1));
+    let d = c.child(1).id();
+    let sock = c.sock(1);
+    // Settle: the agreement's connections are gone.
+    std::thread::sleep(Duration::from_millis(300));
+    let before = open_fds(d);
+    let mut p = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors.
+    assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: fresh descriptors, ours.
+    let (pr, pw) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
+    let timers = electd::supervise::StopTimers::create().unwrap();
+    // SAFETY: timerfd_create returns a new descriptor or -1.
+    let mono = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC) };
+    assert!(mono >= 0);
+    // SAFETY: a fresh descriptor.
+    let mono = unsafe { OwnedFd::from_raw_fd(mono) };
+    let (t, k) = (timers.term_fd(), timers.kill_fd());
+    let g = "supervise grace_ms=100\n";
+    for (line, fds, want) in [
+        (
+            g,
+            vec![t, pw.as_raw_fd()],
+            "descriptor 1 passed is not a timerfd",
+        ),
+        (
+            g,
+            vec![pr.as_raw_fd(), k],
+            "descriptor 0 passed is not a timerfd",
+        ),
+        (g, vec![t], "1 descriptors passed, 2 expected"),
+        (g, vec![t, k, t], "3 descriptors passed, 2 expected"),
+        (g, vec![t; 6], "more than 4 descriptors passed"),
+        (
+            g,
+            vec![mono.as_raw_fd(), k],
+            "is not a CLOCK_BOOTTIME timerfd",
+        ),
+        ("supervise\n", vec![t, k], "they need grace_ms=N"),
+        (
+            "status\n",
+            vec![t, k],
+            "descriptors may be passed only with 'supervise'",
+        ),
+    ] {
+        let answer = send_fds(&sock, line, &fds);
+        let v = json::parse(answer.trim()).unwrap();
+        let e = v.get("error").and_then(Value::as_str).unwrap_or_default();
+        assert!(e.contains(want), "{line:?} with {fds:?}: {answer}");
+        if line.starts_with("supervise") {
+            assert!(e.contains("stop timers refused"), "{answer}");
+        }
+    }
+    // The daemon closed its copy of the pipe's write end: ours gone, the read end sees EOF.
+    drop(pw);
+    let mut b = [0u8; 1];
+    // SAFETY: read(2) into a local byte from our pipe's read end.
+    let n = unsafe { libc::read(pr.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
+    assert_eq!(n, 0, "the daemon still holds the pipe's write end");
+    let settled = common::eventually(Duration::from_secs(2), || open_fds(d) == before);
+    assert!(
+        settled,
+        "the daemon holds {} descriptors, {before} before",
+        open_fds(d)
+    );
+    // Good timers are taken: the lines say so.
+    let answer = send_fds(&sock, g, &[t, k]);
+    assert!(answer.contains("\"timers\":true"), "{answer}");
+}
