@@ -12,6 +12,9 @@ ELECTD: target/release/electd. EXP:
   perf2   perf record -e cpu-clock -c PERIOD -g of an electd follower, then of a floor
           receiver that ACKs (ROUNDS, SECS, PERIOD ns, default 10000), into OUT/perf2;
           categories.py FILE sorts the samples by where they fell.
+  trace   perf record of raw_syscalls:sys_enter/sys_exit and the context switches of an
+          electd follower, then of a floor receiver that ACKs (ROUNDS, SECS): on-CPU
+          time per heartbeat in user code and in each system call, from every event.
 Namespaces eflr<pid>h / eflr<pid>s<id>, 10.77.0.<id>/16, deleted at exit."""
 import os, subprocess as sp, sys, time, glob, atexit, signal
 
@@ -216,3 +219,72 @@ elif EXP == "perf2":
         sh("perf", "record", "-q", "-e", "cpu-clock", "-c", os.environ.get("PERIOD", "10000"), "-g", "-p", str(rpid), "-o", f"{d}/floor-receiver-{rnd}.data", "--", "sleep", secs)
         print(f"round {rnd} floor ack receiver: {r['f'][0]:.0f} us/hb {r['f'][1]:.1f} w/s without perf", flush=True)
         stop(ps)
+elif EXP == "trace":
+    # User against kernel time per system call, from tracepoints (raw_syscalls of one
+    # pid, and its context switches, recorded by perf): every event, no sampling.
+    secs = float(os.environ.get("SECS", "30")); rounds = int(os.environ.get("ROUNDS", "2"))
+    lab(False)
+    d = f"{OUT}/trace"
+    os.makedirs(d, exist_ok=True)
+    import json, socket, collections, re
+    NR = {7: "poll", 0: "read", 1: "write", 44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg",
+          232: "epoll_wait", 281: "epoll_pwait", 299: "recvmmsg", 307: "sendmmsg", 228: "clock_gettime", 286: "timerfd_settime"}
+    def status(i):
+        s = socket.socket(socket.AF_UNIX); s.connect(f"{d}/{i}.sock"); s.sendall(b"status\n")
+        buf = b""
+        while not buf.endswith(b"\n"): buf += s.recv(4096)
+        s.close(); return json.loads(buf)
+    def trace(pid, secs):
+        f = f"{d}/trace-{pid}.data"
+        b = cpu([pid])
+        sh("perf", "record", "-q", "-e", "raw_syscalls:sys_enter,raw_syscalls:sys_exit", "--switch-events",
+           "-p", str(pid), "-o", f, "--", "sleep", str(secs))
+        a = cpu([pid])
+        text = sh("perf", "script", "-i", f, "-F", "time,event,trace", "--show-switch-events")
+        return text, (a[0] - b[0]) / 1e3 / (secs * 10)
+    def parse(text, pid):
+        on = True; last = None; mode = "?"
+        acc = collections.Counter(); calls = collections.Counter()
+        for l in text.splitlines():
+            m = re.search(r"(\d+\.\d+):\s+(PERF_RECORD_SWITCH\S*|raw_syscalls:sys_enter|raw_syscalls:sys_exit):?\s*(.*)", l)
+            if not m: continue
+            t = float(m.group(1)); ev = m.group(2); rest = m.group(3)
+            if ev.startswith("PERF_RECORD_SWITCH"):
+                if "OUT" in rest or "OUT" in ev:
+                    if on and last is not None: acc[mode] += t - last
+                    on = False
+                else:
+                    on = True; last = t
+                continue
+            if on and last is not None: acc[mode] += t - last
+            last = t; on = True
+            n = int(re.search(r"NR (\d+)", rest).group(1))
+            if "enter" in ev:
+                mode = "kernel: " + NR.get(n, str(n)); calls[NR.get(n, str(n))] += 1
+            else:
+                mode = "user"
+        return acc, calls
+    for rnd in range(rounds):
+        conf = f"{d}/electd.conf"
+        text = f"cluster flab-{PID}\n" + "".join(f"server {i} 10.77.0.{i}:7400 name s{i}\n" for i in (1, 2, 3))
+        text += f"unicast\nheartbeat 100ms\nrtt 20ms\nmissed-heartbeats 3\nsocket {d}/{{id}}.sock\nstate {d}/{{id}}.state\n"
+        open(conf, "w").write(text)
+        for f in glob.glob(f"{d}/*.state"): os.remove(f)
+        ps = [start([ELECTD, "--config", conf, "--id", str(i), "--log-level", "info"], i) for i in (1, 2, 3)]
+        time.sleep(4)
+        roles = {i: status(i).get("role") for i in (1, 2, 3)}
+        fol = [i for i in (1, 2, 3) if roles[i] == "follower"][0]
+        runs = []
+        fpid = ps[fol - 1].pid
+        runs.append(("electd follower", fpid) + trace(fpid, secs))
+        stop(ps)
+        ps = floor("ack")
+        runs.append(("floor receiver (ACK)", ps[1].pid) + trace(ps[1].pid, secs))
+        stop(ps)
+        for name, pid, text, us in runs:
+            acc, calls = parse(text, pid)
+            hb = secs * 10
+            tot = sum(acc.values()) * 1e6 / hb
+            print(f"round {rnd} {name}: schedstat {us:.1f} us/hb; traced on-CPU {tot:.1f} us/hb: " +
+                  ", ".join(f"{k} {v * 1e6 / hb:.1f}" for k, v in acc.most_common()) +
+                  " | calls/hb: " + ", ".join(f"{k} {v / hb:.2f}" for k, v in calls.most_common()), flush=True)
