@@ -457,3 +457,85 @@ fn bad_descriptors_are_refused_and_closed() {
     let answer = send_fds(&sock, g, &[t, k]);
     assert!(answer.contains("\"timers\":true"), "{answer}");
 }
+
+/// Time left on timerfd `fd` (zero: fired or disarmed).
+fn left(fd: i32) -> Duration {
+    // SAFETY: an all-zero itimerspec is valid; timerfd_gettime fills it.
+    let mut cur: libc::itimerspec = unsafe { std::mem::zeroed() };
+    // SAFETY: timerfd_gettime on our own timerfd.
+    assert_eq!(unsafe { libc::timerfd_gettime(fd, &mut cur) }, 0);
+    Duration::new(cur.it_value.tv_sec as u64, cur.it_value.tv_nsec as u32)
+}
+
+/// A connection that supervises group `a` with stop timers, then asks (with new
+/// timers) to supervise group `b`, is refused ("supervises another group") and keeps
+/// its registration for `a` as it was: its first timers are still re-armed at every
+/// renewal. (Before the fix the refusal closed the new timers after they had replaced
+/// the old ones: the connection held none while the host still counted it a timer
+/// supervisor, so its command would be stopped at the lease end and never restarted.)
+#[test]
+fn a_refused_second_supervise_keeps_the_first_timers() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = Opts::new(Mode::Unicast, 3);
+    o.hbt_ms = HBT_MS;
+    o.rtt_ms = RTT_MS;
+    o.extra = common::groups_text(&[("a", Some("1 2 3")), ("b", Some("1 2 3"))]);
+    let c = Cluster::build(&o);
+    let a = common::wait_for("agreement", Duration::from_secs(10), || common::agreed(&c));
+    let (leader, _) = a["a"];
+    let first = electd::supervise::StopTimers::create().unwrap();
+    let second = electd::supervise::StopTimers::create().unwrap();
+    let mut s = UnixStream::connect(c.sock(leader)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut line = || {
+        let mut l = String::new();
+        let _ = r.read_line(&mut l);
+        l
+    };
+    electd::supervise::send_with_fds(
+        &mut s,
+        b"supervise a grace_ms=100\n",
+        &[first.term_fd(), first.kill_fd()],
+    )
+    .unwrap();
+    let l1 = line();
+    assert!(
+        l1.contains("\"timers\":true") && l1.contains("\"role\":\"leader\""),
+        "{l1}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !left(first.term_fd()).is_zero(),
+        "re-armed before the refusal"
+    );
+    electd::supervise::send_with_fds(
+        &mut s,
+        b"supervise b grace_ms=100\n",
+        &[second.term_fd(), second.kill_fd()],
+    )
+    .unwrap();
+    let l2 = line();
+    assert!(l2.contains("supervises another group"), "{l2}");
+    // Group a's lease goes on being renewed; so must the first timers (the lease is
+    // several heartbeats: without re-arming they fire well within 1.5 s).
+    let t0 = Instant::now();
+    let mut zero_at = None;
+    while t0.elapsed() < Duration::from_millis(1500) {
+        if left(first.term_fd()).is_zero() {
+            zero_at = Some(t0.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let still = common::views(&c, leader).map(|(_, v)| v["a"].role.clone());
+    assert!(
+        zero_at.is_none(),
+        "the first timers fired {:?} after the refused 'supervise b' while server {leader} still leads group a ({still:?}): nobody re-arms them",
+        zero_at.unwrap()
+    );
+    assert!(
+        left(second.term_fd()).is_zero(),
+        "the refused timers were never armed"
+    );
+}

@@ -75,14 +75,18 @@ impl Daemon {
                 let Some(client) = self.control.client_id(slot) else {
                     return Ok(());
                 };
+                // Refused before anything changes: a connection's timers are replaced
+                // only by a `supervise` that is accepted, so a refused second one
+                // leaves the first registration, and the timers it re-arms, as they were.
+                if let Err(e) = self.host.supervise_refusal(client, g) {
+                    self.control.reply(slot, &error_line(&e));
+                    return Ok(());
+                }
                 let pid = self.control.peer_pid(slot);
                 // Marked first: its departure from now on reaches the host.
                 self.control.mark_supervisor(slot);
                 // Held with the connection before the host's first line asks to arm them.
-                let fresh = timers.is_some();
-                if let Some(t) = timers {
-                    self.control.set_timers(slot, t);
-                }
+                let previous = timers.map(|t| self.control.replace_timers(slot, Some(t)));
                 let has_timers = self.control.has_timers(slot);
                 let r = self.drive(|h, now| {
                     if let Err(e) = h.handle_supervise(now, client, g, grace, pid, has_timers) {
@@ -91,8 +95,10 @@ impl Daemon {
                     h.flush(now).map(Ok)
                 })?;
                 if let Err(e) = r {
-                    if fresh {
-                        self.control.clear_timers(slot);
+                    // Checked above, so not reached; should the host refuse for another
+                    // reason one day, the timers it knows of are put back.
+                    if let Some(previous) = previous {
+                        self.control.replace_timers(slot, previous);
                     }
                     self.control.reply(slot, &error_line(&e));
                 }
