@@ -26,6 +26,7 @@
 //! answers.
 
 mod clients;
+pub mod closer;
 mod passed;
 mod registry;
 mod request;
@@ -36,7 +37,7 @@ pub use clients::{
     Control, ControlCounters, IDLE_TIMEOUT, MAX_ANSWER, MAX_CLIENTS, MAX_OUTBUF,
     REQUESTS_PER_CLIENT, REQUESTS_PER_WAKEUP, Scope,
 };
-pub use passed::{MAX_PASSED, Passed};
+pub use passed::{MAX_PARKED, MAX_PASSED, PassRefused, Passed, SCM_MAX_FD};
 pub use registry::HeldReply;
 pub use request::{
     MAX_HEALTH_REASON, MAX_REQUEST, NOT_LEADER, RELOAD_REFUSED, Request, connect_error, error_line,

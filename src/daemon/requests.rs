@@ -21,19 +21,17 @@ pub(super) fn yield_target(cfg: &Config, id: u64) -> Result<u16, String> {
 /// The stop timers passed with a `supervise` with `grace` (issue 25), or why they are
 /// refused (the descriptors are closed then).
 fn passed_timers(
-    passed: Passed,
+    mut passed: Passed,
     grace: Option<Duration>,
 ) -> Result<crate::supervise::StopTimers, String> {
-    if passed.truncated {
-        return Err(format!(
-            "supervise: stop timers refused: more than {} descriptors passed, or ancillary data of another kind",
-            crate::control::MAX_PASSED
-        ));
+    if let Some(why) = passed.refused {
+        return Err(format!("supervise: stop timers refused: {why}"));
     }
     if grace.is_none() {
         return Err("supervise: stop timers refused: they need grace_ms=N".into());
     }
-    crate::supervise::StopTimers::from_passed(passed.fds).map_err(|e| e.to_string())
+    // Refused ones stay in `passed`, closed off the loop when it is dropped.
+    crate::supervise::StopTimers::from_passed(&mut passed.fds).map_err(|e| e.to_string())
 }
 
 impl Daemon {

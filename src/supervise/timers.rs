@@ -122,8 +122,9 @@ impl StopTimers {
     }
 
     /// The timers passed with a `supervise` (SIGTERM's first): exactly two
-    /// CLOCK_BOOTTIME timerfds, or refused (the descriptors are closed on return).
-    pub fn from_passed(mut fds: Vec<OwnedFd>) -> Result<StopTimers, TimersRefused> {
+    /// CLOCK_BOOTTIME timerfds, taken out of `fds`, or refused (then `fds` is left as
+    /// it was: the caller closes them, off the event loop, as they may be anything).
+    pub fn from_passed(fds: &mut Vec<OwnedFd>) -> Result<StopTimers, TimersRefused> {
         if fds.len() != 2 {
             return Err(TimersRefused::Count(fds.len()));
         }
@@ -193,10 +194,10 @@ mod tests {
             // SAFETY: F_DUPFD_CLOEXEC of our own descriptor; the copy is ours.
             unsafe { OwnedFd::from_raw_fd(libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0)) }
         };
-        let ok = StopTimers::from_passed(vec![dup(t.term_fd()), dup(t.kill_fd())]).unwrap();
+        let ok = StopTimers::from_passed(&mut vec![dup(t.term_fd()), dup(t.kill_fd())]).unwrap();
         assert!(ok.room(), "the same timers");
         assert_eq!(
-            StopTimers::from_passed(vec![dup(t.term_fd())]).unwrap_err(),
+            StopTimers::from_passed(&mut vec![dup(t.term_fd())]).unwrap_err(),
             TimersRefused::Count(1)
         );
         let mut p = [0i32; 2];
@@ -204,7 +205,7 @@ mod tests {
         assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
         // SAFETY: fresh descriptors.
         let (r, w) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
-        let e = StopTimers::from_passed(vec![dup(t.term_fd()), r]).unwrap_err();
+        let e = StopTimers::from_passed(&mut vec![dup(t.term_fd()), r]).unwrap_err();
         assert_eq!(e, TimersRefused::NotATimer(1));
         assert!(e.to_string().contains("not a timerfd"), "{e}");
         drop(w);
@@ -214,7 +215,7 @@ mod tests {
         // SAFETY: a fresh descriptor.
         let mono = unsafe { OwnedFd::from_raw_fd(mono) };
         assert_eq!(
-            StopTimers::from_passed(vec![mono, dup(t.kill_fd())]).unwrap_err(),
+            StopTimers::from_passed(&mut vec![mono, dup(t.kill_fd())]).unwrap_err(),
             TimersRefused::NotBootClock(0)
         );
     }
