@@ -21,9 +21,13 @@
 //! connections that supervise (never evicted as idle), reports their departures
 //! (`take_departed`) and delivers their numbered lines.
 //!
+//! Descriptors passed with `supervise` (`run`'s stop timers, issue 25) are bounded:
+//! `MAX_PASSED` per request, one batch waiting per client, `MAX_PARKED` in the daemon;
+//! those it does not keep are closed on the closer thread, never on the loop.
+//!
 //! The rooms: `request` parses request lines and writes error answers; `clients` is the
 //! table of connections and its limits; `registry` marks supervisors and holds
-//! answers.
+//! answers; `passed` reads descriptors with their lines; `closer` closes them.
 
 mod clients;
 pub mod closer;
