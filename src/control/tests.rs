@@ -365,3 +365,24 @@ fn parked_descriptors_are_capped_daemon_wide() {
         super::MAX_PARKED
     );
 }
+
+/// recvmsg has room for every descriptor one message may carry (SCM_MAX_FD), so the
+/// kernel never discards (closes) any inside recvmsg on the event loop: they all come
+/// to the daemon, which refuses them and closes them on its closer thread.
+#[test]
+fn every_descriptor_of_a_message_is_received_then_closed_off_the_loop() {
+    let mut f = Fixture::new("scm-max");
+    let mut s = f.connect();
+    let t = crate::supervise::StopTimers::create().unwrap();
+    let many = vec![t.term_fd(); super::SCM_MAX_FD];
+    crate::supervise::send_with_fds(&mut s, b"supervise grace_ms=100\n", &many).unwrap();
+    f.read_all();
+    let reqs = f.control.take_requests(Instant::now());
+    assert_eq!(reqs.len(), 1);
+    let p = &reqs[0].1.1;
+    assert_eq!(
+        p.refused,
+        Some(super::PassRefused::TooMany(super::SCM_MAX_FD)),
+        "all received, none discarded by the kernel: {p:?}"
+    );
+}
