@@ -13,9 +13,17 @@
 //! 10; 1 s gets twice as long), `BENCH_IDLE_STRACE_S` (default 5, twice at 1 s),
 //! `BENCH_IDLE_HBT` (heartbeats in ms, default `100,1000`), `BENCH_IDLE_PROFILE=0`
 //! (no callgrind), `BENCH_IDLE_PROFILE_HB` (heartbeats profiled, default 100),
-//! `BENCH_IDLE_SHORT=1` (1 trial, 3 s windows, 2 s strace, 30 profiled heartbeats).
+//! `BENCH_IDLE_SHORT=1` (1 trial, 3 s windows, 2 s strace, 30 profiled heartbeats),
+//! `BENCH_IDLE_ATTRIB=1` (then the attributed mode: every veth with threaded NAPI, so each
+//! namespace's receive path runs in a thread of its own; `only` runs just that),
+//! `BENCH_IDLE_ATTRIB_TRIALS` (default 2, 1 when short), `BENCH_IDLE_OUT` (where the
+//! section is also written, whole, to paste: default target/bench-idle.md).
 //!
-//! Needs root, `ip` and `nft`; prints NOT MEASURED for what it cannot measure (no
+//! Beside both runs the protocol floor (bench/floor.rs): a sender on a timerfd and two
+//! receivers that only receive, or answer each datagram with an ACK-sized one, in the
+//! same namespaces, interleaved in the same trials.
+//!
+//! Needs root, `ip` and `nft` (and `ethtool` for the attributed mode); prints NOT MEASURED for what it cannot measure (no
 //! namespaces, no keepalived, no strace, no valgrind) and never fails for that. Every
 //! namespace is named `eidle<pid>...` and deleted by a guard, on a panic too; the
 //! processes it starts are ended by pid.
@@ -31,7 +39,7 @@ use std::time::{Duration, Instant};
 const ELECTD: &str = env!("CARGO_BIN_EXE_electd");
 const ELECTCTL: &str = env!("CARGO_BIN_EXE_electctl");
 const N: u16 = 3;
-const PORT: u16 = 7400;
+pub const PORT: u16 = 7400;
 /// The keepalived virtual address (in 10.77.0.0/16, as every address here).
 const VIP: &str = "10.77.0.100";
 const PREFIX: &str = "eidle";
@@ -55,6 +63,11 @@ struct Knobs {
     hbts: Vec<u64>,
     profile: bool,
     profile_hb: u64,
+    /// Also run the attributed mode (threaded NAPI on every veth).
+    attrib: bool,
+    /// Only the attributed mode (BENCH_IDLE_ATTRIB=only; for development).
+    attrib_only: bool,
+    attrib_trials: usize,
 }
 
 impl Knobs {
@@ -70,6 +83,9 @@ impl Knobs {
                 .unwrap_or_else(|| vec![100, 1000]),
             profile: std::env::var("BENCH_IDLE_PROFILE").map_or(true, |v| v != "0"),
             profile_hb: env_u64("BENCH_IDLE_PROFILE_HB", if s { 30 } else { 100 }),
+            attrib: std::env::var("BENCH_IDLE_ATTRIB").is_ok_and(|v| v != "0"),
+            attrib_only: std::env::var("BENCH_IDLE_ATTRIB").is_ok_and(|v| v == "only"),
+            attrib_trials: env_u64("BENCH_IDLE_ATTRIB_TRIALS", if s { 1 } else { 2 }) as usize,
         }
     }
 
@@ -94,6 +110,11 @@ fn which(tool: &str) -> bool {
 struct Lab {
     hub: String,
     servers: Vec<String>,
+    /// Threaded NAPI on every veth (the attributed mode).
+    attrib: bool,
+    /// Per server (attributed mode): the NAPI threads of its eth0 (its receive path)
+    /// and of its peer veth on the hub (the bridge's work on what it sends).
+    napi: Vec<(Vec<u32>, Vec<u32>)>,
 }
 
 impl Lab {
@@ -108,7 +129,7 @@ impl Lab {
     /// The hub `eidle<pid>h` with bridge br0, servers `eidle<pid>s<id>` each with eth0
     /// (10.77.0.<id>/16) on it, IPv6 off (no router or neighbour solicitations in the
     /// counts), and nftables counters of UDP and VRRP datagrams in and out of eth0.
-    fn create() -> Result<Lab, String> {
+    fn create(attrib: bool) -> Result<Lab, String> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err("needs root".into());
@@ -122,9 +143,14 @@ impl Lab {
             let _ = sh(&["ip", "netns", "del", &stale]);
         }
         let pid = std::process::id();
+        if attrib && !which("ethtool") {
+            return Err("needs ethtool (`apt-get install ethtool`)".into());
+        }
         let mut lab = Lab {
             hub: format!("{PREFIX}{pid}h"),
             servers: Vec::new(),
+            attrib,
+            napi: Vec::new(),
         };
         let run = |args: &[&str]| -> Result<(), String> {
             if sh(args) {
@@ -184,6 +210,14 @@ impl Lab {
                 return Err(format!("nft counters in {ns}"));
             }
         }
+        if attrib {
+            for id in 1..=N {
+                let ns = lab.ns(id).to_string();
+                let own = threaded_napi(&ns, "eth0")?;
+                let bridge = threaded_napi(&hub, &format!("v{id}"))?;
+                lab.napi.push((own, bridge));
+            }
+        }
         Ok(lab)
     }
 
@@ -229,6 +263,57 @@ impl Lab {
             .args(["-n", self.ns(id), "-4", "addr", "show", "dev", "eth0"])
             .output()
             .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&format!("{ip}/")))
+    }
+}
+
+/// The threads whose name starts with `napi/`.
+fn napi_threads() -> std::collections::BTreeSet<u32> {
+    let mut out = std::collections::BTreeSet::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.starts_with("napi/") {
+                out.insert(pid);
+            }
+        }
+    }
+    out
+}
+
+/// Turns on NAPI (GRO) and threaded NAPI on veth `dev` of namespace `ns`; the NAPI
+/// threads that appeared (this device's: devices are set up one after the other).
+fn threaded_napi(ns: &str, dev: &str) -> Result<Vec<u32>, String> {
+    let before = napi_threads();
+    // veth hands a datagram to the peer's NAPI only if GRO is on there and the sending
+    // veth has no TSO (or the datagram is local and the peer forwards UDP GRO), see
+    // veth_skb_is_eligible_for_gro(): hence tso off on every veth.
+    let ok = sh(&[
+        "ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on", "tso", "off",
+    ]) && sh(&[
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "sh",
+        "-c",
+        &format!("echo 1 > /sys/class/net/{dev}/threaded"),
+    ]);
+    if !ok {
+        return Err(format!("threaded NAPI on {dev} in {ns}"));
+    }
+    let t0 = Instant::now();
+    loop {
+        let new: Vec<u32> = napi_threads().difference(&before).copied().collect();
+        if !new.is_empty() {
+            return Ok(new);
+        }
+        if t0.elapsed() > Duration::from_secs(2) {
+            return Err(format!("no napi thread for {dev} in {ns}"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -395,6 +480,10 @@ enum System {
     Electd,
     ElectdRun,
     Keepalived,
+    /// The floor, receivers answering every datagram (bench/floor.rs).
+    FloorAck,
+    /// The floor, receivers silent.
+    FloorQuiet,
 }
 
 impl System {
@@ -403,7 +492,20 @@ impl System {
             System::Electd => "electd",
             System::ElectdRun => "electd + `electctl run`",
             System::Keepalived => "keepalived",
+            System::FloorAck => "floor, receivers ACK",
+            System::FloorQuiet => "floor, receivers silent",
         }
+    }
+}
+
+/// The strace columns of a system's two roles.
+fn strace_names(sys: System) -> (&'static str, &'static str) {
+    match sys {
+        System::Keepalived => ("keepalived master", "keepalived backup"),
+        System::Electd => ("electd leader", "electd follower"),
+        System::ElectdRun => ("electd leader (run)", "electd follower (run)"),
+        System::FloorAck => ("floor sender (ACKs)", "floor receiver (ACK)"),
+        System::FloorQuiet => ("floor sender (silent)", "floor receiver (silent)"),
     }
 }
 
@@ -602,6 +704,55 @@ impl Running {
         Ok(r)
     }
 
+    /// The floor (bench/floor.rs) in the lab: server 1 sends, the two others receive and,
+    /// with `ack`, answer every datagram. Lets it settle as the others.
+    fn floor(lab: &Lab, hbt_ms: u64, ack: bool) -> Result<Running, String> {
+        let dir = TempDir(tmpdir("floor"));
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut daemons = Procs(Vec::new());
+        for id in 1..=N {
+            let role = match (id, ack) {
+                (1, _) => "sender",
+                (_, true) => "ack",
+                (_, false) => "quiet",
+            };
+            let log = std::fs::File::create(dir.0.join(format!("floor-{id}.log")))
+                .map_err(|e| e.to_string())?;
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", lab.ns(id)]).arg(&exe).args([
+                crate::floor::ARG,
+                role,
+                &hbt_ms.to_string(),
+                &Lab::addr(id),
+            ]);
+            if id == 1 {
+                cmd.args((2..=N).map(Lab::addr));
+            }
+            cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+            daemons
+                .0
+                .push(cmd.spawn().map_err(|e| format!("start floor: {e}"))?);
+        }
+        let mut r = Running {
+            dir,
+            daemons,
+            sups: Procs(Vec::new()),
+            hbt_ms,
+        };
+        std::thread::sleep(Duration::from_millis(2 * hbt_ms + 500));
+        if r.floor_sender().is_none() {
+            let log = std::fs::read_to_string(r.dir.0.join("floor-1.log")).unwrap_or_default();
+            r.daemons.stop();
+            return Err(format!("floor: a process exited at {hbt_ms} ms: {log}"));
+        }
+        Ok(r)
+    }
+
+    /// Server 1 while every floor process runs.
+    fn floor_sender(&self) -> Option<u16> {
+        self.daemons.0.iter().all(|c| alive(c.id())).then_some(1)
+    }
+
     /// The one server holding the virtual address.
     fn keepalived_master(&self, lab: &Lab) -> Option<u16> {
         let holders: Vec<u16> = (1..=N).filter(|&id| lab.has_addr(id, VIP)).collect();
@@ -619,6 +770,9 @@ impl Running {
 struct Sample {
     daemon: Usage,
     sup: Usage,
+    /// Attributed mode: the NAPI thread of the server's eth0, and of its hub veth.
+    rx: Usage,
+    sw: Usage,
     /// Datagrams and IP bytes sent, and received, through eth0.
     traffic: [u64; 4],
     secs: f64,
@@ -663,10 +817,24 @@ fn measure(
     leader: &dyn Fn() -> Option<u16>,
 ) -> Option<(u16, Vec<Sample>)> {
     let l0 = leader()?;
+    let napi = |id: u16| -> (Usage, Usage) {
+        lab.napi
+            .get(usize::from(id) - 1)
+            .map(|(own, br)| (usage(own), usage(br)))
+            .unwrap_or_default()
+    };
     let before: Vec<_> = (1..=N)
         .map(|id| {
             let (d, s) = pids_of(r, id);
-            (d.clone(), s.clone(), usage(&d), usage(&s), lab.counters(id))
+            let n = napi(id);
+            (
+                d.clone(),
+                s.clone(),
+                usage(&d),
+                usage(&s),
+                lab.counters(id),
+                n,
+            )
         })
         .collect();
     let t0 = Instant::now();
@@ -674,7 +842,10 @@ fn measure(
     let after: Vec<_> = before
         .iter()
         .enumerate()
-        .map(|(i, b)| (usage(&b.0), usage(&b.1), lab.counters(i as u16 + 1)))
+        .map(|(i, b)| {
+            let id = i as u16 + 1;
+            (usage(&b.0), usage(&b.1), lab.counters(id), napi(id))
+        })
         .collect();
     let secs = t0.elapsed().as_secs_f64();
     let l1 = leader()?;
@@ -688,6 +859,8 @@ fn measure(
         .map(|(b, a)| Sample {
             daemon: a.0 - b.2,
             sup: a.1 - b.3,
+            rx: a.3.0 - b.5.0,
+            sw: a.3.1 - b.5.1,
             // Saturating: a failed read of the counters gives zeros, not a panic.
             traffic: std::array::from_fn(|i| a.2[i].saturating_sub(b.4[i])),
             secs,
@@ -756,11 +929,7 @@ fn strace_columns(
     let hb = window.as_secs_f64() * 1000.0 / r.hbt_ms as f64;
     let mut jobs: Vec<(String, Vec<u32>, f64)> = Vec::new();
     let followers: Vec<u16> = (1..=N).filter(|&i| i != leader).collect();
-    let (lname, fname) = match sys {
-        System::Keepalived => ("keepalived master", "keepalived backup"),
-        System::Electd => ("electd leader", "electd follower"),
-        System::ElectdRun => ("electd leader (run)", "electd follower (run)"),
-    };
+    let (lname, fname) = strace_names(sys);
     jobs.push((lname.into(), tree(r.daemon_pid(leader)), 1.0));
     jobs.push((
         fname.into(),
@@ -861,94 +1030,59 @@ fn fmt_mr(v: Vec<f64>, prec: usize) -> String {
     format!("{m:.prec$} ({lo:.prec$}-{hi:.prec$})")
 }
 
-pub fn report(out: &mut String) {
-    let k = Knobs::get();
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    let load = |what: &str| {
-        let l = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-        let l: Vec<&str> = l.split_whitespace().take(3).collect();
-        format!("load average {what}: {}", l.join(" "))
-    };
-    let load0 = load("at the start");
-    let _ = writeln!(
-        out,
-        "\n### Cost at rest beside keepalived (issue 25: 3 servers, unicast, one namespace per daemon on one bridge)\n"
-    );
-    let _ = writeln!(
-        out,
-        "Measured {date}, {load0}; {} trial(s) per row, interleaved (electd, electd + `electctl run`, keepalived, then again); window {:.0} s at heartbeat 100 ms, {:.0} s at 1 s. Machine: {}.\n",
-        k.trials,
-        k.window(100).as_secs_f64(),
-        k.window(1000).as_secs_f64(),
-        crate::machine(),
-    );
-    let lab = match Lab::create() {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = writeln!(out, "NOT MEASURED: network namespaces: {e}.");
-            return;
-        }
-    };
-    let have_ka = which("keepalived");
-    let have_strace = which("strace");
-    let version = if have_ka {
-        Command::new("keepalived")
-            .arg("--version")
-            .output()
-            .map(|o| {
-                String::from_utf8_lossy(&o.stderr)
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_string()
-            })
-            .unwrap_or_default()
-    } else {
-        String::new()
-    };
-    let mut trials: Trials = BTreeMap::new();
-    let mut sys_cols: BTreeMap<u64, Vec<SyscallColumn>> = BTreeMap::new();
-    let mut capture: Option<(Vec<u8>, Vec<u8>)> = None;
+/// What one mode of the lab measured: per (heartbeat, system) the trials, the strace
+/// columns per heartbeat, and an idle LEAD and ACK as captured.
+#[derive(Default)]
+struct Measured {
+    trials: Trials,
+    sys_cols: BTreeMap<u64, Vec<SyscallColumn>>,
+    capture: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Every system of the comparison, in the order of the tables.
+const SYSTEMS: [System; 5] = [
+    System::Electd,
+    System::ElectdRun,
+    System::Keepalived,
+    System::FloorAck,
+    System::FloorQuiet,
+];
+
+/// Runs `trials` trials of every system at every heartbeat in `lab`, interleaved
+/// (electd, electd + run, keepalived, floor with ACKs, floor without, then again);
+/// strace and the wire capture in trial 1 when `strace` is set.
+fn run_trials(lab: &Lab, k: &Knobs, trials: usize, strace: bool, have_ka: bool) -> Measured {
+    let mut m = Measured::default();
+    let mode = if lab.attrib { "attributed" } else { "default" };
     for &hbt in &k.hbts {
         let window = k.window(hbt);
-        for t in 0..k.trials {
+        for t in 0..trials {
+            let traced = t == 0 && strace;
             // electd, then with `electctl run` on every server, on one cluster.
-            match Running::electd(&lab, hbt, &[]) {
+            match Running::electd(lab, hbt, &[]) {
                 Ok(mut r) => {
                     let lead = || r.electd_leader();
-                    if let Some(m) = measure(&lab, &r, window, &lead) {
-                        trials.entry((hbt, System::Electd)).or_default().push(m);
+                    if let Some(s) = measure(lab, &r, window, &lead) {
+                        m.trials.entry((hbt, System::Electd)).or_default().push(s);
                     }
-                    if t == 0 {
-                        if capture.is_none() {
-                            capture = r.electd_leader().and_then(|l| capture_lead_ack(&lab, l));
+                    if traced {
+                        if m.capture.is_none() {
+                            m.capture = r.electd_leader().and_then(|l| capture_lead_ack(lab, l));
                         }
-                        if have_strace {
-                            if let Some(l) = r.electd_leader() {
-                                match strace_columns(&r, l, k.strace(hbt), System::Electd) {
-                                    Ok(c) => sys_cols.entry(hbt).or_default().extend(c),
-                                    Err(e) => eprintln!("bench idle: {e}"),
-                                }
-                            }
-                        }
+                        trace_into(&mut m, &r, hbt, k, System::Electd, r.electd_leader());
                     }
                     match r.start_supervisors() {
                         Ok(()) => {
                             let lead = || r.electd_leader();
-                            if let Some(m) = measure(&lab, &r, window, &lead) {
-                                trials.entry((hbt, System::ElectdRun)).or_default().push(m);
+                            if let Some(s) = measure(lab, &r, window, &lead) {
+                                m.trials
+                                    .entry((hbt, System::ElectdRun))
+                                    .or_default()
+                                    .push(s);
                             }
-                            if t == 0 && have_strace {
-                                if let Some(l) = r.electd_leader() {
-                                    match strace_columns(&r, l, k.strace(hbt), System::ElectdRun) {
-                                        Ok(c) => sys_cols.entry(hbt).or_default().extend(c),
-                                        Err(e) => eprintln!("bench idle: {e}"),
-                                    }
-                                }
+                            if traced {
+                                let l = r.electd_leader();
+                                trace_into(&mut m, &r, hbt, k, System::ElectdRun, l);
                             }
                         }
                         Err(e) => eprintln!("bench idle: {e}"),
@@ -959,43 +1093,117 @@ pub fn report(out: &mut String) {
                 Err(e) => eprintln!("bench idle: {e}"),
             }
             if have_ka {
-                match Running::keepalived(&lab, hbt) {
+                match Running::keepalived(lab, hbt) {
                     Ok(mut r) => {
-                        let lead = || r.keepalived_master(&lab);
-                        if let Some(m) = measure(&lab, &r, window, &lead) {
-                            trials.entry((hbt, System::Keepalived)).or_default().push(m);
+                        let lead = || r.keepalived_master(lab);
+                        if let Some(s) = measure(lab, &r, window, &lead) {
+                            m.trials
+                                .entry((hbt, System::Keepalived))
+                                .or_default()
+                                .push(s);
                         }
-                        if t == 0 && have_strace {
-                            if let Some(l) = r.keepalived_master(&lab) {
-                                match strace_columns(&r, l, k.strace(hbt), System::Keepalived) {
-                                    Ok(c) => sys_cols.entry(hbt).or_default().extend(c),
-                                    Err(e) => eprintln!("bench idle: {e}"),
-                                }
-                            }
+                        if traced {
+                            let l = r.keepalived_master(lab);
+                            trace_into(&mut m, &r, hbt, k, System::Keepalived, l);
                         }
                         r.daemons.stop();
                     }
                     Err(e) => eprintln!("bench idle: {e}"),
                 }
             }
-            eprintln!("bench idle: heartbeat {hbt} ms, trial {} done", t + 1);
+            for sys in [System::FloorAck, System::FloorQuiet] {
+                match Running::floor(lab, hbt, sys == System::FloorAck) {
+                    Ok(mut r) => {
+                        let lead = || r.floor_sender();
+                        if let Some(s) = measure(lab, &r, window, &lead) {
+                            m.trials.entry((hbt, sys)).or_default().push(s);
+                        }
+                        if traced {
+                            trace_into(&mut m, &r, hbt, k, sys, r.floor_sender());
+                        }
+                        r.daemons.stop();
+                    }
+                    Err(e) => eprintln!("bench idle: {e}"),
+                }
+            }
+            eprintln!(
+                "bench idle ({mode}): heartbeat {hbt} ms, trial {} of {trials} done",
+                t + 1
+            );
         }
     }
-    if have_ka {
-        let _ = writeln!(
-            out,
-            "keepalived: {version}, VRRPv3 (`vrrp_version 3`), `unicast_peer` (the two others), `advert_int` = the heartbeat, priorities 150/100/50, one virtual address, `garp_master_delay 0`, run as `keepalived -n -l -D -P -f CONF -p PID -r PID -c PID` in each namespace.\n"
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "keepalived: NOT MEASURED (not installed: `apt-get install keepalived`).\n"
-        );
+    m
+}
+
+/// strace of every process of `r` (leader `leader`), its columns added to `m`.
+fn trace_into(
+    m: &mut Measured,
+    r: &Running,
+    hbt: u64,
+    k: &Knobs,
+    sys: System,
+    leader: Option<u16>,
+) {
+    let Some(l) = leader else {
+        eprintln!("bench idle: strace of {} skipped: no leader", sys.name());
+        return;
+    };
+    match strace_columns(r, l, k.strace(hbt), sys) {
+        Ok(c) => m.sys_cols.entry(hbt).or_default().extend(c),
+        Err(e) => eprintln!("bench idle: {e}"),
     }
-    let _ = writeln!(
-        out,
-        "Per daemon, median (min-max) over trials; a follower row pools both followers of every trial. CPU: schedstat of every thread of the process tree, % of one core; wakeups: voluntary context switches of every thread; datagrams and bytes: sent through the namespace's eth0 (nftables counters, UDP or VRRP, IP bytes: headers included). `run`: `electctl run --grace 100ms -- sleep infinity` on every server (its tree: electctl and, on the leader, `sleep`).\n"
-    );
+}
+
+fn role_name(sys: System, leader: bool) -> &'static str {
+    match (sys, leader) {
+        (System::Keepalived, true) => "master",
+        (System::Keepalived, false) => "backup",
+        (System::FloorAck | System::FloorQuiet, true) => "sender",
+        (System::FloorAck | System::FloorQuiet, false) => "receiver",
+        (_, true) => "leader",
+        (_, false) => "follower",
+    }
+}
+
+/// Why `sys` has no figures at `hbt`.
+fn missing(sys: System, have_ka: bool) -> &'static str {
+    if sys == System::Keepalived && !have_ka {
+        "NOT MEASURED (keepalived not installed)"
+    } else {
+        "NOT MEASURED (no trial gave figures: start failed or the leader changed; see stderr)"
+    }
+}
+
+/// CPU us per heartbeat of a sample's process tree (and its supervisor's if `sup`).
+fn us_per_hb(s: &Sample, sup: bool, hbt: u64) -> f64 {
+    s.cpu_pct(sup) / 100.0 * 1e6 * hbt as f64 / 1000.0
+}
+
+/// The strace column of `sys`'s leader or follower role at `hbt`: its total per
+/// heartbeat (the daemon's; with `sup`, plus its `electctl run`'s).
+fn syscalls_total(m: &Measured, hbt: u64, sys: System, leader: bool, sup: bool) -> Option<f64> {
+    let cols = m.sys_cols.get(&hbt)?;
+    let (l, f) = strace_names(sys);
+    let name = if leader { l } else { f };
+    let total = |n: &str| {
+        cols.iter()
+            .find(|c| c.0 == n)
+            .map(|c| c.1.values().sum::<f64>())
+    };
+    let own = total(name)?;
+    if !sup {
+        return Some(own);
+    }
+    let run = total(if leader {
+        "`electctl run` on leader"
+    } else {
+        "`electctl run` on follower"
+    })?;
+    Some(own + run)
+}
+
+/// The main table: one row per (heartbeat, system, role), every row printed.
+fn main_table(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool) {
     let _ = writeln!(
         out,
         "| heartbeat | system | role | CPU % daemon | CPU % run | CPU % total | CPU us per heartbeat (total) | wakeups/s daemon | wakeups/s run | wakeups/s total | datagrams/s sent | IP bytes/s sent |"
@@ -1005,23 +1213,19 @@ pub fn report(out: &mut String) {
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for &hbt in &k.hbts {
-        for sys in [System::Electd, System::ElectdRun, System::Keepalived] {
-            let Some(tr) = trials.get(&(hbt, sys)) else {
-                let why = if sys == System::Keepalived && !have_ka {
-                    "NOT MEASURED (keepalived not installed)"
-                } else {
-                    "NOT MEASURED (see stderr)"
-                };
-                let _ = writeln!(out, "| {hbt} ms | {} | - | {why} |", sys.name());
-                continue;
-            };
+        for sys in SYSTEMS {
+            let tr = m.trials.get(&(hbt, sys));
             let run = sys == System::ElectdRun;
             for leader in [true, false] {
-                let role = match (sys, leader) {
-                    (System::Keepalived, true) => "master",
-                    (System::Keepalived, false) => "backup",
-                    (_, true) => "leader",
-                    (_, false) => "follower",
+                let role = role_name(sys, leader);
+                let Some(tr) = tr else {
+                    let why = missing(sys, have_ka);
+                    let _ = writeln!(
+                        out,
+                        "| {hbt} ms | {} | {role} | {why} | | | | | | | | |",
+                        sys.name()
+                    );
+                    continue;
                 };
                 let v = |f: &dyn Fn(&Sample) -> f64| role_values(tr, leader, f);
                 let dash = |s: String| if run { s } else { "-".to_string() };
@@ -1032,10 +1236,7 @@ pub fn report(out: &mut String) {
                     fmt_mr(v(&|s| s.cpu_pct(false)), 3),
                     dash(fmt_mr(v(&|s| s.sup_cpu_pct()), 3)),
                     fmt_mr(v(&|s| s.cpu_pct(true)), 3),
-                    fmt_mr(
-                        v(&|s| s.cpu_pct(true) / 100.0 * 1e6 * hbt as f64 / 1000.0),
-                        0
-                    ),
+                    fmt_mr(v(&|s| us_per_hb(s, true, hbt)), 0),
                     fmt_mr(v(&|s| s.wakeups(false)), 1),
                     dash(fmt_mr(v(&|s| s.sup_wakeups()), 1)),
                     fmt_mr(v(&|s| s.wakeups(true)), 1),
@@ -1045,48 +1246,50 @@ pub fn report(out: &mut String) {
             }
         }
     }
-    // Ratios of medians.
+}
+
+/// Ratios of medians, numerator system / denominator system, role by role; every row
+/// printed, NOT MEASURED where either side has no figures.
+fn ratio_table(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, System)]) {
     let _ = writeln!(
         out,
-        "\nRatios electd / keepalived (medians above; leader vs master, follower vs backup; the run's cost included in the `+ run` rows). A keepalived backup sends nothing, so its datagram and byte ratios are infinite.\n"
+        "| heartbeat | numerator | denominator | role | CPU | wakeups | datagrams | bytes |"
     );
-    let _ = writeln!(
-        out,
-        "| heartbeat | electd | role | CPU | wakeups | datagrams | bytes |"
-    );
-    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- | --- |");
     for &hbt in &k.hbts {
-        let Some(ka) = trials.get(&(hbt, System::Keepalived)) else {
-            let _ = writeln!(
-                out,
-                "| {hbt} ms | - | - | NOT MEASURED (no keepalived figures) |"
-            );
-            continue;
-        };
-        for sys in [System::Electd, System::ElectdRun] {
-            let Some(el) = trials.get(&(hbt, sys)) else {
-                continue;
-            };
-            let run = sys == System::ElectdRun;
+        for &(a, b) in pairs {
             for leader in [true, false] {
+                let role = format!("{} / {}", role_name(a, leader), role_name(b, leader));
+                let (Some(ta), Some(tb)) = (m.trials.get(&(hbt, a)), m.trials.get(&(hbt, b)))
+                else {
+                    let _ = writeln!(
+                        out,
+                        "| {hbt} ms | {} | {} | {role} | NOT MEASURED (no figures for {}) | | | |",
+                        a.name(),
+                        b.name(),
+                        if m.trials.contains_key(&(hbt, a)) {
+                            b.name()
+                        } else {
+                            a.name()
+                        }
+                    );
+                    continue;
+                };
+                let run = a == System::ElectdRun;
                 let ratio = |f: &dyn Fn(&Sample) -> f64| {
-                    let a = med_range(role_values(el, leader, f)).0;
-                    let b = med_range(role_values(ka, leader, f)).0;
-                    if b == 0.0 {
+                    let x = med_range(role_values(ta, leader, f)).0;
+                    let y = med_range(role_values(tb, leader, f)).0;
+                    if y == 0.0 {
                         "inf".to_string()
                     } else {
-                        format!("{:.2}", a / b)
+                        format!("{:.2}", x / y)
                     }
                 };
                 let _ = writeln!(
                     out,
-                    "| {hbt} ms | {} | {} | {} | {} | {} | {} |",
-                    if run { "+ run" } else { "alone" },
-                    if leader {
-                        "leader / master"
-                    } else {
-                        "follower / backup"
-                    },
+                    "| {hbt} ms | {} | {} | {role} | {} | {} | {} | {} |",
+                    a.name(),
+                    b.name(),
                     ratio(&|s| s.cpu_pct(run)),
                     ratio(&|s| s.wakeups(run)),
                     ratio(&|s| s.dgrams()),
@@ -1095,14 +1298,53 @@ pub fn report(out: &mut String) {
             }
         }
     }
-    // Syscalls per heartbeat.
-    if !have_strace {
-        let _ = writeln!(out, "\nSyscalls: NOT MEASURED (strace not installed).");
+}
+
+/// One line per (heartbeat, role): CPU us per heartbeat / wakeups per second / system
+/// calls per heartbeat of every system side by side.
+fn summary_table(out: &mut String, k: &Knobs, m: &Measured) {
+    let _ = write!(out, "| heartbeat | role |");
+    for sys in SYSTEMS {
+        let _ = write!(out, " {} |", sys.name());
     }
-    for (hbt, cols) in &sys_cols {
+    let _ = writeln!(out);
+    let _ = writeln!(out, "|{}", " --- |".repeat(SYSTEMS.len() + 2));
+    for &hbt in &k.hbts {
+        for leader in [true, false] {
+            let _ = write!(
+                out,
+                "| {hbt} ms | {} |",
+                if leader {
+                    "leader / master / sender"
+                } else {
+                    "follower / backup / receiver"
+                }
+            );
+            for sys in SYSTEMS {
+                let run = sys == System::ElectdRun;
+                let cell = match m.trials.get(&(hbt, sys)) {
+                    None => "NOT MEASURED".to_string(),
+                    Some(tr) => {
+                        let cpu = med_range(role_values(tr, leader, &|s| us_per_hb(s, run, hbt))).0;
+                        let wk = med_range(role_values(tr, leader, &|s| s.wakeups(run))).0;
+                        let sc = syscalls_total(m, hbt, sys, leader, run)
+                            .map_or("-".to_string(), |v| format!("{v:.2}"));
+                        format!("{cpu:.0} / {wk:.1} / {sc}")
+                    }
+                };
+                let _ = write!(out, " {cell} |");
+            }
+            let _ = writeln!(out);
+        }
+    }
+}
+
+/// The syscall tables, one per heartbeat.
+fn syscall_tables(out: &mut String, k: &Knobs, m: &Measured) {
+    for (hbt, cols) in &m.sys_cols {
         let _ = writeln!(
             out,
-            "\nSyscalls per heartbeat at {hbt} ms (`strace -c -f -p PID...` for {:.0} s on every process at once, trial 1; per daemon, followers averaged):\n",
+            "\nSyscalls per heartbeat at {hbt} ms (`strace -c -f -p PID...` for {:.0} s on every process at once, trial 1; per daemon, followers or receivers averaged):\n",
             k.strace(*hbt).as_secs_f64()
         );
         let names: std::collections::BTreeSet<&String> =
@@ -1138,10 +1380,211 @@ pub fn report(out: &mut String) {
         }
         let _ = writeln!(out);
     }
-    match capture {
+}
+
+/// The attributed mode's table: per (heartbeat, system, role) the process tree's CPU,
+/// its namespace's receive path (the NAPI thread of its eth0), their sum (what the role
+/// would pay on a machine of its own), and the bridge's share (the NAPI thread of its
+/// veth on the hub: the switch, nobody's on separate machines), us per heartbeat.
+fn attrib_table(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool) {
+    let _ = writeln!(
+        out,
+        "| heartbeat | system | role | process (us/heartbeat) | own receive path: napi of its eth0 | process + own receive path | bridge: napi of its hub veth | wakeups/s process | wakeups/s napi eth0 |"
+    );
+    let _ = writeln!(
+        out,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for &hbt in &k.hbts {
+        for sys in SYSTEMS {
+            let run = sys == System::ElectdRun;
+            for leader in [true, false] {
+                let role = role_name(sys, leader);
+                let Some(tr) = m.trials.get(&(hbt, sys)) else {
+                    let _ = writeln!(
+                        out,
+                        "| {hbt} ms | {} | {role} | {} | | | | | |",
+                        sys.name(),
+                        missing(sys, have_ka)
+                    );
+                    continue;
+                };
+                let per_hb = |u: &dyn Fn(&Sample) -> u64| {
+                    fmt_mr(
+                        role_values(tr, leader, &|s| {
+                            u(s) as f64 / 1e3 / (s.secs * 1000.0 / hbt as f64)
+                        }),
+                        0,
+                    )
+                };
+                let _ = writeln!(
+                    out,
+                    "| {hbt} ms | {} | {role} | {} | {} | {} | {} | {} | {} |",
+                    sys.name(),
+                    fmt_mr(role_values(tr, leader, &|s| us_per_hb(s, run, hbt)), 0),
+                    per_hb(&|s| s.rx.cpu_ns),
+                    per_hb(&|s| {
+                        s.daemon.cpu_ns + if run { s.sup.cpu_ns } else { 0 } + s.rx.cpu_ns
+                    }),
+                    per_hb(&|s| s.sw.cpu_ns),
+                    fmt_mr(role_values(tr, leader, &|s| s.wakeups(run)), 1),
+                    fmt_mr(role_values(tr, leader, &|s| s.rx.vcsw as f64 / s.secs), 1),
+                );
+            }
+        }
+    }
+}
+
+/// Ratios of the attributed totals (process + own receive path), medians.
+fn attrib_ratios(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, System)]) {
+    let _ = writeln!(
+        out,
+        "| heartbeat | numerator | denominator | role | process | process + own receive path |"
+    );
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
+    for &hbt in &k.hbts {
+        for &(a, b) in pairs {
+            for leader in [true, false] {
+                let role = format!("{} / {}", role_name(a, leader), role_name(b, leader));
+                let (Some(ta), Some(tb)) = (m.trials.get(&(hbt, a)), m.trials.get(&(hbt, b)))
+                else {
+                    let _ = writeln!(
+                        out,
+                        "| {hbt} ms | {} | {} | {role} | NOT MEASURED | |",
+                        a.name(),
+                        b.name()
+                    );
+                    continue;
+                };
+                let run = a == System::ElectdRun;
+                let r = |f: &dyn Fn(&Sample, bool) -> f64| {
+                    let x = med_range(role_values(ta, leader, &|s| f(s, run))).0;
+                    let y = med_range(role_values(tb, leader, &|s| f(s, false))).0;
+                    format!("{:.2}", x / y)
+                };
+                let _ = writeln!(
+                    out,
+                    "| {hbt} ms | {} | {} | {role} | {} | {} |",
+                    a.name(),
+                    b.name(),
+                    r(&|s, sup| (s.daemon.cpu_ns + if sup { s.sup.cpu_ns } else { 0 }) as f64),
+                    r(&|s, sup| {
+                        (s.daemon.cpu_ns + if sup { s.sup.cpu_ns } else { 0 } + s.rx.cpu_ns) as f64
+                    }),
+                );
+            }
+        }
+    }
+}
+
+/// The pairs of the ratio tables: electd against keepalived, electd against the floor
+/// with ACKs (a protocol with one acknowledgement per heartbeat), keepalived against
+/// the floor without (VRRP's shape).
+const RATIOS: [(System, System); 6] = [
+    (System::Electd, System::Keepalived),
+    (System::ElectdRun, System::Keepalived),
+    (System::Electd, System::FloorAck),
+    (System::ElectdRun, System::FloorAck),
+    (System::Keepalived, System::FloorQuiet),
+    (System::FloorAck, System::FloorQuiet),
+];
+
+pub fn report(out: &mut String) {
+    let k = Knobs::get();
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let load = |what: &str| {
+        let l = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let l: Vec<&str> = l.split_whitespace().take(3).collect();
+        format!("load average {what}: {}", l.join(" "))
+    };
+    let load0 = load("at the start");
+    let start = out.len();
+    let _ = writeln!(
+        out,
+        "\n### Cost at rest beside keepalived and the protocol floor (issue 25: 3 servers, unicast, one namespace per daemon on one bridge)\n"
+    );
+    let _ = writeln!(
+        out,
+        "Measured {date}, {load0}; {} trial(s) per row, interleaved (electd, electd + `electctl run`, keepalived, floor with ACKs, floor without, then again); window {:.0} s at heartbeat 100 ms, {:.0} s at 1 s. Machine: {}.\n",
+        k.trials,
+        k.window(100).as_secs_f64(),
+        k.window(1000).as_secs_f64(),
+        crate::machine(),
+    );
+    let have_ka = which("keepalived");
+    let have_strace = which("strace");
+    let version = if have_ka {
+        Command::new("keepalived")
+            .arg("--version")
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    if k.attrib_only {
+        attributed(out, &k, have_ka);
+        let _ = writeln!(out, "\n{}, {}.", load0, load("at the end"));
+        return;
+    }
+    let lab = match Lab::create(false) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = writeln!(out, "NOT MEASURED: network namespaces: {e}.");
+            return;
+        }
+    };
+    let m = run_trials(&lab, &k, k.trials, have_strace, have_ka);
+    if have_ka {
+        let _ = writeln!(
+            out,
+            "keepalived: {version}, VRRPv3 (`vrrp_version 3`), `unicast_peer` (the two others), `advert_int` = the heartbeat, priorities 150/100/50, one virtual address, `garp_master_delay 0`, run as `keepalived -n -l -D -P -f CONF -p PID -r PID -c PID` in each namespace.\n"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "keepalived: NOT MEASURED (not installed: `apt-get install keepalived`).\n"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Floor (bench/floor.rs, a hidden mode of this bench binary): server 1 wakes on a periodic timerfd every heartbeat, reads it and sends {} bytes (an idle LEAD's UDP payload) with one sendto to each of the two others, and, woken by its socket, reads with recvfrom until EAGAIN; the two others wait in epoll_wait and read with recvfrom until EAGAIN, and in `floor, receivers ACK` answer every datagram with one sendto of {} bytes (an idle ACK's) to its sender, in `floor, receivers silent` send nothing (a VRRP backup's shape). No other work: what any protocol with (or without) one acknowledgement per heartbeat costs in this lab.\n",
+        crate::floor::LEAD_LEN,
+        crate::floor::ACK_LEN
+    );
+    let _ = writeln!(
+        out,
+        "Per daemon, median (min-max) over trials; a follower row pools both followers of every trial. CPU: schedstat of every thread of the process tree, % of one core; wakeups: voluntary context switches of every thread; datagrams and bytes: sent through the namespace's eth0 (nftables counters, UDP or VRRP, IP bytes: headers included). `run`: `electctl run --grace 100ms -- sleep infinity` on every server (its tree: electctl and, on the leader, `sleep`).\n"
+    );
+    main_table(out, &k, &m, have_ka);
+    let _ = writeln!(
+        out,
+        "\nSide by side, per role: CPU us per heartbeat (median) / wakeups per second / system calls per heartbeat (strace, trial 1; `+ run`: daemon and run tree together).\n"
+    );
+    summary_table(out, &k, &m);
+    let _ = writeln!(
+        out,
+        "\nRatios of medians (role by role: leader, master and sender; follower, backup and receiver; the run's cost included in the `+ run` rows). A keepalived backup and a silent receiver send nothing, so their datagram and byte ratios are infinite.\n"
+    );
+    ratio_table(out, &k, &m, &RATIOS);
+    if !have_strace {
+        let _ = writeln!(out, "\nSyscalls: NOT MEASURED (strace not installed).");
+    }
+    syscall_tables(out, &k, &m);
+    match &m.capture {
         Some((lead, ack)) => {
-            wire_layout(out, "LEAD (leader to a follower)", &lead);
-            wire_layout(out, "ACK (a follower to the leader)", &ack);
+            wire_layout(out, "LEAD (leader to a follower)", lead);
+            wire_layout(out, "ACK (a follower to the leader)", ack);
         }
         None => {
             let _ = writeln!(out, "\nWire capture: NOT MEASURED.");
@@ -1150,7 +1593,46 @@ pub fn report(out: &mut String) {
     if k.profile {
         profile(out, &lab, &k);
     }
+    drop(lab);
+    if k.attrib {
+        attributed(out, &k, have_ka);
+    }
     let _ = writeln!(out, "\n{}, {}.", load0, load("at the end"));
+    // The section as printed, to paste whole (BENCH_IDLE_OUT, default target/bench-idle.md).
+    let path = std::env::var("BENCH_IDLE_OUT").unwrap_or_else(|_| "target/bench-idle.md".into());
+    match std::fs::write(&path, &out[start..]) {
+        Ok(()) => eprintln!("bench idle: report written to {path}"),
+        Err(e) => eprintln!("bench idle: cannot write {path}: {e}"),
+    }
+}
+
+/// The attributed mode (BENCH_IDLE_ATTRIB=1): the same systems in a lab whose veths run
+/// their receive path in threads of their own (threaded NAPI), so that a sender no
+/// longer pays, in its own context, the bridge and the receiver's IP and UDP receive.
+fn attributed(out: &mut String, k: &Knobs, have_ka: bool) {
+    let trials = k.attrib_trials;
+    let _ = writeln!(
+        out,
+        "\n#### Attributed mode (BENCH_IDLE_ATTRIB=1): each namespace's receive path in a thread of its own\n"
+    );
+    let lab = match Lab::create(true) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = writeln!(out, "NOT MEASURED: attributed lab: {e}.");
+            return;
+        }
+    };
+    let _ = writeln!(
+        out,
+        "A new lab, the same as above but for every veth (each server's eth0 and its peer on the hub's bridge): `ethtool -K DEV gro on` (veth then receives through NAPI instead of the backlog of the CPU that sent) and `echo 1 > /sys/class/net/DEV/threaded` (that NAPI polls in a kernel thread `napi/DEV-ID`, not in the softirq of whoever raised it). A datagram sent by server A is then handed at A's veth to the NAPI thread of A's peer on the hub (the bridge: forwarding, then the veth to B), which hands it to the NAPI thread of B's eth0 (B's IP and UDP receive, and the wakeup of B's process). The sender pays its transmit path and one thread wakeup, as it would pay its transmit path and a doorbell on a NIC. The NAPI threads' schedstat is read with the processes': `own receive path` is the thread of the server's eth0 (on separate machines the receiver's softirq), `bridge` the thread of its hub veth (a switch: on nobody's CPU). {trials} trial(s) per row, interleaved as above; no strace (the system calls do not change), no callgrind.\n"
+    );
+    let m = run_trials(&lab, k, trials, false, have_ka);
+    attrib_table(out, k, &m, have_ka);
+    let _ = writeln!(
+        out,
+        "\nRatios of medians in the attributed mode: the process alone, and the process with its own receive path.\n"
+    );
+    attrib_ratios(out, k, &m, &RATIOS);
 }
 
 // ----- the bytes of an idle LEAD and ACK -------------------------------------------

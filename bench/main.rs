@@ -8,6 +8,7 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod floor;
 mod groups;
 mod idle;
 #[path = "../tests/sim/mod.rs"]
@@ -909,6 +910,9 @@ fn main() {
         return;
     }
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == floor::ARG) {
+        floor::main(&args[i + 1..], idle::PORT);
+    }
     if let Some(i) = args.iter().position(|a| a == HEALTH_CHECK_ARG) {
         health_check(&args[i + 1], &args[i + 2]);
     }

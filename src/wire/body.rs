@@ -106,9 +106,21 @@ impl PeerSet {
         self.0.iter().all(|&b| b == 0)
     }
 
-    /// The ids in the set, ascending.
+    /// The ids in the set, ascending. Walks the set bits only: a follower runs this
+    /// for every LEAD's alive map, and testing all 255 ids one by one was a third of
+    /// an idle follower's instructions (issue 25, callgrind).
     pub fn iter(&self) -> impl Iterator<Item = u16> + '_ {
-        (1..=255u16).filter(|&id| self.contains(id))
+        self.0.iter().enumerate().flat_map(|(byte, &bits)| {
+            let mut rest = bits;
+            std::iter::from_fn(move || {
+                if rest == 0 {
+                    return None;
+                }
+                let bit = rest.trailing_zeros() as u16;
+                rest &= rest - 1;
+                Some(byte as u16 * 8 + bit + 1)
+            })
+        })
     }
 
     /// The bitmap without its trailing zero bytes (what the wire carries).

@@ -281,6 +281,26 @@ fn peer_sets_hold_ids_1_to_255() {
     assert_eq!(alive(&[1]).wire_bytes(), &[1]);
     assert_eq!(alive(&[9]).wire_bytes(), &[0, 1]);
     assert!(PeerSet::EMPTY.wire_bytes().is_empty() && PeerSet::EMPTY.is_empty());
+    // `iter` walks the set bits: the same ids, ascending, as testing each id.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut sets = vec![PeerSet::EMPTY, alive(&(1..=255).collect::<Vec<_>>())];
+    for _ in 0..200 {
+        let mut s = PeerSet::EMPTY;
+        for id in 1..=255u16 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if x % 5 == 0 {
+                s.insert(id);
+            }
+        }
+        sets.push(s);
+    }
+    for s in &sets {
+        let naive: Vec<u16> = (1..=255).filter(|&id| s.contains(id)).collect();
+        assert_eq!(s.iter().collect::<Vec<_>>(), naive);
+        assert_eq!(s.len(), naive.len());
+    }
 }
 
 #[test]
