@@ -100,6 +100,39 @@ fn main() {
 /// The longest an exit waits for the log lines still queued.
 const LOG_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Raises the soft RLIMIT_NOFILE to the hard limit: the daemon's own caps keep it far
+/// below 1024 descriptors, this is margin (a state write that fails for EMFILE is
+/// fatal). The shipped units set LimitNOFILE and forbid setrlimit (`@resources`), so
+/// there the raise is refused and the unit's value stands.
+fn raise_nofile() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills `lim`, which we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return;
+    }
+    let was = lim.rlim_cur;
+    if was < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: setrlimit with a valid rlimit, raising soft to hard.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+            log::debug!(
+                "descriptor limit (RLIMIT_NOFILE) {was}, not raised to {}: {}",
+                lim.rlim_max,
+                std::io::Error::last_os_error()
+            );
+            return;
+        }
+    }
+    log::debug!(
+        "descriptor limit (RLIMIT_NOFILE) {} (was {was}, hard {})",
+        lim.rlim_cur,
+        lim.rlim_max
+    );
+}
+
 fn run() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut opts = getopts::Options::new();
@@ -212,6 +245,9 @@ fn run() -> i32 {
             .or(env_level)
             .unwrap_or(LevelFilter::Info),
     );
+    raise_nofile();
+    // Off the loop before the control socket can receive a descriptor.
+    electd::control::closer::start();
     // What --check-config warns about, in the log of every start.
     for w in cfg.warnings() {
         log::warn!("{w}");

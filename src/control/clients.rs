@@ -2,7 +2,8 @@
 //! accept, request lines read and taken round-robin, bounded answer buffers, slow
 //! readers and idle clients dropped, each with the control socket's own limits.
 
-use super::passed::{FdStream, Passed, Pending};
+use super::closer::{self, CLOSE_BACKLOG};
+use super::passed::{FdStream, MAX_PARKED, PassRefused, Passed, Pending};
 use super::request::{MAX_REQUEST, Request, error_line};
 use crate::conns::{Conn, Table, Take, Written};
 use crate::host::ClientId;
@@ -128,6 +129,9 @@ pub struct ControlCounters {
     pub refused: u64,
     /// Clients dropped: too long a request, too slow a reader, or idle.
     pub dropped: u64,
+    /// Batches of passed descriptors refused and closed unused: too many, a line not
+    /// ended by the next read, another batch waiting, the daemon's cap.
+    pub passed_refused: u64,
 }
 
 /// The listening socket and its clients.
@@ -260,15 +264,31 @@ impl Control {
     }
 
     /// True when requests are buffered or sockets hold unread bytes: the next wakeup
-    /// must not wait on poll.
+    /// must not wait on poll (unread bytes wait while reads are paused).
     pub fn has_more(&self) -> bool {
-        self.clients
-            .iter()
-            .any(|(_, c)| c.servable() || c.wants_read() || (c.too_long && c.closing.is_none()))
+        let paused = Self::reads_paused();
+        self.clients.iter().any(|(_, c)| {
+            c.servable() || (c.wants_read() && !paused) || (c.too_long && c.closing.is_none())
+        })
+    }
+
+    /// No client is read while the closer thread is behind: what clients send stays in
+    /// the kernel, so descriptors to close cannot pile up in the daemon.
+    fn reads_paused() -> bool {
+        closer::backlog() >= CLOSE_BACKLOG
     }
 
     /// Reads what a client sent, up to `INBUF_CAP` buffered bytes.
     fn read_client(&mut self, slot: usize, now: Instant) {
+        if Self::reads_paused() {
+            if let Some(c) = self.clients.get_mut(slot) {
+                // Read at a later wakeup (the sweep comes within a second).
+                c.more = true;
+            }
+            return;
+        }
+        // Descriptors waiting for their lines in the whole daemon.
+        let mut parked: usize = self.clients.iter().map(|(_, c)| c.passed.fds()).sum();
         let Some(c) = self.clients.get_mut(slot) else {
             return;
         };
@@ -280,22 +300,41 @@ impl Control {
                 // The kernel ends a read with the message that carried descriptors
                 // (it may begin the read with bytes sent before it): they belong to
                 // the line holding the last byte read.
-                let passed = c.stream.take_passed();
+                let mut passed = c.stream.take_passed();
                 let offset = c.inbuf.len() + bytes.len().saturating_sub(1);
-                if !c.passed.add(offset, passed) {
-                    // Bounded: descriptors no request line has taken yet pile up.
+                c.inbuf.extend_from_slice(bytes);
+                // A batch whose line this read did not end either is closed now.
+                let before = c.passed.fds();
+                if c.ext.passed.after_read(&c.inbuf) {
+                    counters.passed_refused += 1;
+                    parked -= before;
+                }
+                if passed.refused.is_some() {
+                    counters.passed_refused += 1;
+                } else if parked + passed.fds.len() > MAX_PARKED {
+                    counters.passed_refused += 1;
+                    passed.refuse(PassRefused::DaemonFull);
+                }
+                let n = passed.fds.len();
+                if c.passed.add(offset, passed).is_err() {
+                    // One batch waits for its line at a time: the client is dropped.
+                    counters.passed_refused += 1;
                     counters.dropped += 1;
+                    parked -= c.passed.fds();
                     c.inbuf.clear();
                     c.passed.clear();
                     c.more = false;
                     c.eof = true;
                     c.outbuf.extend_from_slice(
-                        error_line("descriptors passed with too many requests").as_bytes(),
+                        error_line(
+                            "descriptors passed again before the line of the last ones was answered (too many requests with descriptors)",
+                        )
+                        .as_bytes(),
                     );
                     c.close(now);
                     return;
                 }
-                c.inbuf.extend_from_slice(bytes);
+                parked += n;
                 // A line still open after MAX_REQUEST bytes is too long already.
                 let open = c.inbuf.iter().rev().take_while(|&&b| b != b'\n').count();
                 if open > MAX_REQUEST {
@@ -447,6 +486,8 @@ impl Control {
 
     /// Writes queued answers, closes finished, dropped and idle clients.
     pub fn flush(&mut self, registry: &Registry, now: Instant) {
+        // Batches of descriptors to close that found the closer's channel full.
+        closer::retry();
         for slot in 0..self.clients.end() {
             let Some(written) = self.clients.write(registry, slot) else {
                 continue;
@@ -481,8 +522,12 @@ impl Control {
     /// yet written. The daemon's loop then wakes at least once a second; with only
     /// watchers and supervisors connected it waits for events and its own deadlines.
     pub fn sweeps_due(&self) -> bool {
+        let paused = Self::reads_paused();
         self.clients.iter().any(|(_, c)| {
-            (c.watching.is_none() && !c.supervising) || c.closing.is_some() || !c.outbuf.is_empty()
+            (c.watching.is_none() && !c.supervising)
+                || c.closing.is_some()
+                || !c.outbuf.is_empty()
+                || (paused && c.wants_read())
         })
     }
 

@@ -21,11 +21,16 @@
 //! connections that supervise (never evicted as idle), reports their departures
 //! (`take_departed`) and delivers their numbered lines.
 //!
+//! Descriptors passed with `supervise` (`run`'s stop timers, issue 25) are bounded:
+//! `MAX_PASSED` per request, one batch waiting per client, `MAX_PARKED` in the daemon;
+//! those it does not keep are closed on the closer thread, never on the loop.
+//!
 //! The rooms: `request` parses request lines and writes error answers; `clients` is the
 //! table of connections and its limits; `registry` marks supervisors and holds
-//! answers.
+//! answers; `passed` reads descriptors with their lines; `closer` closes them.
 
 mod clients;
+pub mod closer;
 mod passed;
 mod registry;
 mod request;
@@ -36,7 +41,7 @@ pub use clients::{
     Control, ControlCounters, IDLE_TIMEOUT, MAX_ANSWER, MAX_CLIENTS, MAX_OUTBUF,
     REQUESTS_PER_CLIENT, REQUESTS_PER_WAKEUP, Scope,
 };
-pub use passed::{MAX_PASSED, Passed};
+pub use passed::{MAX_PARKED, MAX_PASSED, PassRefused, Passed, SCM_MAX_FD};
 pub use registry::HeldReply;
 pub use request::{
     MAX_HEALTH_REASON, MAX_REQUEST, NOT_LEADER, RELOAD_REFUSED, Request, connect_error, error_line,

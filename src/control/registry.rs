@@ -102,19 +102,16 @@ impl Control {
         self.reply(client.slot, line);
     }
 
-    /// Client `slot` supervises with stop timers (passed with `supervise`): they stay
-    /// with the connection and are closed when it goes.
-    pub fn set_timers(&mut self, slot: usize, timers: crate::supervise::StopTimers) {
-        if let Some(c) = self.clients.get_mut(slot) {
-            c.timers = Some(timers);
-        }
-    }
-
-    /// Closes client `slot`'s stop timers (its `supervise` was refused after all).
-    pub fn clear_timers(&mut self, slot: usize) {
-        if let Some(c) = self.clients.get_mut(slot) {
-            c.timers = None;
-        }
+    /// Client `slot`'s stop timers become `timers` (passed with an accepted
+    /// `supervise`: they stay with the connection and are closed when it goes); the
+    /// ones it held before are returned, to be put back if the `supervise` is refused.
+    pub fn replace_timers(
+        &mut self,
+        slot: usize,
+        timers: Option<crate::supervise::StopTimers>,
+    ) -> Option<crate::supervise::StopTimers> {
+        let c = self.clients.get_mut(slot)?;
+        std::mem::replace(&mut c.timers, timers)
     }
 
     /// True if client `slot` passed stop timers that the daemon holds.

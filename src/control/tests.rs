@@ -283,12 +283,106 @@ fn passed_descriptors_belong_to_their_line() {
             (Request::Ping, 0),
         ]
     );
-    // Too many descriptors: the kernel closes the rest, the request knows.
-    let many: Vec<i32> = (0..super::MAX_PASSED + 2).map(|_| t.term_fd()).collect();
+    // Too many descriptors: all closed at once, the request knows why.
+    let many: Vec<i32> = (0..super::MAX_PASSED + 1).map(|_| t.term_fd()).collect();
     crate::supervise::send_with_fds(&mut s, b"supervise grace_ms=100\n", &many).unwrap();
     f.read_all();
     let reqs = f.control.take_requests(Instant::now());
     assert_eq!(reqs.len(), 1);
     let p = &reqs[0].1.1;
-    assert!(p.truncated && p.fds.len() <= super::MAX_PASSED, "{p:?}");
+    assert!(
+        p.refused == Some(super::PassRefused::TooMany(3)) && p.fds.is_empty(),
+        "{p:?}"
+    );
+    assert_eq!(f.control.counters.passed_refused, 1);
+    // Descriptors with a line the next read does not end: closed, the line refused.
+    crate::supervise::send_with_fds(&mut s, b"supervise gr", &[t.term_fd(), t.kill_fd()]).unwrap();
+    f.read_all();
+    s.write_all(b"ace").unwrap();
+    f.read_all();
+    s.write_all(b"_ms=100\n").unwrap();
+    f.read_all();
+    let reqs = f.control.take_requests(Instant::now());
+    assert_eq!(reqs.len(), 1);
+    let p = &reqs[0].1.1;
+    assert!(
+        p.refused == Some(super::PassRefused::LineNotEnded) && p.fds.is_empty(),
+        "{p:?}"
+    );
+    assert_eq!(f.control.counters.passed_refused, 2);
+    // Split across two reads: the next read ends the line, the descriptors are taken.
+    crate::supervise::send_with_fds(&mut s, b"supervise gr", &[t.term_fd(), t.kill_fd()]).unwrap();
+    f.read_all();
+    s.write_all(b"ace_ms=100\n").unwrap();
+    f.read_all();
+    let reqs = f.control.take_requests(Instant::now());
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].1.1.fds.len(), 2, "{:?}", reqs[0].1.1);
+    // A second batch while one waits for its line: the client is dropped.
+    crate::supervise::send_with_fds(&mut s, b"s", &[t.term_fd()]).unwrap();
+    f.read_all();
+    crate::supervise::send_with_fds(&mut s, b"s", &[t.term_fd()]).unwrap();
+    f.read_all();
+    assert!(f.control.take_requests(Instant::now()).is_empty());
+    assert_eq!(
+        f.control.counters.passed_refused, 4,
+        "the first expired, the second refused"
+    );
+    assert_eq!(f.control.counters.dropped, 1);
+}
+
+/// The whole daemon parks at most MAX_PARKED descriptors behind unfinished lines: a
+/// batch beyond is closed at once and its line refused (issue 25 review: 64 clients
+/// parking 16 each filled a 1024 descriptor table, and the next state write failed).
+#[test]
+fn parked_descriptors_are_capped_daemon_wide() {
+    let mut f = Fixture::new("parked");
+    let t = crate::supervise::StopTimers::create().unwrap();
+    let n = super::MAX_PARKED / super::MAX_PASSED;
+    let mut conns: Vec<_> = (0..n + 1).map(|_| f.connect()).collect();
+    for s in conns.iter_mut() {
+        crate::supervise::send_with_fds(s, b"supervise grace_ms=1", &[t.term_fd(), t.kill_fd()])
+            .unwrap();
+        f.read_all();
+    }
+    assert_eq!(
+        f.control.counters.passed_refused, 1,
+        "the one beyond the cap"
+    );
+    for s in conns.iter_mut() {
+        s.write_all(b"00\n").unwrap();
+    }
+    f.read_all();
+    let reqs = f.control.take_requests(Instant::now());
+    assert_eq!(reqs.len(), n + 1);
+    let full: Vec<_> = reqs
+        .iter()
+        .filter(|(_, (_, p))| p.refused == Some(super::PassRefused::DaemonFull))
+        .collect();
+    assert_eq!(full.len(), 1);
+    assert_eq!(
+        reqs.iter().map(|(_, (_, p))| p.fds.len()).sum::<usize>(),
+        super::MAX_PARKED
+    );
+}
+
+/// recvmsg has room for every descriptor one message may carry (SCM_MAX_FD), so the
+/// kernel never discards (closes) any inside recvmsg on the event loop: they all come
+/// to the daemon, which refuses them and closes them on its closer thread.
+#[test]
+fn every_descriptor_of_a_message_is_received_then_closed_off_the_loop() {
+    let mut f = Fixture::new("scm-max");
+    let mut s = f.connect();
+    let t = crate::supervise::StopTimers::create().unwrap();
+    let many = vec![t.term_fd(); super::SCM_MAX_FD];
+    crate::supervise::send_with_fds(&mut s, b"supervise grace_ms=100\n", &many).unwrap();
+    f.read_all();
+    let reqs = f.control.take_requests(Instant::now());
+    assert_eq!(reqs.len(), 1);
+    let p = &reqs[0].1.1;
+    assert_eq!(
+        p.refused,
+        Some(super::PassRefused::TooMany(super::SCM_MAX_FD)),
+        "all received, none discarded by the kernel: {p:?}"
+    );
 }

@@ -204,6 +204,7 @@ impl Daemon {
             send_errors: m.send_errors,
             control_requests: control.requests,
             control_dropped: control.dropped + control.refused,
+            control_passed_refused: control.passed_refused,
             log_lines_dropped: crate::logsink::dropped_total(),
             state_write_age: self.write_age(),
             datagrams_sent: m.datagrams_sent,
@@ -328,6 +329,7 @@ mod tests {
         d.control.counters.requests = 21;
         d.control.counters.refused = 22;
         d.control.counters.dropped = 23;
+        d.control.counters.passed_refused = 25;
         d.host.registry_mut().departed_unconfirmed = 24;
         d.config_refused = Some("no".into());
         let now = boot_now();

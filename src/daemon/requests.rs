@@ -21,19 +21,17 @@ pub(super) fn yield_target(cfg: &Config, id: u64) -> Result<u16, String> {
 /// The stop timers passed with a `supervise` with `grace` (issue 25), or why they are
 /// refused (the descriptors are closed then).
 fn passed_timers(
-    passed: Passed,
+    mut passed: Passed,
     grace: Option<Duration>,
 ) -> Result<crate::supervise::StopTimers, String> {
-    if passed.truncated {
-        return Err(format!(
-            "supervise: stop timers refused: more than {} descriptors passed, or ancillary data of another kind",
-            crate::control::MAX_PASSED
-        ));
+    if let Some(why) = passed.refused {
+        return Err(format!("supervise: stop timers refused: {why}"));
     }
     if grace.is_none() {
         return Err("supervise: stop timers refused: they need grace_ms=N".into());
     }
-    crate::supervise::StopTimers::from_passed(passed.fds).map_err(|e| e.to_string())
+    // Refused ones stay in `passed`, closed off the loop when it is dropped.
+    crate::supervise::StopTimers::from_passed(&mut passed.fds).map_err(|e| e.to_string())
 }
 
 impl Daemon {
@@ -75,14 +73,18 @@ impl Daemon {
                 let Some(client) = self.control.client_id(slot) else {
                     return Ok(());
                 };
+                // Refused before anything changes: a connection's timers are replaced
+                // only by a `supervise` that is accepted, so a refused second one
+                // leaves the first registration, and the timers it re-arms, as they were.
+                if let Err(e) = self.host.supervise_refusal(client, g) {
+                    self.control.reply(slot, &error_line(&e));
+                    return Ok(());
+                }
                 let pid = self.control.peer_pid(slot);
                 // Marked first: its departure from now on reaches the host.
                 self.control.mark_supervisor(slot);
                 // Held with the connection before the host's first line asks to arm them.
-                let fresh = timers.is_some();
-                if let Some(t) = timers {
-                    self.control.set_timers(slot, t);
-                }
+                let previous = timers.map(|t| self.control.replace_timers(slot, Some(t)));
                 let has_timers = self.control.has_timers(slot);
                 let r = self.drive(|h, now| {
                     if let Err(e) = h.handle_supervise(now, client, g, grace, pid, has_timers) {
@@ -91,8 +93,10 @@ impl Daemon {
                     h.flush(now).map(Ok)
                 })?;
                 if let Err(e) = r {
-                    if fresh {
-                        self.control.clear_timers(slot);
+                    // Checked above, so not reached; should the host refuse for another
+                    // reason one day, the timers it knows of are put back.
+                    if let Some(previous) = previous {
+                        self.control.replace_timers(slot, previous);
                     }
                     self.control.reply(slot, &error_line(&e));
                 }

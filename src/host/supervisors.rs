@@ -366,14 +366,12 @@ impl Host {
         pid: Option<u32>,
         timers: bool,
     ) -> Result<(), String> {
+        self.supervise_refusal(client, g)?;
         let s = self.registry.sups.entry(client).or_insert(Supervisor {
             group: g,
             pid,
             ..Supervisor::default()
         });
-        if s.group != g {
-            return Err("supervise: this connection supervises another group".into());
-        }
         if grace.is_some() {
             s.grace = grace;
         }
@@ -381,6 +379,18 @@ impl Host {
         let line = self.line_of(now, g);
         self.send_line(client, line);
         Ok(())
+    }
+
+    /// Why `supervise` of group `g` from `client` would be refused, if it would: a
+    /// connection supervises one group. Checked before the daemon takes the stop timers
+    /// passed with it, so a refusal changes nothing.
+    pub fn supervise_refusal(&self, client: ClientId, g: usize) -> Result<(), String> {
+        match self.registry.sups.get(&client) {
+            Some(s) if s.group != g => {
+                Err("supervise: this connection supervises another group".into())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// `released N` from `client`: the command it ran on the leases of lines up to N

@@ -127,6 +127,8 @@ pub struct Snapshot {
     pub control_requests: u64,
     /// Control clients dropped or refused (limits).
     pub control_dropped: u64,
+    /// Batches of descriptors passed on the control socket refused and closed unused.
+    pub control_passed_refused: u64,
     pub log_lines_dropped: u64,
     /// How long the state-file write in flight has taken so far (zero when none).
     pub state_write_age: Duration,

@@ -339,6 +339,13 @@ pub const SERVER: &[Family<Snapshot>] = &[
         read: Read::Value(|s| Value::Count(s.control_dropped)),
     },
     Family {
+        name: "control_passed_refused",
+        kind: Type::Counter,
+        help: "Batches of descriptors passed on the control socket refused and closed unused (more than 2, a line not ended, another batch waiting, the daemon's cap).",
+        labels: &[],
+        read: Read::Value(|s| Value::Count(s.control_passed_refused)),
+    },
+    Family {
         name: "log_lines_dropped",
         kind: Type::Counter,
         help: "Log lines dropped because the log sink (stderr) did not take them in time (SPEC section 12).",

@@ -74,7 +74,7 @@ pub use conn::{IDLE_ASK, Line, NO_SUCH_GROUP, parse_line, send_with_fds};
 pub use lease::{MARGIN, StopAt, Timers, check_grace, max_grace, stop_at};
 pub use options::{DEFAULT_RESTART_WINDOW, MAX_RESTART_WINDOW, MAX_RESTARTS, RunOptions};
 pub use restarts::RestartWindow;
-pub use timers::{StopTimers, TimersRefused};
+pub use timers::{ArmFirst, StopTimers, TimersRefused, arm_order};
 
 use command::Running;
 use conn::Conn;

@@ -112,6 +112,29 @@ fn clock_of(fd: RawFd) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
+/// Which of the two stop timers is armed first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArmFirst {
+    /// SIGTERM's: the new SIGTERM instant is earlier than the armed one (the instants
+    /// move earlier: SIGKILL's first would, for a moment, come before the old SIGTERM).
+    Term,
+    /// SIGKILL's: the instants move later or stay (SIGTERM's first would, for a
+    /// moment, come after the old SIGKILL), or nothing is armed.
+    Kill,
+}
+
+/// The order that keeps SIGTERM at or before SIGKILL between the two armings, given
+/// the SIGTERM instant armed now (`armed_term_ns`, None when disarmed or fired) and the
+/// new instants `at` (whose SIGTERM is at or before its SIGKILL). Armed (t0, k0) with
+/// t0 <= k0, new (t1, k1) with t1 <= k1: if t1 < t0, SIGTERM's first leaves (t1, k0),
+/// and t1 < t0 <= k0; else SIGKILL's first leaves (t0, k1), and t0 <= t1 <= k1.
+pub fn arm_order(armed_term_ns: Option<u64>, at: StopAt) -> ArmFirst {
+    match armed_term_ns {
+        Some(t0) if at.term_ns < t0 => ArmFirst::Term,
+        _ => ArmFirst::Kill,
+    }
+}
+
 impl StopTimers {
     /// Two fresh, disarmed CLOCK_BOOTTIME timers (close-on-exec, non-blocking).
     pub fn create() -> std::io::Result<StopTimers> {
@@ -122,8 +145,9 @@ impl StopTimers {
     }
 
     /// The timers passed with a `supervise` (SIGTERM's first): exactly two
-    /// CLOCK_BOOTTIME timerfds, or refused (the descriptors are closed on return).
-    pub fn from_passed(mut fds: Vec<OwnedFd>) -> Result<StopTimers, TimersRefused> {
+    /// CLOCK_BOOTTIME timerfds, taken out of `fds`, or refused (then `fds` is left as
+    /// it was: the caller closes them, off the event loop, as they may be anything).
+    pub fn from_passed(fds: &mut Vec<OwnedFd>) -> Result<StopTimers, TimersRefused> {
         if fds.len() != 2 {
             return Err(TimersRefused::Count(fds.len()));
         }
@@ -140,11 +164,24 @@ impl StopTimers {
         Ok(StopTimers { term, kill })
     }
 
-    /// Arms both timers for `at` (SIGKILL's first: a process that looks between the two
-    /// calls never sees a SIGTERM instant later than the SIGKILL one it knows).
+    /// Arms both timers for `at`, in the order [`arm_order`] chooses from the SIGTERM
+    /// instant armed now: every state between the two calls (seen by `run` or its
+    /// enforcer, or left by a daemon paused or killed between them) keeps SIGTERM at or
+    /// before SIGKILL, so the command never gets SIGKILL without its SIGTERM and grace.
     pub fn arm(&self, at: StopAt) -> std::io::Result<()> {
-        arm_at(self.kill.as_raw_fd(), at.kill_ns)?;
-        arm_at(self.term.as_raw_fd(), at.term_ns)
+        let armed = left(self.term.as_raw_fd())
+            .filter(|d| !d.is_zero())
+            .map(|d| crate::time::boot_now().as_nanos() + d.as_nanos() as u64);
+        match arm_order(armed, at) {
+            ArmFirst::Term => {
+                arm_at(self.term.as_raw_fd(), at.term_ns)?;
+                arm_at(self.kill.as_raw_fd(), at.kill_ns)
+            }
+            ArmFirst::Kill => {
+                arm_at(self.kill.as_raw_fd(), at.kill_ns)?;
+                arm_at(self.term.as_raw_fd(), at.term_ns)
+            }
+        }
     }
 
     /// True while the SIGTERM instant has not come: the lease last armed leaves room
@@ -178,6 +215,49 @@ impl StopTimers {
 mod tests {
     use super::*;
 
+    /// Every intermediate state of an arming keeps SIGTERM at or before SIGKILL, the
+    /// instants moving earlier, later, apart or together (review of runtimer: SIGKILL
+    /// always first let a paused daemon leave SIGKILL before SIGTERM).
+    #[test]
+    fn arming_order_keeps_sigterm_first_in_between() {
+        let at = |t, k| StopAt {
+            term_ns: t,
+            kill_ns: k,
+        };
+        let cases = [
+            (at(100, 200), at(50, 80)),   // both earlier, past the old SIGTERM
+            (at(100, 200), at(90, 150)),  // both earlier
+            (at(100, 200), at(300, 400)), // both later, past the old SIGKILL
+            (at(100, 200), at(150, 250)), // both later
+            (at(100, 200), at(100, 200)), // the same
+            (at(100, 200), at(120, 180)), // inside
+            (at(100, 200), at(80, 220)),  // around
+        ];
+        for (old, new) in cases {
+            let order = arm_order(Some(old.term_ns), new);
+            let between = match order {
+                ArmFirst::Term => at(new.term_ns, old.kill_ns),
+                ArmFirst::Kill => at(old.term_ns, new.kill_ns),
+            };
+            assert!(
+                between.term_ns <= between.kill_ns,
+                "{old:?} -> {new:?}: {order:?} first leaves {between:?}"
+            );
+        }
+        assert_eq!(arm_order(None, at(1, 2)), ArmFirst::Kill, "nothing armed");
+        assert_eq!(arm_order(Some(100), at(50, 80)), ArmFirst::Term);
+        // Armed for real: later instants, then earlier, then later; each lands.
+        let t = StopTimers::create().unwrap();
+        let now = crate::time::boot_now().as_nanos();
+        for (a, b) in [(5, 6), (3, 4), (7, 8)] {
+            t.arm(at(now + a * 1_000_000_000, now + b * 1_000_000_000))
+                .unwrap();
+            let term = left(t.term_fd()).unwrap();
+            let kill = left(t.kill_fd()).unwrap();
+            assert!(term < kill && kill.as_secs() < b, "{term:?} {kill:?}");
+        }
+    }
+
     #[test]
     fn passed_descriptors_must_be_two_boot_clock_timers() {
         let t = StopTimers::create().unwrap();
@@ -193,10 +273,10 @@ mod tests {
             // SAFETY: F_DUPFD_CLOEXEC of our own descriptor; the copy is ours.
             unsafe { OwnedFd::from_raw_fd(libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0)) }
         };
-        let ok = StopTimers::from_passed(vec![dup(t.term_fd()), dup(t.kill_fd())]).unwrap();
+        let ok = StopTimers::from_passed(&mut vec![dup(t.term_fd()), dup(t.kill_fd())]).unwrap();
         assert!(ok.room(), "the same timers");
         assert_eq!(
-            StopTimers::from_passed(vec![dup(t.term_fd())]).unwrap_err(),
+            StopTimers::from_passed(&mut vec![dup(t.term_fd())]).unwrap_err(),
             TimersRefused::Count(1)
         );
         let mut p = [0i32; 2];
@@ -204,7 +284,7 @@ mod tests {
         assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
         // SAFETY: fresh descriptors.
         let (r, w) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
-        let e = StopTimers::from_passed(vec![dup(t.term_fd()), r]).unwrap_err();
+        let e = StopTimers::from_passed(&mut vec![dup(t.term_fd()), r]).unwrap_err();
         assert_eq!(e, TimersRefused::NotATimer(1));
         assert!(e.to_string().contains("not a timerfd"), "{e}");
         drop(w);
@@ -214,7 +294,7 @@ mod tests {
         // SAFETY: a fresh descriptor.
         let mono = unsafe { OwnedFd::from_raw_fd(mono) };
         assert_eq!(
-            StopTimers::from_passed(vec![mono, dup(t.kill_fd())]).unwrap_err(),
+            StopTimers::from_passed(&mut vec![mono, dup(t.kill_fd())]).unwrap_err(),
             TimersRefused::NotBootClock(0)
         );
     }

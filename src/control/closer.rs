@@ -1,0 +1,135 @@
+//! Descriptors received on the control socket that the daemon does not keep are closed
+//! on a thread of their own, never on the event loop: the last close of a passed TCP
+//! socket with SO_LINGER and unsent data blocks in close(2) for the linger time,
+//! O_NONBLOCK or not, and a blocked loop misses heartbeats (S2's lease, L2's seat).
+//!
+//! Bounded, and it never blocks the loop: batches go to the closer thread through a
+//! bounded channel; when it is full (the thread is stuck in a close), they wait in a
+//! list the loop retries at each wakeup. While more than [`CLOSE_BACKLOG`] descriptors
+//! wait to be closed the control socket reads no client (`Control::read_client`), so
+//! the kernel keeps whatever else clients send: the list holds at most
+//! `CLOSE_BACKLOG + SCM_MAX_FD + MAX_PARKED` descriptors (one more read's worth, and the
+//! batches waiting for their lines), never the process's descriptor table. The stop
+//! timers the daemon keeps are timerfds, checked before they are taken; their close
+//! never blocks, so they are closed where they are dropped.
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Descriptors waiting to be closed above which no control client is read.
+pub const CLOSE_BACKLOG: usize = 64;
+/// Batches the closer thread's channel holds.
+const CHANNEL_BATCHES: usize = 16;
+
+struct Closer {
+    tx: SyncSender<Vec<OwnedFd>>,
+    /// Batches the channel had no room for, oldest first.
+    waiting: Mutex<Vec<Vec<OwnedFd>>>,
+    /// Descriptors handed over and not yet closed.
+    backlog: Arc<AtomicUsize>,
+}
+
+static CLOSER: OnceLock<Option<Closer>> = OnceLock::new();
+
+fn closer() -> Option<&'static Closer> {
+    CLOSER
+        .get_or_init(|| {
+            let (tx, rx) = sync_channel::<Vec<OwnedFd>>(CHANNEL_BATCHES);
+            let backlog = Arc::new(AtomicUsize::new(0));
+            let count = backlog.clone();
+            let spawned = std::thread::Builder::new()
+                .name("electd-closer".into())
+                .spawn(move || {
+                    for batch in rx {
+                        let n = batch.len();
+                        drop(batch);
+                        count.fetch_sub(n, Ordering::Relaxed);
+                    }
+                });
+            match spawned {
+                Ok(_) => Some(Closer {
+                    tx,
+                    waiting: Mutex::new(Vec::new()),
+                    backlog,
+                }),
+                Err(e) => {
+                    log::error!("cannot start the descriptor closer thread: {e}");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// Starts the closer thread (else it starts with the first descriptors to close).
+pub fn start() {
+    let _ = closer();
+}
+
+/// Hands `fds` to the closer thread; never blocks, never closes here (but for the
+/// last resort of a closer thread that could not be started).
+pub fn close_later(fds: Vec<OwnedFd>) {
+    if fds.is_empty() {
+        return;
+    }
+    let Some(c) = closer() else {
+        drop(fds);
+        return;
+    };
+    c.backlog.fetch_add(fds.len(), Ordering::Relaxed);
+    let mut waiting = c.waiting.lock().unwrap_or_else(|e| e.into_inner());
+    waiting.push(fds);
+    send_waiting(c, &mut waiting);
+}
+
+fn send_waiting(c: &Closer, waiting: &mut Vec<Vec<OwnedFd>>) {
+    while !waiting.is_empty() {
+        let batch = waiting.remove(0);
+        match c.tx.try_send(batch) {
+            Ok(()) => {}
+            Err(TrySendError::Full(batch)) | Err(TrySendError::Disconnected(batch)) => {
+                waiting.insert(0, batch);
+                return;
+            }
+        }
+    }
+}
+
+/// Sends the batches waiting for room in the channel (at each wakeup).
+pub fn retry() {
+    if let Some(c) = CLOSER.get().and_then(Option::as_ref) {
+        let mut waiting = c.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        send_waiting(c, &mut waiting);
+    }
+}
+
+/// Descriptors handed over and not yet closed.
+pub fn backlog() -> usize {
+    CLOSER
+        .get()
+        .and_then(Option::as_ref)
+        .map_or(0, |c| c.backlog.load(Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{AsRawFd, FromRawFd};
+
+    #[test]
+    fn closes_what_it_is_handed_off_the_calling_thread() {
+        let mut p = [0i32; 2];
+        // SAFETY: pipe2 writes two descriptors.
+        assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: fresh descriptors, ours.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
+        close_later(vec![w]);
+        let mut b = [0u8; 1];
+        // SAFETY: read(2) into a local byte; EOF once the closer closed the write end.
+        let n = unsafe { libc::read(r.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
+        assert_eq!(n, 0);
+        retry();
+    }
+}
