@@ -6,7 +6,7 @@
 //! fresh exec of the same binary: nothing of `run`'s state, threads or locks is
 //! inherited), in a process group of its own, so `kill -STOP` of run's pid, a debugger
 //! on run, or a terminal's ^Z or ^C do not reach it. Its stdin is a pipe from `run`,
-//! fd 3 the command's pidfd, fds 4 and 5 `run`'s stop timers ([`super::timers`]): two
+//! fd 3 the command's pidfd, fds 4 and 5 `run`'s stop timers (`supervise/timers.rs`): two
 //! CLOCK_BOOTTIME timerfds that fire at the SIGTERM and SIGKILL instants of the last
 //! lease end armed. The daemon re-arms them at every renewal (or, with a daemon that
 //! does not take them, `run` does from each line); the enforcer never arms them, it

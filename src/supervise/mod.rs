@@ -6,7 +6,7 @@
 //! next thing it must do, so it learns of a planned stop at once.
 //!
 //! - Renewals (issue 25): `run` makes two CLOCK_BOOTTIME timerfds, its stop timers
-//!   ([`timers`]), that fire at the SIGTERM and SIGKILL instants of a lease end
+//!   (`timers.rs`), that fire at the SIGTERM and SIGKILL instants of a lease end
 //!   ([`stop_at`]), and passes them with SCM_RIGHTS on `supervise`. The daemon re-arms
 //!   them at every renewal from its own lease end, so a steady leader's `run` and its
 //!   enforcer wake for nothing. A daemon that does not take them (older, or it refused
