@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{Cluster, Mode, Opts, SERIAL, boottime_ns, slacked};
+use common::{Cluster, Mode, Opts, SERIAL, boottime_ns, children, slacked};
 use electd::json::{self, Value};
 use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -60,26 +60,6 @@ fn run(c: &Cluster, id: u16, argv: &[&str], fallback: bool) -> Child {
 
 fn run_log(c: &Cluster, id: u16) -> String {
     std::fs::read_to_string(c.dir.join(format!("run-{id}.log"))).unwrap_or_default()
-}
-
-/// The children of `pid` with their command lines.
-fn children(pid: u32) -> Vec<(u32, String)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u32>().ok());
-        if ppid == Some(pid) {
-            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
-            out.push((p, String::from_utf8_lossy(&cmd).replace('\0', " ")));
-        }
-    }
-    out
 }
 
 /// run's command and enforcer, once both are there.

@@ -36,7 +36,7 @@
 
 mod common;
 
-use common::{Cluster, Mode, Opts, SERIAL, Span, boottime_ns, slacked, spans};
+use common::{Cluster, Mode, Opts, SERIAL, Span, boottime_ns, children, slacked, spans};
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -607,30 +607,6 @@ fn idle_run_costs_at_most_one_request_a_second() {
             "follower {f}'s run asked {n} times in {secs:.2} s: more than once per IDLE_ASK"
         );
     }
-}
-
-/// The children of `pid` (from /proc), with their command lines.
-fn children(pid: u32) -> Vec<(u32, String)> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-        // The parent is the second field after the parenthesised name.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u32>().ok());
-        if ppid == Some(pid) {
-            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
-            out.push((p, String::from_utf8_lossy(&cmd).replace('\0', " ")));
-        }
-    }
-    out
 }
 
 /// The lease enforcer `run` starts beside its command (SPEC 11): its own process, in

@@ -1208,3 +1208,27 @@ pub fn groups_text(groups: &[(&str, Option<&str>)]) -> String {
     }
     s
 }
+
+/// The children of `pid` (from /proc), with their command lines.
+pub fn children(pid: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        // The parent is the second field after the parenthesised name.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            out.push((p, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    out
+}
