@@ -5,10 +5,13 @@
 //! line after the last leader line, a supervisor gone unconfirmed holds it to the lease
 //! end it was told of, and each group waits only for its own supervisors.
 
+mod hostnet;
+
 use electd::host::{ClientId, Host, HostConfig, Notice, Release, SupervisorLine};
 use electd::node::{Dest, Durable, Node, NodeConfig, Role, Sabotage, ServerInfo};
 use electd::time::Time;
 use electd::wire::{self, Body};
+use hostnet::HostNet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -94,73 +97,6 @@ impl Net {
         SocketAddr::from(([127, 0, 0, 1], 7000 + id))
     }
 
-    /// Carries every output until none is left.
-    fn settle(&mut self) {
-        for _ in 0..1000 {
-            let mut moved = false;
-            for i in 0..3 {
-                let id = i as u16 + 1;
-                while let Some(n) = self.hosts[i].poll_event() {
-                    self.notices[i].push(n);
-                }
-                if self.hosts[i].poll_write().is_some() {
-                    self.hosts[i].handle_write_done(self.now, Ok(())).unwrap();
-                    moved = true;
-                }
-                while let Some(t) = self.hosts[i].poll_transmit() {
-                    moved = true;
-                    for e in wire::decode_any(&t.bytes, None, 256).map_or(Vec::new(), |b| b.entries)
-                    {
-                        if matches!(e.msg.body, Body::Lead { resign: true, .. }) {
-                            self.resigns.push((self.now, id, e.group));
-                        }
-                    }
-                    for j in 0..3 {
-                        let to = j as u16 + 1;
-                        let deliver = match t.to {
-                            Dest::All => to != id,
-                            Dest::One(x) => x == to,
-                        };
-                        if deliver {
-                            let now = self.now;
-                            self.hosts[j]
-                                .handle_datagram(now, Self::src(id), &t.bytes)
-                                .unwrap();
-                        }
-                    }
-                }
-            }
-            if !moved {
-                return;
-            }
-        }
-        panic!("the network never settled");
-    }
-
-    /// Runs time forward to `until`, firing each host's deadlines in order.
-    fn run_to(&mut self, until: Time) {
-        self.settle();
-        for _ in 0..1_000_000 {
-            let next = (0..3)
-                .map(|i| self.hosts[i].next_deadline(self.now))
-                .min()
-                .unwrap()
-                .max(self.now);
-            if next > until {
-                break;
-            }
-            self.now = next;
-            for i in 0..3 {
-                if self.hosts[i].next_deadline(self.now) <= self.now {
-                    let now = self.now;
-                    self.hosts[i].handle_timeout(now).unwrap();
-                }
-            }
-            self.settle();
-        }
-        self.now = until;
-    }
-
     /// The server leading group `g` (with a valid lease), after running up to 3 s.
     fn leader(&mut self, g: usize) -> usize {
         for _ in 0..30 {
@@ -236,6 +172,59 @@ fn last_leader_line(lines: &[SupervisorLine]) -> u64 {
         .map(|l| l.n)
         .max()
         .unwrap_or(0)
+}
+
+impl HostNet for Net {
+    fn hosts(&mut self) -> &mut [Host] {
+        &mut self.hosts
+    }
+
+    fn now(&mut self) -> &mut Time {
+        &mut self.now
+    }
+
+    /// Carries every output until none is left.
+    fn settle(&mut self) {
+        for _ in 0..1000 {
+            let mut moved = false;
+            for i in 0..3 {
+                let id = i as u16 + 1;
+                while let Some(n) = self.hosts[i].poll_event() {
+                    self.notices[i].push(n);
+                }
+                if self.hosts[i].poll_write().is_some() {
+                    self.hosts[i].handle_write_done(self.now, Ok(())).unwrap();
+                    moved = true;
+                }
+                while let Some(t) = self.hosts[i].poll_transmit() {
+                    moved = true;
+                    for e in wire::decode_any(&t.bytes, None, 256).map_or(Vec::new(), |b| b.entries)
+                    {
+                        if matches!(e.msg.body, Body::Lead { resign: true, .. }) {
+                            self.resigns.push((self.now, id, e.group));
+                        }
+                    }
+                    for j in 0..3 {
+                        let to = j as u16 + 1;
+                        let deliver = match t.to {
+                            Dest::All => to != id,
+                            Dest::One(x) => x == to,
+                        };
+                        if deliver {
+                            let now = self.now;
+                            self.hosts[j]
+                                .handle_datagram(now, Self::src(id), &t.bytes)
+                                .unwrap();
+                        }
+                    }
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+        panic!("the network never settled");
+    }
 }
 
 #[test]

@@ -5,11 +5,14 @@
 //! that drops every compact datagram it is sent (as an old build does, counting it
 //! `bad_version`), so it only ever sends versions 3/4 and reads them.
 
+mod hostnet;
+
 use electd::auth::Keys;
 use electd::host::{Host, HostConfig, PROBE_EVERY, PeerWire};
 use electd::node::{Dest, Durable, Node, NodeConfig, Sabotage, ServerInfo};
 use electd::time::Time;
 use electd::wire::{self, Framing, Kind};
+use hostnet::HostNet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -103,6 +106,44 @@ impl Net {
         }
     }
 
+    fn leader(&self) -> Option<u16> {
+        (0..3)
+            .find(|&i| self.hosts[i].group(0).node.is_leader(self.now))
+            .map(|i| i as u16 + 1)
+    }
+
+    /// True when `s` reaches server `to`.
+    fn reaches(s: &Sent, to: u16) -> bool {
+        s.from != to
+            && match s.to {
+                Dest::All => true,
+                Dest::One(x) => x == to,
+            }
+    }
+
+    fn elections(&self) -> u64 {
+        self.sent
+            .iter()
+            .map(|s| s.kinds[Kind::Elect as usize] + s.kinds[Kind::Vote as usize])
+            .sum()
+    }
+}
+
+fn heartbeat_only(s: &Sent) -> bool {
+    s.kinds[Kind::Elect as usize] + s.kinds[Kind::Vote as usize] == 0
+}
+
+/// Three new builds: compact within one heartbeat of the first LEAD, keyed or not, and
+/// no probe after that (every pair that exchanges datagrams knows the other).
+impl HostNet for Net {
+    fn hosts(&mut self) -> &mut [Host] {
+        &mut self.hosts
+    }
+
+    fn now(&mut self) -> &mut Time {
+        &mut self.now
+    }
+
     fn settle(&mut self) {
         for _ in 0..1000 {
             let mut moved = false;
@@ -153,59 +194,8 @@ impl Net {
         }
         panic!("the network never settled");
     }
-
-    fn run_to(&mut self, until: Time) {
-        self.settle();
-        for _ in 0..1_000_000 {
-            let next = (0..3)
-                .map(|i| self.hosts[i].next_deadline(self.now))
-                .min()
-                .unwrap()
-                .max(self.now);
-            if next > until {
-                break;
-            }
-            self.now = next;
-            for i in 0..3 {
-                if self.hosts[i].next_deadline(self.now) <= self.now {
-                    let now = self.now;
-                    self.hosts[i].handle_timeout(now).unwrap();
-                }
-            }
-            self.settle();
-        }
-        self.now = until;
-    }
-
-    fn leader(&self) -> Option<u16> {
-        (0..3)
-            .find(|&i| self.hosts[i].group(0).node.is_leader(self.now))
-            .map(|i| i as u16 + 1)
-    }
-
-    /// True when `s` reaches server `to`.
-    fn reaches(s: &Sent, to: u16) -> bool {
-        s.from != to
-            && match s.to {
-                Dest::All => true,
-                Dest::One(x) => x == to,
-            }
-    }
-
-    fn elections(&self) -> u64 {
-        self.sent
-            .iter()
-            .map(|s| s.kinds[Kind::Elect as usize] + s.kinds[Kind::Vote as usize])
-            .sum()
-    }
 }
 
-fn heartbeat_only(s: &Sent) -> bool {
-    s.kinds[Kind::Elect as usize] + s.kinds[Kind::Vote as usize] == 0
-}
-
-/// Three new builds: compact within one heartbeat of the first LEAD, keyed or not, and
-/// no probe after that (every pair that exchanges datagrams knows the other).
 #[test]
 fn new_builds_switch_to_compact_within_a_heartbeat() {
     for keyed in [false, true] {
