@@ -150,6 +150,8 @@ struct Breakage {
     stop_without_yield: bool,
     /// A supervisor that leaves unconfirmed counts as clear (issue 24).
     departure_confirms: bool,
+    /// The host arms supervisors' stop timers past the lease end (issue 25).
+    timers_late: bool,
     /// Without the S2-support check (to see a broken protocol reach an actual overlap).
     no_support: bool,
 }
@@ -337,6 +339,7 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
     o.release_on_older_confirmation = broken.release_older;
     o.stop_without_yield = broken.stop_without_yield;
     o.departure_confirms = broken.departure_confirms;
+    o.timers_late = broken.timers_late;
     o.sabotage = broken.sabotage.clone();
     o.monotonic_suspend = broken.monotonic;
     o.ignore_health = broken.ignore_health;
@@ -2943,6 +2946,22 @@ fn negative_control_departure_confirms() {
 
 /// The first default seed at which the swarm catches `HostSabotage::departure_confirms`.
 const DEPARTURE_CONFIRMS_SEED: u64 = 7;
+
+/// Issue 25, the stop timers: a host that arms a supervisor's timers past the lease end
+/// lets its command outlive the lease (every other simulated connection passes timers):
+/// S5 must see the next leader's command start while it runs.
+#[test]
+fn negative_control_timers_late() {
+    catch_broken(
+        "negative_control_timers_late",
+        "stop timers armed past the lease",
+        &Breakage {
+            timers_late: true,
+            ..Breakage::default()
+        },
+        &["S5"],
+    );
+}
 
 /// The first default seed at which the swarm catches `HostSabotage::stop_without_yield`.
 const STOP_WITHOUT_YIELD_SEED: u64 = 23;

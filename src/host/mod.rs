@@ -187,6 +187,9 @@ pub struct HostSabotage {
     /// A supervisor that leaves unconfirmed counts as clear: its lease end is not kept
     /// (breaks S5 while its command runs on to that end).
     pub departure_confirms: bool,
+    /// A supervisor's stop timers are armed half a second past the lease end (breaks
+    /// S5 for supervisors that hold timers: their command runs on past the lease).
+    pub timers_late: bool,
 }
 
 /// The write handed to the driver: the groups that asked and the state it holds for

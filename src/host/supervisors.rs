@@ -558,7 +558,12 @@ impl Host {
         }
         s.last_key = Some(line.key());
         s.leader_until = s.leader_until.max(u);
-        let at = crate::supervise::stop_at(u.as_nanos(), s.grace.unwrap_or_default());
+        let end = if self.sabotage.timers_late {
+            u + Duration::from_millis(500)
+        } else {
+            u
+        };
+        let at = crate::supervise::stop_at(end.as_nanos(), s.grace.unwrap_or_default());
         self.notices.push_back(Notice::ArmTimers {
             client,
             until: u,

@@ -382,6 +382,7 @@ impl Sim {
             naive_health_yield: self.opts.naive_health_yield,
             stop_without_yield: self.opts.stop_without_yield,
             departure_confirms: self.opts.departure_confirms,
+            timers_late: self.opts.timers_late,
         }
     }
 
@@ -401,7 +402,7 @@ impl Sim {
                 Notice::Event { group, event, .. } => self.on_event(host, group, event),
                 Notice::Supervisor { client, line } => self.sup_line(host, client, line),
                 Notice::Released { .. } => {}
-                Notice::ArmTimers { client, until, .. } => self.sup_arm(host, client, until),
+                Notice::ArmTimers { client, at, .. } => self.sup_arm(host, client, at),
             }
         }
         if let Some(w) = self.hosts[host].shell.as_mut().and_then(|s| s.poll_write()) {

@@ -68,6 +68,9 @@ pub struct Options {
     /// Negative control (issue 24): a departed supervisor counts as clear
     /// (`HostSabotage::departure_confirms`).
     pub departure_confirms: bool,
+    /// Negative control (issue 25): stop timers armed past the lease end
+    /// (`HostSabotage::timers_late`).
+    pub timers_late: bool,
     /// A suspended host's clock stops (CLOCK_MONOTONIC) instead of running on
     /// (CLOCK_BOOTTIME, what the daemon uses): a negative control for SPEC 8.
     pub monotonic_suspend: bool,
@@ -183,6 +186,7 @@ impl Options {
             release_on_older_confirmation: false,
             stop_without_yield: false,
             departure_confirms: false,
+            timers_late: false,
             monotonic_suspend: false,
             checks: false,
             rise_max: 0,

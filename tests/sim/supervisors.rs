@@ -16,6 +16,7 @@
 use super::{Ev, Real, Sim, tag};
 use electd::host::{ClientId, SupervisorLine};
 use electd::node::Role;
+use electd::supervise::{MARGIN, StopAt};
 use electd::time::Time;
 
 /// One group's `electctl run` supervisor on one host (S5 per group): its connection to
@@ -173,7 +174,12 @@ impl Sim {
     /// `run` is stalled or not, so a command that runs (and is not being stopped) runs
     /// on to the new lease end. Nothing starts a command here: only `run` does, on a
     /// line.
-    pub(super) fn sup_arm(&mut self, host: usize, client: ClientId, until: Time) {
+    pub(super) fn sup_arm(&mut self, host: usize, client: ClientId, at: StopAt) {
+        // What the armed instants let the command run to: its SIGKILL instant plus the
+        // margin that instant keeps before the lease end. Taken from the instants the
+        // daemon arms, not from the lease end the notice names, so the swarm checks
+        // the arming itself (negative control `timers_late`).
+        let until = Time::from_nanos(at.kill_ns) + MARGIN;
         let g = client.slot;
         let (id, now) = (self.hosts[host].id, self.now);
         let sup = &self.hosts[host].sup[g];
