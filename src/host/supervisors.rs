@@ -495,33 +495,36 @@ impl Host {
             return;
         }
         for g in 0..self.groups.len() {
-            if !self.registry.sups.values().any(|s| s.group == g) {
-                continue;
-            }
             // What the line would say, without building it (its group name is a
-            // String): most flushes change nothing a supervisor must hear of.
-            let key = self.key_of(now, g);
-            let node = &self.groups[g].node;
-            // Between two checks (flushes) a leader goes at most a heartbeat: it sends
-            // a LEAD every heartbeat, and every flush checks; a second heartbeat lets
-            // the renewal go out with the acknowledgements that made it (fresh) rather
-            // than with the next LEAD (a heartbeat old). The round-trip bound covers a
-            // late flush, `run`'s MARGIN its own scheduling.
-            let slack = node.heartbeat() * 2 + self.cfg.rtt + crate::supervise::MARGIN;
+            // String): most flushes change nothing a supervisor must hear of. Made
+            // when the group's first supervisor is found.
+            let mut said = None;
             // Each supervisor's push depends on its own state only, which only its
             // own push changes: one at a time, in client order, without a vector.
             let mut after = None;
             loop {
                 let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
-                let Some((c, push)) = self
+                let Some(c) = self
                     .registry
                     .sups
                     .range((lower, Bound::Unbounded))
                     .find(|(_, s)| s.group == g)
-                    .map(|(&c, s)| (c, s.due(&key, now, slack)))
+                    .map(|(&c, _)| c)
                 else {
                     break;
                 };
+                let (key, slack) = *said.get_or_insert_with(|| {
+                    // Between two checks (flushes) a leader goes at most a heartbeat:
+                    // it sends a LEAD every heartbeat, and every flush checks; a
+                    // second heartbeat lets the renewal go out with the
+                    // acknowledgements that made it (fresh) rather than with the next
+                    // LEAD (a heartbeat old). The round-trip bound covers a late
+                    // flush, `run`'s MARGIN its own scheduling.
+                    let heartbeat = self.groups[g].node.heartbeat();
+                    let slack = heartbeat * 2 + self.cfg.rtt + crate::supervise::MARGIN;
+                    (self.key_of(now, g), slack)
+                });
+                let push = self.registry.sups[&c].due(&key, now, slack);
                 after = Some(c);
                 match push {
                     Push::Nothing => {}
