@@ -317,3 +317,25 @@ fn a_steady_leader_with_supervisors_allocates_nothing_per_heartbeat() {
     assert!(net.arms[l] >= HEARTBEATS, "no re-arming: {:?}", net.arms);
     assert_none(&net);
 }
+
+/// A supervisor without stop timers (an older `run`, or `ELECTCTL_RUN_NO_TIMERS=1`)
+/// is sent a line at each renewal it needs: each line holds its group's name (a
+/// `String`), one allocation per line, nothing else.
+#[test]
+fn a_line_to_a_supervisor_without_timers_is_its_only_allocation() {
+    let net = steady(false, Some(false));
+    let l = net.leader();
+    assert!(
+        net.lines[l] >= HEARTBEATS / 2,
+        "no renewal lines: {:?}",
+        net.lines
+    );
+    assert_eq!(
+        net.allocs[l], net.lines[l],
+        "{:?} {:?}",
+        net.allocs, net.lines
+    );
+    for f in (0..3).filter(|&f| f != l) {
+        assert_eq!(net.allocs[f], 0, "{:?}", net.allocs);
+    }
+}

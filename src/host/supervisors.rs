@@ -504,27 +504,29 @@ impl Host {
             let mut after = None;
             loop {
                 let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
-                let Some(c) = self
+                let found = self
                     .registry
                     .sups
                     .range((lower, Bound::Unbounded))
                     .find(|(_, s)| s.group == g)
-                    .map(|(&c, _)| c)
-                else {
+                    .map(|(&c, s)| {
+                        let (key, slack) = *said.get_or_insert_with(|| {
+                            // Between two checks (flushes) a leader goes at most a
+                            // heartbeat: it sends a LEAD every heartbeat, and every
+                            // flush checks; a second heartbeat lets the renewal go out
+                            // with the acknowledgements that made it (fresh) rather
+                            // than with the next LEAD (a heartbeat old). The round-trip
+                            // bound covers a late flush, `run`'s MARGIN its own
+                            // scheduling.
+                            let heartbeat = self.groups[g].node.heartbeat();
+                            let slack = heartbeat * 2 + self.cfg.rtt + crate::supervise::MARGIN;
+                            (self.key_of(now, g), slack)
+                        });
+                        (c, s.due(&key, now, slack), key)
+                    });
+                let Some((c, push, key)) = found else {
                     break;
                 };
-                let (key, slack) = *said.get_or_insert_with(|| {
-                    // Between two checks (flushes) a leader goes at most a heartbeat:
-                    // it sends a LEAD every heartbeat, and every flush checks; a
-                    // second heartbeat lets the renewal go out with the
-                    // acknowledgements that made it (fresh) rather than with the next
-                    // LEAD (a heartbeat old). The round-trip bound covers a late
-                    // flush, `run`'s MARGIN its own scheduling.
-                    let heartbeat = self.groups[g].node.heartbeat();
-                    let slack = heartbeat * 2 + self.cfg.rtt + crate::supervise::MARGIN;
-                    (self.key_of(now, g), slack)
-                });
-                let push = self.registry.sups[&c].due(&key, now, slack);
                 after = Some(c);
                 match push {
                     Push::Nothing => {}
