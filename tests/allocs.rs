@@ -109,6 +109,8 @@ struct Net {
     /// Supervisor lines and timer armings while `on`, per host.
     lines: [u64; 3],
     arms: [u64; 3],
+    /// State-file writes handed out while `on` (none at rest: nothing changed).
+    writes: [u64; 3],
 }
 
 impl Net {
@@ -142,6 +144,7 @@ impl Net {
             sent: [0; 3],
             lines: [0; 3],
             arms: [0; 3],
+            writes: [0; 3],
         }
     }
 
@@ -178,6 +181,7 @@ impl Net {
                 let mut w = None;
                 self.call(i, |h| w = h.poll_write());
                 if w.is_some() {
+                    self.writes[i] += u64::from(self.on);
                     let now = self.now;
                     self.call(i, |h| h.handle_write_done(now, Ok(())).unwrap());
                     moved = true;
@@ -270,6 +274,7 @@ fn steady(keyed: bool, supervisors: Option<bool>) -> Net {
     let t = net.now + HBT * HEARTBEATS as u32;
     net.run_to(t);
     assert_eq!(net.leader(), l, "the leader changed");
+    assert_eq!(net.writes, [0; 3], "state written at rest");
     // Every heartbeat: a LEAD from the leader, an ACK from each follower.
     assert_eq!(net.sent[l], HEARTBEATS, "LEADs sent: {:?}", net.sent);
     for f in (0..3).filter(|&f| f != l) {
