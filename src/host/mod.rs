@@ -234,6 +234,8 @@ pub struct Host {
     warned: HashMap<(u16, &'static str), Time>,
     last_debug_drop: Option<Time>,
     sabotage: HostSabotage,
+    /// Vectors reused from one input to the next (`flush.rs`).
+    scratch: flush::Scratch,
 }
 
 impl Host {
@@ -290,6 +292,7 @@ impl Host {
             warned: HashMap::new(),
             last_debug_drop: None,
             sabotage: HostSabotage::default(),
+            scratch: flush::Scratch::default(),
         }
     }
 
