@@ -146,6 +146,7 @@ impl Daemon {
         }
         Ok(())
     }
+
     /// Sends the host's datagrams, counting what left.
     pub(super) fn send_transmits(&mut self) {
         while let Some(t) = self.host.poll_transmit() {
@@ -159,6 +160,8 @@ impl Daemon {
                 self.metrics.send_errors += 1;
                 debug!("send {} entries to {to}: {e}", t.kinds.iter().sum::<u64>());
             }
+            // The buffer goes back to the host's pool: no allocation per datagram.
+            self.host.recycle(t.bytes);
         }
     }
 }
