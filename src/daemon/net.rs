@@ -146,6 +146,51 @@ impl Daemon {
         }
         Ok(())
     }
+    /// Reads both UDP sockets (the group socket only in multicast mode).
+    pub(super) fn read_udp_all(&mut self) -> Result<(), Fatal> {
+        self.read_udp(0)?;
+        if self.transport.group.is_some() {
+            self.read_udp(1)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the host's answer to "may datagrams wait?" (`Host::datagrams_may_wait`,
+    /// issue 25), at its transitions only (one epoll_ctl per socket per change, none
+    /// per heartbeat). Called at the top of every loop iteration, once its inputs are
+    /// handled: a yes deregisters the UDP sockets, and from then on every wakeup reads
+    /// them before the timers; the host's next deadline, a heartbeat away at most
+    /// while it says yes, bounds how long a datagram waits. A no registers them again
+    /// (edge-triggered, as before) and reads them at once: a datagram that arrived
+    /// meanwhile raised no edge, and would otherwise wait for the next one. Registered
+    /// before that read, so whatever comes after it raises an edge.
+    pub(super) fn apply_deferral(&mut self) -> Result<(), Fatal> {
+        let wait = self.host.datagrams_may_wait(boot_now());
+        if wait == self.udp_deferred {
+            return Ok(());
+        }
+        let reg = self.poll.registry();
+        let fail = |e: io::Error| Fatal::System(format!("poll register: {e}"));
+        if wait {
+            reg.deregister(&mut self.transport.unicast).map_err(fail)?;
+            if let Some(g) = self.transport.group.as_mut() {
+                reg.deregister(g).map_err(fail)?;
+            }
+            self.udp_deferred = true;
+            debug!("at rest: datagrams are read at each heartbeat");
+            return Ok(());
+        }
+        reg.register(&mut self.transport.unicast, UDP_UNICAST, Interest::READABLE)
+            .map_err(fail)?;
+        if let Some(g) = self.transport.group.as_mut() {
+            reg.register(g, UDP_GROUP, Interest::READABLE)
+                .map_err(fail)?;
+        }
+        self.udp_deferred = false;
+        debug!("not at rest: datagrams are read as they come");
+        self.read_udp_all()
+    }
+
     /// Sends the host's datagrams, counting what left.
     pub(super) fn send_transmits(&mut self) {
         while let Some(t) = self.host.poll_transmit() {
