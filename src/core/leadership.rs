@@ -221,9 +221,27 @@ impl Node {
             && self.leader == Some(self.me)
             && !self.unfit()
             && self.unfit_wait.is_none_or(|w| w <= now)
+            && !self.may_be_preempted()
             && now >= self.quiet_until
             && self.requested.is_none()
             && self.held.is_empty()
+    }
+
+    /// True when a server preferred to this one may take the seat (`preempt-delay` is
+    /// set and a server of higher priority is configured): the handover waits for
+    /// that server's fit ACKs, and the choice among several rests on which of them
+    /// were heard (SPEC 14: no detours). Read a heartbeat late, a fit ACK of the most
+    /// preferred server came after the delay of a less preferred one had run out, and
+    /// the swarm's P-after saw the seat move twice.
+    fn may_be_preempted(&self) -> bool {
+        let mine = self.cfg.servers[self.me].priority;
+        self.cfg.preempt_delay.is_some()
+            && self
+                .cfg
+                .servers
+                .iter()
+                .enumerate()
+                .any(|(i, s)| i != self.me && !self.witness[i] && s.priority > mine)
     }
 
     pub(super) fn step_down_at(&self, l: &Leadership) -> Time {
