@@ -2967,7 +2967,7 @@ fn negative_control_departure_confirms() {
 
 /// The first default seed at which the swarm catches `HostSabotage::departure_confirms`
 /// (7 before issue 25's reads at the heartbeat moved the schedules).
-const DEPARTURE_CONFIRMS_SEED: u64 = 19;
+const DEPARTURE_CONFIRMS_SEED: u64 = 31;
 
 /// Issue 25, the stop timers: a host that arms a supervisor's timers past the lease end
 /// lets its command outlive the lease (every other simulated connection passes timers):
