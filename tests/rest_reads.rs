@@ -18,6 +18,10 @@ const HBT: Duration = Duration::from_millis(100);
 
 /// Server `top` has priority 9, the others 0.
 fn node_cfg(id: u16, seed: u64, top: u16) -> NodeConfig {
+    node_cfg_preempt(id, seed, top, None)
+}
+
+fn node_cfg_preempt(id: u16, seed: u64, top: u16, preempt: Option<Duration>) -> NodeConfig {
     NodeConfig {
         id,
         servers: (1..=3)
@@ -33,7 +37,7 @@ fn node_cfg(id: u16, seed: u64, top: u16) -> NodeConfig {
         missed_heartbeats: 3,
         drift_ppm: 10_000,
         max_hold: Duration::from_secs(60),
-        preempt_delay: None,
+        preempt_delay: preempt,
         seed,
         strict: true,
         sabotage: Sabotage::default(),
@@ -55,6 +59,11 @@ struct Net {
 impl Net {
     /// Group g prefers server g + 1 (priority 9): with two groups, two leaders.
     fn new(groups: usize) -> Net {
+        Net::with_preempt(groups, None)
+    }
+
+    /// As `new`, with `preempt-delay`.
+    fn with_preempt(groups: usize, preempt: Option<Duration>) -> Net {
         let hosts = (1..=3u16)
             .map(|id| {
                 let cfg = HostConfig {
@@ -68,7 +77,12 @@ impl Net {
                 let gs = (0..groups)
                     .map(|g| {
                         let node = Node::new(
-                            node_cfg(id, 11 * u64::from(id) + g as u64, g as u16 + 1),
+                            node_cfg_preempt(
+                                id,
+                                11 * u64::from(id) + g as u64,
+                                g as u16 + 1,
+                                preempt,
+                            ),
                             Durable::default(),
                             ms(0),
                         )
@@ -315,4 +329,22 @@ fn a_new_leader_reads_at_once_until_its_first_lead_is_acknowledged() {
     );
     net.run(HBT + HBT / 2);
     assert!(net.may_wait(l));
+}
+
+/// A leader that a preferred server may preempt (`preempt-delay` set, a server of
+/// higher priority configured) reads at once: the handover waits for that server's fit
+/// ACKs. Without preempt-delay the same leader defers.
+#[test]
+fn a_leader_a_preferred_server_may_preempt_reads_at_once() {
+    for (preempt, expected) in [(Some(Duration::from_secs(5)), false), (None, true)] {
+        let mut net = Net::with_preempt(1, preempt);
+        // Server 1 (preferred) is silent at first: another server leads.
+        net.mute = Some(1);
+        let l = net.leader(0);
+        assert_ne!(l, 0);
+        net.mute = None;
+        net.run(HBT * 4);
+        assert!(net.hosts[l].group(0).node.is_leader(net.now));
+        assert_eq!(net.may_wait(l), expected, "preempt-delay {preempt:?}");
+    }
 }

@@ -161,9 +161,17 @@ impl Daemon {
     /// handled: a yes deregisters the UDP sockets, and from then on every wakeup reads
     /// them before the timers; the host's next deadline, a heartbeat away at most
     /// while it says yes, bounds how long a datagram waits. A no registers them again
-    /// (edge-triggered, as before) and reads them at once: a datagram that arrived
-    /// meanwhile raised no edge, and would otherwise wait for the next one. Registered
-    /// before that read, so whatever comes after it raises an edge.
+    /// (edge-triggered, as before) and reads them at once, rather than count on the
+    /// registration to report what queued up meanwhile (no edge was raised for it).
+    /// Registered before that read, so whatever comes after it raises an edge.
+    ///
+    /// The answer may change anywhere in an iteration (a datagram read at the wakeup
+    /// opens a round, a request yields): the sockets keep the state of the iteration's
+    /// start until the next call here, at the top of the next iteration, with no
+    /// wait in between. So a no takes effect before the loop sleeps again; after a
+    /// yes, a datagram that came after the iteration's reads (its edge is dropped with
+    /// the registration) waits for the next wakeup, as any does while the answer is
+    /// yes.
     pub(super) fn apply_deferral(&mut self) -> Result<(), Fatal> {
         let wait = self.host.datagrams_may_wait(boot_now());
         if wait == self.udp_deferred {

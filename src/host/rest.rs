@@ -23,7 +23,8 @@ impl Host {
         if self.sabotage.defer_always {
             return true;
         }
-        self.stopping.is_none()
+        !self.groups.is_empty()
+            && self.stopping.is_none()
             && !self.write_pending()
             && !self.boot_pending
             && self.held.is_empty()
