@@ -204,7 +204,8 @@ impl Node {
     /// It leads with a valid lease that rests on current acknowledgements
     /// ([`Leadership::acks_current`]: every server acknowledged the LEAD before the one
     /// in flight), and nothing is under way that a datagram could move: no handoff
-    /// (RESIGN waiting or due), no round (its elector watches itself), not unfit
+    /// (RESIGN waiting or due), no round (its elector watches itself, and no term
+    /// above the one it leads has been seen or voted in), not unfit
     /// (unhealthy, drained, a last resort, a witness: a successor is being looked
     /// for), past its startup quiet period, and no write pending or outputs held
     /// behind one. Whatever this says, reading late is safe: the lease is counted
@@ -219,6 +220,12 @@ impl Node {
             && l.acks_current()
             && self.elector == ElectorState::Watching
             && self.leader == Some(self.me)
+            // No round of a higher term under way: after voting (for itself, as the
+            // live leader) its elector watches itself again, while the VOTEs that
+            // re-elect it are still coming; the followers that voted no longer ACK the
+            // old term, so a heartbeat lost there cost a second round.
+            && self.term == l.term
+            && self.voted_term <= l.term
             && !self.unfit()
             && self.unfit_wait.is_none_or(|w| w <= now)
             && !self.may_be_preempted()

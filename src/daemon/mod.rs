@@ -407,10 +407,13 @@ impl Daemon {
         self.notifier.send(&self.status_text());
         loop {
             // Where the iteration's inputs have all been handled: the host's answer now
-            // holds until the next wakeup.
-            self.apply_deferral()?;
+            // holds until the next wakeup. A read made here (the sockets taken back)
+            // is carried out by a full iteration before any wait: its supervisor lines
+            // and watcher reports go out with the control flush below.
+            let read_now = self.apply_deferral()?;
             let now = boot_now();
-            let busy = self.udp_more.iter().any(|&m| m)
+            let busy = read_now
+                || self.udp_more.iter().any(|&m| m)
                 || self.control.has_more()
                 || self.http.as_ref().is_some_and(Http::has_more);
             let deadline = self.host.next_deadline(now);

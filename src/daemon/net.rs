@@ -3,6 +3,7 @@
 //! source check, the cores' verdicts and drop counting live there).
 
 use super::*;
+use log::trace;
 
 use std::cell::RefCell;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -172,10 +173,14 @@ impl Daemon {
     /// yes, a datagram that came after the iteration's reads (its edge is dropped with
     /// the registration) waits for the next wakeup, as any does while the answer is
     /// yes.
-    pub(super) fn apply_deferral(&mut self) -> Result<(), Fatal> {
+    ///
+    /// Returns true when it read (the sockets were taken back): the caller runs a
+    /// whole iteration without waiting, so that what the read produced (supervisor
+    /// lines, watcher reports) is carried out before the loop sleeps.
+    pub(super) fn apply_deferral(&mut self) -> Result<bool, Fatal> {
         let wait = self.host.datagrams_may_wait(boot_now());
         if wait == self.udp_deferred {
-            return Ok(());
+            return Ok(false);
         }
         let reg = self.poll.registry();
         let fail = |e: io::Error| Fatal::System(format!("poll register: {e}"));
@@ -185,8 +190,8 @@ impl Daemon {
                 reg.deregister(g).map_err(fail)?;
             }
             self.udp_deferred = true;
-            debug!("at rest: datagrams are read at each heartbeat");
-            return Ok(());
+            trace!("at rest: datagrams are read at each heartbeat");
+            return Ok(false);
         }
         reg.register(&mut self.transport.unicast, UDP_UNICAST, Interest::READABLE)
             .map_err(fail)?;
@@ -195,8 +200,9 @@ impl Daemon {
                 .map_err(fail)?;
         }
         self.udp_deferred = false;
-        debug!("not at rest: datagrams are read as they come");
-        self.read_udp_all()
+        trace!("not at rest: datagrams are read as they come");
+        self.read_udp_all()?;
+        Ok(true)
     }
 
     /// Sends the host's datagrams, counting what left.

@@ -519,6 +519,15 @@ impl Sim {
         self.deliver(to, from, &bytes);
     }
 
+    /// Wakes the process of `id` with nothing to do, as a `status` request wakes the
+    /// daemon: what waited in its socket is read (issue 25, reads at the heartbeat).
+    pub fn poke(&mut self, id: u16) {
+        let i = self.idx(id);
+        if self.hosts[i].up() && !self.hosts[i].paused {
+            self.drive(i);
+        }
+    }
+
     /// Hands the host every datagram that waited for this wakeup, in arrival order
     /// (none while it is paused: its wakeup reads them).
     pub(super) fn read_deferred(&mut self, host: usize) {
