@@ -16,11 +16,7 @@ use std::time::Duration;
 
 const HBT: Duration = Duration::from_millis(100);
 
-/// Server `top` has priority 9, the others 0.
-fn node_cfg(id: u16, seed: u64, top: u16) -> NodeConfig {
-    node_cfg_preempt(id, seed, top, None)
-}
-
+/// Server `top` has priority 9, the others 0; `preempt`: `preempt-delay`.
 fn node_cfg_preempt(id: u16, seed: u64, top: u16, preempt: Option<Duration>) -> NodeConfig {
     NodeConfig {
         id,
