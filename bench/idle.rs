@@ -479,6 +479,10 @@ impl Drop for TempDir {
 enum System {
     Electd,
     ElectdRun,
+    /// The same, with the electd binary named by BENCH_IDLE_BEFORE (a build of an
+    /// earlier commit): before and after in one run.
+    Before,
+    BeforeRun,
     Keepalived,
     /// The floor, receivers answering every datagram (bench/floor.rs).
     FloorAck,
@@ -491,11 +495,25 @@ impl System {
         match self {
             System::Electd => "electd",
             System::ElectdRun => "electd + `electctl run`",
+            System::Before => "electd before",
+            System::BeforeRun => "electd before + `electctl run`",
             System::Keepalived => "keepalived",
             System::FloorAck => "floor, receivers ACK",
             System::FloorQuiet => "floor, receivers silent",
         }
     }
+
+    /// electd with `electctl run` on every server (the run tree's cost counted).
+    fn runs(self) -> bool {
+        matches!(self, System::ElectdRun | System::BeforeRun)
+    }
+}
+
+/// The electd binary of the "before" rows (BENCH_IDLE_BEFORE), if set.
+fn before_bin() -> Option<String> {
+    std::env::var("BENCH_IDLE_BEFORE")
+        .ok()
+        .filter(|p| !p.is_empty())
 }
 
 /// The strace columns of a system's two roles.
@@ -504,6 +522,8 @@ fn strace_names(sys: System) -> (&'static str, &'static str) {
         System::Keepalived => ("keepalived master", "keepalived backup"),
         System::Electd => ("electd leader", "electd follower"),
         System::ElectdRun => ("electd leader (run)", "electd follower (run)"),
+        System::Before => ("electd before leader", "electd before follower"),
+        System::BeforeRun => ("electd before leader (run)", "electd before follower (run)"),
         System::FloorAck => ("floor sender (ACKs)", "floor receiver (ACK)"),
         System::FloorQuiet => ("floor sender (silent)", "floor receiver (silent)"),
     }
@@ -536,7 +556,7 @@ impl Running {
 
     /// Three electd in the lab at heartbeat `hbt_ms`, log level info (the default), each
     /// under `wrap` (valgrind) when given; waits for agreement and lets it settle.
-    fn electd(lab: &Lab, hbt_ms: u64, wrap: &[String]) -> Result<Running, String> {
+    fn electd(lab: &Lab, hbt_ms: u64, wrap: &[String], bin: &str) -> Result<Running, String> {
         let dir = TempDir(tmpdir("electd"));
         let mut text = format!("cluster idle-{}\n", std::process::id());
         for id in 1..=N {
@@ -556,7 +576,7 @@ impl Running {
             let mut cmd = Command::new("ip");
             cmd.args(["netns", "exec", lab.ns(id)]);
             cmd.args(wrap.iter().map(|w| w.replace("{id}", &id.to_string())));
-            cmd.arg(ELECTD)
+            cmd.arg(bin)
                 .arg("--config")
                 .arg(&conf)
                 .args(["--id", &id.to_string(), "--log-level", "info"])
@@ -939,14 +959,14 @@ fn strace_columns(
             .collect(),
         followers.len() as f64,
     ));
-    if sys == System::ElectdRun {
+    if sys.runs() {
         jobs.push((
-            "`electctl run` on leader".into(),
+            format!("`electctl run` on {}", strace_names(sys).0),
             r.sup_pid(leader).map(tree).unwrap_or_default(),
             1.0,
         ));
         jobs.push((
-            "`electctl run` on follower".into(),
+            format!("`electctl run` on {}", strace_names(sys).1),
             followers
                 .iter()
                 .filter_map(|&f| r.sup_pid(f))
@@ -1039,14 +1059,16 @@ struct Measured {
     capture: Option<(Vec<u8>, Vec<u8>)>,
 }
 
-/// Every system of the comparison, in the order of the tables.
-const SYSTEMS: [System; 5] = [
-    System::Electd,
-    System::ElectdRun,
-    System::Keepalived,
-    System::FloorAck,
-    System::FloorQuiet,
-];
+/// Every system of the comparison, in the order of the tables (the "before" rows
+/// only when BENCH_IDLE_BEFORE names a binary).
+fn systems() -> Vec<System> {
+    let mut v = vec![System::Electd, System::ElectdRun];
+    if before_bin().is_some() {
+        v.extend([System::Before, System::BeforeRun]);
+    }
+    v.extend([System::Keepalived, System::FloorAck, System::FloorQuiet]);
+    v
+}
 
 /// Runs `trials` trials of every system at every heartbeat in `lab`, interleaved
 /// (electd, electd + run, keepalived, floor with ACKs, floor without, then again);
@@ -1058,39 +1080,44 @@ fn run_trials(lab: &Lab, k: &Knobs, trials: usize, strace: bool, have_ka: bool) 
         let window = k.window(hbt);
         for t in 0..trials {
             let traced = t == 0 && strace;
-            // electd, then with `electctl run` on every server, on one cluster.
-            match Running::electd(lab, hbt, &[]) {
-                Ok(mut r) => {
-                    let lead = || r.electd_leader();
-                    if let Some(s) = measure(lab, &r, window, &lead) {
-                        m.trials.entry((hbt, System::Electd)).or_default().push(s);
-                    }
-                    if traced {
-                        if m.capture.is_none() {
-                            m.capture = r.electd_leader().and_then(|l| capture_lead_ack(lab, l));
+            // electd, then with `electctl run` on every server, on one cluster (and the
+            // same for the "before" binary).
+            let mut variants = vec![(ELECTD.to_string(), System::Electd, System::ElectdRun)];
+            if let Some(b) = before_bin() {
+                variants.push((b, System::Before, System::BeforeRun));
+            }
+            for (bin, plain, with_run) in variants {
+                match Running::electd(lab, hbt, &[], &bin) {
+                    Ok(mut r) => {
+                        let lead = || r.electd_leader();
+                        if let Some(s) = measure(lab, &r, window, &lead) {
+                            m.trials.entry((hbt, plain)).or_default().push(s);
                         }
-                        trace_into(&mut m, &r, hbt, k, System::Electd, r.electd_leader());
-                    }
-                    match r.start_supervisors() {
-                        Ok(()) => {
-                            let lead = || r.electd_leader();
-                            if let Some(s) = measure(lab, &r, window, &lead) {
-                                m.trials
-                                    .entry((hbt, System::ElectdRun))
-                                    .or_default()
-                                    .push(s);
+                        if traced {
+                            if m.capture.is_none() {
+                                m.capture =
+                                    r.electd_leader().and_then(|l| capture_lead_ack(lab, l));
                             }
-                            if traced {
-                                let l = r.electd_leader();
-                                trace_into(&mut m, &r, hbt, k, System::ElectdRun, l);
-                            }
+                            trace_into(&mut m, &r, hbt, k, plain, r.electd_leader());
                         }
-                        Err(e) => eprintln!("bench idle: {e}"),
+                        match r.start_supervisors() {
+                            Ok(()) => {
+                                let lead = || r.electd_leader();
+                                if let Some(s) = measure(lab, &r, window, &lead) {
+                                    m.trials.entry((hbt, with_run)).or_default().push(s);
+                                }
+                                if traced {
+                                    let l = r.electd_leader();
+                                    trace_into(&mut m, &r, hbt, k, with_run, l);
+                                }
+                            }
+                            Err(e) => eprintln!("bench idle: {e}"),
+                        }
+                        r.sups.stop();
+                        r.daemons.stop();
                     }
-                    r.sups.stop();
-                    r.daemons.stop();
+                    Err(e) => eprintln!("bench idle: {e}"),
                 }
-                Err(e) => eprintln!("bench idle: {e}"),
             }
             if have_ka {
                 match Running::keepalived(lab, hbt) {
@@ -1194,11 +1221,8 @@ fn syscalls_total(m: &Measured, hbt: u64, sys: System, leader: bool, sup: bool) 
     if !sup {
         return Some(own);
     }
-    let run = total(if leader {
-        "`electctl run` on leader"
-    } else {
-        "`electctl run` on follower"
-    })?;
+    // The run tree's column of this system (named as `strace_columns` names it).
+    let run = total(&format!("`electctl run` on {name}"))?;
     Some(own + run)
 }
 
@@ -1213,9 +1237,9 @@ fn main_table(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool) {
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for &hbt in &k.hbts {
-        for sys in SYSTEMS {
+        for sys in systems() {
             let tr = m.trials.get(&(hbt, sys));
-            let run = sys == System::ElectdRun;
+            let run = sys.runs();
             for leader in [true, false] {
                 let role = role_name(sys, leader);
                 let Some(tr) = tr else {
@@ -1275,7 +1299,7 @@ fn ratio_table(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, Syst
                     );
                     continue;
                 };
-                let run = a == System::ElectdRun;
+                let run = a.runs();
                 let ratio = |f: &dyn Fn(&Sample) -> f64| {
                     let x = med_range(role_values(ta, leader, f)).0;
                     let y = med_range(role_values(tb, leader, f)).0;
@@ -1304,11 +1328,11 @@ fn ratio_table(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, Syst
 /// calls per heartbeat of every system side by side.
 fn summary_table(out: &mut String, k: &Knobs, m: &Measured) {
     let _ = write!(out, "| heartbeat | role |");
-    for sys in SYSTEMS {
+    for sys in systems() {
         let _ = write!(out, " {} |", sys.name());
     }
     let _ = writeln!(out);
-    let _ = writeln!(out, "|{}", " --- |".repeat(SYSTEMS.len() + 2));
+    let _ = writeln!(out, "|{}", " --- |".repeat(systems().len() + 2));
     for &hbt in &k.hbts {
         for leader in [true, false] {
             let _ = write!(
@@ -1320,8 +1344,8 @@ fn summary_table(out: &mut String, k: &Knobs, m: &Measured) {
                     "follower / backup / receiver"
                 }
             );
-            for sys in SYSTEMS {
-                let run = sys == System::ElectdRun;
+            for sys in systems() {
+                let run = sys.runs();
                 let cell = match m.trials.get(&(hbt, sys)) {
                     None => "NOT MEASURED".to_string(),
                     Some(tr) => {
@@ -1396,8 +1420,8 @@ fn attrib_table(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool) {
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for &hbt in &k.hbts {
-        for sys in SYSTEMS {
-            let run = sys == System::ElectdRun;
+        for sys in systems() {
+            let run = sys.runs();
             for leader in [true, false] {
                 let role = role_name(sys, leader);
                 let Some(tr) = m.trials.get(&(hbt, sys)) else {
@@ -1456,10 +1480,10 @@ fn attrib_ratios(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, Sy
                     );
                     continue;
                 };
-                let run = a == System::ElectdRun;
+                let run = a.runs();
                 let r = |f: &dyn Fn(&Sample, bool) -> f64| {
                     let x = med_range(role_values(ta, leader, &|s| f(s, run))).0;
-                    let y = med_range(role_values(tb, leader, &|s| f(s, false))).0;
+                    let y = med_range(role_values(tb, leader, &|s| f(s, b.runs()))).0;
                     format!("{:.2}", x / y)
                 };
                 let _ = writeln!(
@@ -1480,14 +1504,28 @@ fn attrib_ratios(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, Sy
 /// The pairs of the ratio tables: electd against keepalived, electd against the floor
 /// with ACKs (a protocol with one acknowledgement per heartbeat), keepalived against
 /// the floor without (VRRP's shape).
-const RATIOS: [(System, System); 6] = [
-    (System::Electd, System::Keepalived),
-    (System::ElectdRun, System::Keepalived),
-    (System::Electd, System::FloorAck),
-    (System::ElectdRun, System::FloorAck),
-    (System::Keepalived, System::FloorQuiet),
-    (System::FloorAck, System::FloorQuiet),
-];
+/// With a "before" binary: after against before, and before against keepalived.
+fn ratios() -> Vec<(System, System)> {
+    let mut v = vec![
+        (System::Electd, System::Keepalived),
+        (System::ElectdRun, System::Keepalived),
+    ];
+    if before_bin().is_some() {
+        v.extend([
+            (System::Before, System::Keepalived),
+            (System::BeforeRun, System::Keepalived),
+            (System::Electd, System::Before),
+            (System::ElectdRun, System::BeforeRun),
+        ]);
+    }
+    v.extend([
+        (System::Electd, System::FloorAck),
+        (System::ElectdRun, System::FloorAck),
+        (System::Keepalived, System::FloorQuiet),
+        (System::FloorAck, System::FloorQuiet),
+    ]);
+    v
+}
 
 pub fn report(out: &mut String) {
     let k = Knobs::get();
@@ -1545,6 +1583,12 @@ pub fn report(out: &mut String) {
         }
     };
     let m = run_trials(&lab, &k, k.trials, have_strace, have_ka);
+    if let Some(b) = before_bin() {
+        let _ = writeln!(
+            out,
+            "electd before: `{b}` (BENCH_IDLE_BEFORE: a build of an earlier commit), run exactly as electd, in the same trials.\n"
+        );
+    }
     if have_ka {
         let _ = writeln!(
             out,
@@ -1576,7 +1620,7 @@ pub fn report(out: &mut String) {
         out,
         "\nRatios of medians (role by role: leader, master and sender; follower, backup and receiver; the run's cost included in the `+ run` rows). A keepalived backup and a silent receiver send nothing, so their datagram and byte ratios are infinite.\n"
     );
-    ratio_table(out, &k, &m, &RATIOS);
+    ratio_table(out, &k, &m, &ratios());
     if !have_strace {
         let _ = writeln!(out, "\nSyscalls: NOT MEASURED (strace not installed).");
     }
@@ -1632,7 +1676,7 @@ fn attributed(out: &mut String, k: &Knobs, have_ka: bool) {
         out,
         "\nRatios of medians in the attributed mode: the process alone, and the process with its own receive path.\n"
     );
-    attrib_ratios(out, k, &m, &RATIOS);
+    attrib_ratios(out, k, &m, &ratios());
 }
 
 // ----- the bytes of an idle LEAD and ACK -------------------------------------------
@@ -2022,7 +2066,7 @@ fn profile(out: &mut String, lab: &Lab, k: &Knobs) {
         "--tool=callgrind".to_string(),
         format!("--callgrind-out-file={}/cg-{{id}}.out", cgdir.0.display()),
     ];
-    let mut r = match Running::electd(lab, hbt, &wrap) {
+    let mut r = match Running::electd(lab, hbt, &wrap, ELECTD) {
         Ok(r) => r,
         Err(e) => {
             let _ = writeln!(out, "NOT MEASURED: {e}");

@@ -4,10 +4,18 @@
 use super::*;
 
 impl Node {
+    /// Checks one invariant. Inlined, so a check that holds costs a comparison: the
+    /// message is formatted only on the cold path (issue 25).
+    #[inline(always)]
     pub(super) fn invariant(&self, ok: bool, what: std::fmt::Arguments<'_>) {
-        if ok {
-            return;
+        if !ok {
+            self.invariant_broken(what);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn invariant_broken(&self, what: std::fmt::Arguments<'_>) {
         if self.cfg.strict {
             panic!("server {}: invariant broken: {what}", self.cfg.id);
         }

@@ -24,7 +24,7 @@ impl Daemon {
         let now = boot_now();
         self.take_departures();
         let r = f(&mut self.host, now).map_err(|e| Fatal::State(e.0))?;
-        self.take_outputs()?;
+        self.take_outputs(now)?;
         Ok(r)
     }
 
@@ -46,8 +46,9 @@ impl Daemon {
     }
 
     /// Events, then the write (to the writer thread), then the datagrams; then
-    /// watchers and supervisors hear of changes.
-    fn take_outputs(&mut self) -> Result<(), Fatal> {
+    /// watchers and supervisors hear of changes, as of `now`, the instant the host
+    /// was given (one clock read per input, issue 25).
+    fn take_outputs(&mut self, now: Time) -> Result<(), Fatal> {
         while let Some(n) = self.host.poll_event() {
             match n {
                 Notice::Event {
@@ -75,7 +76,7 @@ impl Daemon {
             self.write_since = Some((Instant::now(), false));
         }
         self.send_transmits();
-        self.report_changes();
+        self.report_changes(now);
         Ok(())
     }
 

@@ -122,12 +122,11 @@ impl Daemon {
     /// other server for missed-heartbeats x heartbeat after the start or since the last
     /// one (wrong addresses, a firewall, another cluster name or key); and once, when
     /// one arrives, whom it hears again (issue 23). True when that changed (STATUS=).
-    pub(super) fn check_hearing(&mut self) -> bool {
+    pub(super) fn check_hearing(&mut self, now: Time) -> bool {
         let others = self.cfg.servers.len().saturating_sub(1);
         if others == 0 {
             return false;
         }
-        let now = boot_now();
         let hold = self.cfg.heartbeat * self.cfg.missed_heartbeats;
         // Every flush asks this: the latest time any group heard any peer, read in
         // place (the per-peer list is built only for the log line of a change).

@@ -218,6 +218,8 @@ impl Daemon {
                 self.metrics.send_errors += 1;
                 debug!("send {} entries to {to}: {e}", t.kinds.iter().sum::<u64>());
             }
+            // The buffer goes back to the host's pool: no allocation per datagram.
+            self.host.recycle(t.bytes);
         }
     }
 }

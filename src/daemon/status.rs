@@ -21,10 +21,10 @@ pub(super) struct View {
 
 impl Daemon {
     /// Reports every group's changes: hooks, logs, watchers, supervisors, STATUS=.
-    pub(super) fn report_changes(&mut self) {
+    pub(super) fn report_changes(&mut self, now: Time) {
         let mut notify = false;
         for g in 0..self.groups.len() {
-            notify |= self.report_group(g);
+            notify |= self.report_group(g, now);
         }
         // The all-groups watchers of a file with group lines (`watch` without a group)
         // hear every change of role, leader, term, health or drain of any group, but
@@ -35,7 +35,7 @@ impl Daemon {
         if notify && self.cfg.has_groups() {
             self.all_dirty = true;
         }
-        let notify = self.check_hearing() || notify;
+        let notify = self.check_hearing(now) || notify;
         if notify {
             self.notifier.send(&self.status_text());
         }
@@ -51,10 +51,10 @@ impl Daemon {
         self.control.flush(self.poll.registry(), Instant::now());
     }
 
-    /// Group `g`'s view now.
-    fn view_of(&self, g: usize) -> View {
+    /// Group `g`'s view at `now`.
+    fn view_of(&self, g: usize, now: Time) -> View {
         let node = &self.host.group(g).node;
-        let st = node.status(boot_now());
+        let st = node.status(now);
         View {
             role: st.role,
             leader: st.leader,
@@ -66,8 +66,8 @@ impl Daemon {
     }
 
     /// Reports group `g`'s change, if any; true when more than the lease changed.
-    fn report_group(&mut self, g: usize) -> bool {
-        let view = self.view_of(g);
+    fn report_group(&mut self, g: usize, now: Time) -> bool {
+        let view = self.view_of(g, now);
         self.note_leader(g, view.leader);
         let several = self.cfg.has_groups();
         let group = &mut self.groups[g];

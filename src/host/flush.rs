@@ -198,54 +198,68 @@ impl Host {
     /// Encodes what the flush queued: per destination one bundle (split at
     /// `wire::MAX_BUNDLE_LEN`), in the order queued within it, in the framing that
     /// destination reads; a heartbeat-only version-3 datagram is now and then followed
-    /// by its compact copy, the probe (`peers.rs`).
+    /// by its compact copy, the probe (`peers.rs`). Reuses the scratch vectors: a
+    /// steady heartbeat allocates nothing.
     fn send_outbox(&mut self) -> Result<(), HostError> {
         if self.outbox.is_empty() {
             return Ok(());
         }
         let mut outbox = std::mem::take(&mut self.outbox);
-        let mut dests: Vec<Dest> = Vec::new();
+        let mut dests = std::mem::take(&mut self.scratch.dests);
+        let mut entries = std::mem::take(&mut self.scratch.sending);
+        dests.clear();
         for (d, _) in &outbox {
             if !dests.contains(d) {
                 dests.push(*d);
             }
         }
-        let mut entries: Vec<wire::Entry> = Vec::with_capacity(outbox.len());
-        for dest in dests {
+        let mut r = Ok(());
+        for &dest in &dests {
             entries.clear();
             entries.extend(outbox.iter().filter(|(d, _)| *d == dest).map(|(_, e)| *e));
-            let framing = self.framing_for(dest);
-            for run in wire::pack_in(framing, &entries, self.keys.is_some()) {
-                let part = &entries[run];
-                let mut kinds = [0u64; 5];
-                for e in part {
-                    kinds[e.msg.body.kind() as usize] += 1;
-                }
-                let bytes = self.encode(framing, part)?;
-                self.push_transmit(Transmit {
-                    to: dest,
-                    bytes,
-                    kinds,
-                });
-                // The copy is almost always shorter than the original; one that would
-                // pass MAX_BUNDLE_LEN (terms and seqs near 2^64) is not sent.
-                let keyed = self.keys.is_some();
-                if framing == Framing::Bundle
-                    && wire::bundle_len(Framing::Compact, part, keyed) <= wire::MAX_BUNDLE_LEN
-                    && self.wire.probe(dest, part)
-                {
-                    let bytes = self.encode(Framing::Compact, part)?;
-                    self.metrics.probes += 1;
-                    self.push_transmit(Transmit {
-                        to: dest,
-                        bytes,
-                        kinds: [0; 5],
-                    });
-                }
+            r = self.send_to(dest, &entries);
+            if r.is_err() {
+                break;
             }
         }
         outbox.clear();
         self.outbox = outbox;
+        self.scratch.dests = dests;
+        self.scratch.sending = entries;
+        r
+    }
+
+    /// The datagrams of `entries`, all for `dest` (`send_outbox`).
+    fn send_to(&mut self, dest: Dest, entries: &[wire::Entry]) -> Result<(), HostError> {
+        let framing = self.framing_for(dest);
+        let keyed = self.keys.is_some();
+        for run in wire::runs(framing, entries, keyed) {
+            let part = &entries[run];
+            let mut kinds = [0u64; 5];
+            for e in part {
+                kinds[e.msg.body.kind() as usize] += 1;
+            }
+            let bytes = self.encode(framing, part)?;
+            self.push_transmit(Transmit {
+                to: dest,
+                bytes,
+                kinds,
+            });
+            // The copy is almost always shorter than the original; one that would
+            // pass MAX_BUNDLE_LEN (terms and seqs near 2^64) is not sent.
+            if framing == Framing::Bundle
+                && wire::bundle_len(Framing::Compact, part, keyed) <= wire::MAX_BUNDLE_LEN
+                && self.wire.probe(dest, part)
+            {
+                let bytes = self.encode(Framing::Compact, part)?;
+                self.metrics.probes += 1;
+                self.push_transmit(Transmit {
+                    to: dest,
+                    bytes,
+                    kinds: [0; 5],
+                });
+            }
+        }
         Ok(())
     }
 
@@ -258,20 +272,32 @@ impl Host {
     }
 
     /// One datagram of `entries` in `framing`, keyed with the next counter when keys
-    /// are configured.
+    /// are configured, in a buffer handed back by the driver if there is one.
     fn encode(&mut self, framing: Framing, part: &[wire::Entry]) -> Result<Vec<u8>, HostError> {
-        let mut bytes = Vec::with_capacity(wire::MAX_BUNDLE_LEN);
+        let mut bytes = self
+            .scratch
+            .pool
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(wire::MAX_BUNDLE_LEN));
         let (id, fp) = (self.cfg.id, part[0].msg.fingerprint);
-        match self.keys.clone() {
-            Some(k) => {
-                let counter = self.next_counter()?;
-                let key = Some((counter, &k.current));
-                wire::encode_in(framing, id, fp, part, key, &mut bytes)
-            }
-            None => wire::encode_in(framing, id, fp, part, None, &mut bytes),
+        let counter = match self.keys {
+            Some(_) => Some(self.next_counter()?),
+            None => None,
         };
+        let key = counter.zip(self.keys.as_ref().map(|k| &k.current));
+        wire::encode_in(framing, id, fp, part, key, &mut bytes);
         self.metrics.encoded[framing.index()] += 1;
         Ok(bytes)
+    }
+
+    /// Takes back the buffer of a datagram sent (`Transmit::bytes`), for a later
+    /// datagram: a driver that hands every one back makes the steady heartbeat free
+    /// of allocations (issue 25). Optional; at most `POOL` are kept.
+    pub fn recycle(&mut self, mut bytes: Vec<u8>) {
+        if self.scratch.pool.len() < POOL && bytes.capacity() >= wire::MAX_BUNDLE_LEN {
+            bytes.clear();
+            self.scratch.pool.push(bytes);
+        }
     }
 
     /// Queues `t`, or holds it while a new boot number is not yet on disk.
@@ -300,6 +326,23 @@ impl Host {
         }
         Ok(u64::from(self.extra.boot) << 32 | u64::from(self.send_seq))
     }
+}
+
+/// Datagram buffers kept for reuse ([`Host::recycle`]): a flush sends one per
+/// destination (and a probe now and then); more are rare and may allocate.
+const POOL: usize = 8;
+
+/// What the datagram path and the flush reuse from one input to the next, so the
+/// steady heartbeat allocates nothing (issue 25).
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    /// The entries of the datagram being handled (`recv.rs`).
+    pub(super) entries: Vec<wire::Entry>,
+    /// The outbox's destinations, in order, and the entries for one of them.
+    dests: Vec<Dest>,
+    sending: Vec<wire::Entry>,
+    /// Buffers of sent datagrams handed back, the latest last (reused first: warm).
+    pool: Vec<Vec<u8>>,
 }
 
 /// True for a heartbeat (a LEAD that is not a RESIGN).

@@ -238,6 +238,8 @@ pub struct Host {
     warned: HashMap<(u16, &'static str), Time>,
     last_debug_drop: Option<Time>,
     sabotage: HostSabotage,
+    /// Vectors reused from one input to the next (`flush.rs`).
+    scratch: flush::Scratch,
 }
 
 impl Host {
@@ -294,6 +296,7 @@ impl Host {
             warned: HashMap::new(),
             last_debug_drop: None,
             sabotage: HostSabotage::default(),
+            scratch: flush::Scratch::default(),
         }
     }
 

@@ -22,10 +22,32 @@ impl Host {
     }
 
     fn on_datagram(&mut self, now: Time, src: SocketAddr, bytes: &[u8]) -> bool {
+        // One vector of entries for every datagram: no allocation per heartbeat.
+        let mut entries = std::mem::take(&mut self.scratch.entries);
+        let ok = self.on_entries(now, src, bytes, &mut entries);
+        self.scratch.entries = entries;
+        ok
+    }
+
+    fn on_entries(
+        &mut self,
+        now: Time,
+        src: SocketAddr,
+        bytes: &[u8],
+        entries: &mut Vec<wire::Entry>,
+    ) -> bool {
         self.metrics.received_bytes += bytes.len() as u64;
         let decoded = match &self.keys {
-            Some(k) => wire::decode_any(bytes, Some(&k.verifiers()), self.groups.len()),
-            None => wire::decode_any(bytes, None, self.groups.len()),
+            Some(k) => {
+                // `Keys::verifiers` without its vector.
+                let (both, n) = match &k.next {
+                    Some(next) => ([&k.current, next], 2),
+                    None => ([&k.current, &k.current], 1),
+                };
+                let verifiers = &both[..n];
+                wire::decode_any_into(bytes, Some(verifiers), self.groups.len(), entries)
+            }
+            None => wire::decode_any_into(bytes, None, self.groups.len(), entries),
         };
         let bundle = match decoded {
             Ok(b) => b,
@@ -58,7 +80,7 @@ impl Host {
         }
         let mut accepted = false;
         let mut has = [false; crate::config::MAX_GROUPS];
-        for e in &bundle.entries {
+        for e in entries.iter() {
             let mut g = usize::from(e.group);
             if self.sabotage.misroute_groups && g < 2 && self.groups.len() > 1 {
                 g = 1 - g;
@@ -71,7 +93,7 @@ impl Host {
             // The framing this sender reads: the one it last sent in (`peers.rs`).
             let framing = wire::Framing::of(bytes);
             self.metrics.accepted_framing[framing.index()] += 1;
-            let round = bundle.entries.iter().any(|e| {
+            let round = entries.iter().any(|e| {
                 !matches!(
                     e.msg.body,
                     wire::Body::Lead { resign: false, .. } | wire::Body::Ack { .. }

@@ -12,6 +12,7 @@
 use super::*;
 use crate::node::Role;
 use std::fmt;
+use std::ops::Bound;
 
 /// A supervisor's connection, as the driver names it: the slot (for log lines, "control
 /// client N") and a serial that is never reused (a later client in the same slot is
@@ -494,32 +495,61 @@ impl Host {
             return;
         }
         for g in 0..self.groups.len() {
-            if self.registry.supervisors(g) == 0 {
-                continue;
-            }
-            let line = self.line_of(now, g);
-            let key = line.key();
-            // Between two checks (flushes) a leader goes at most a heartbeat: it sends
-            // a LEAD every heartbeat, and every flush checks; a second heartbeat lets
-            // the renewal go out with the acknowledgements that made it (fresh) rather
-            // than with the next LEAD (a heartbeat old). The round-trip bound covers a
-            // late flush, `run`'s MARGIN its own scheduling.
-            let slack = line.heartbeat * 2 + line.rtt + crate::supervise::MARGIN;
-            let pushes: Vec<(ClientId, Push)> = self
-                .registry
-                .sups
-                .iter()
-                .filter(|(_, s)| s.group == g)
-                .map(|(&c, s)| (c, s.due(&key, now, slack)))
-                .collect();
-            for (c, push) in pushes {
+            // What the line would say, without building it (its group name is a
+            // String): most flushes change nothing a supervisor must hear of. Made
+            // when the group's first supervisor is found.
+            let mut said = None;
+            // Each supervisor's push depends on its own state only, which only its
+            // own push changes: one at a time, in client order, without a vector.
+            let mut after = None;
+            loop {
+                let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+                let found = self
+                    .registry
+                    .sups
+                    .range((lower, Bound::Unbounded))
+                    .find(|(_, s)| s.group == g)
+                    .map(|(&c, s)| {
+                        let (key, slack) = *said.get_or_insert_with(|| {
+                            // Between two checks (flushes) a leader goes at most a
+                            // heartbeat: it sends a LEAD every heartbeat, and every
+                            // flush checks; a second heartbeat lets the renewal go out
+                            // with the acknowledgements that made it (fresh) rather
+                            // than with the next LEAD (a heartbeat old). The round-trip
+                            // bound covers a late flush, `run`'s MARGIN its own
+                            // scheduling.
+                            let heartbeat = self.groups[g].node.heartbeat();
+                            let slack = heartbeat * 2 + self.cfg.rtt + crate::supervise::MARGIN;
+                            (self.key_of(now, g), slack)
+                        });
+                        (c, s.due(&key, now, slack), key)
+                    });
+                let Some((c, push, key)) = found else {
+                    break;
+                };
+                after = Some(c);
                 match push {
                     Push::Nothing => {}
-                    Push::Arm => self.arm_timers(c, &line),
-                    Push::Line => self.send_line(c, line.clone()),
+                    Push::Arm => self.arm_timers(c, &key),
+                    Push::Line => self.send_line(c, self.line_of(now, g)),
                 }
             }
         }
+    }
+
+    /// What group `g`'s line now says ([`SupervisorLine::key`] of [`Host::line_of`]).
+    fn key_of(&self, now: Time, g: usize) -> LineKey {
+        let node = &self.groups[g].node;
+        let st = node.status(now);
+        (
+            st.role,
+            st.leader,
+            st.term,
+            st.lease_until,
+            node.lease_len(),
+            node.heartbeat(),
+            node.resign_pending(),
+        )
     }
 
     /// Group `g`'s line now (numbered when sent).
@@ -546,17 +576,17 @@ impl Host {
     /// Arms supervisor `client`'s stop timers for `line`'s lease end, if it has timers
     /// and the line a lease: its command may run until then (a departure without
     /// confirmation leaves that lease end behind).
-    fn arm_timers(&mut self, client: ClientId, line: &SupervisorLine) {
+    fn arm_timers(&mut self, client: ClientId, key: &LineKey) {
         let Some(s) = self.registry.sups.get_mut(&client) else {
             return;
         };
-        let (Some(u), true) = (line.lease_until, s.timers) else {
+        let (Some(u), true) = (key.3, s.timers) else {
             return;
         };
-        if line.role != Role::Leader {
+        if key.0 != Role::Leader {
             return;
         }
-        s.last_key = Some(line.key());
+        s.last_key = Some(*key);
         s.leader_until = s.leader_until.max(u);
         let end = if self.sabotage.timers_late {
             u + Duration::from_millis(500)
@@ -573,7 +603,7 @@ impl Host {
 
     /// Numbers `line` for `client` and queues it, its stop timers armed first.
     fn send_line(&mut self, client: ClientId, mut line: SupervisorLine) {
-        self.arm_timers(client, &line);
+        self.arm_timers(client, &line.key());
         let Some(s) = self.registry.sups.get_mut(&client) else {
             return;
         };

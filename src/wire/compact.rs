@@ -20,7 +20,7 @@ use super::body::{self, Head, Ints};
 use super::frame::{Format, open_framed};
 use super::trailer::{self, Key};
 use super::{
-    Bundle, DecodeError, Entry, Framing, Kind, MAGIC, MAX_ENTRIES, Message, valid_id, varint,
+    DecodeError, Entry, Framing, Kind, MAGIC, MAX_ENTRIES, Message, Origin, valid_id, varint,
 };
 
 /// Kind byte: the kind's bits.
@@ -93,7 +93,8 @@ pub(super) fn decode(
     bytes: &[u8],
     keys: Option<&[&Key]>,
     groups: usize,
-) -> Result<Bundle, DecodeError> {
+    entries: &mut Vec<Entry>,
+) -> Result<Origin, DecodeError> {
     let format = Format {
         bundle: Some(Framing::Compact),
         keyed: keys.is_some(),
@@ -109,7 +110,8 @@ pub(super) fn decode(
         return Err(DecodeError::BadId(sender));
     }
     let fingerprint = u32::from_be_bytes([signed[5], signed[6], signed[7], signed[8]]);
-    let mut entries = Vec::with_capacity(count);
+    entries.clear();
+    entries.reserve(count);
     let mut at = format.header_len();
     for _ in 0..count {
         let e = signed.get(at..at + 2).ok_or(DecodeError::BadCount(count))?;
@@ -148,9 +150,8 @@ pub(super) fn decode(
     if at != signed.len() {
         return Err(DecodeError::BadCount(count));
     }
-    Ok(Bundle {
+    Ok(Origin {
         sender,
         counter: format.counter(signed),
-        entries,
     })
 }

@@ -13,10 +13,10 @@
 use super::body::{self, Head, Ints};
 use super::trailer::{self, Key};
 use super::{
-    BUNDLE_HEADER_LEN, Bundle, COMPACT_HEADER_LEN, COUNTER_LEN, DecodeError, ELECT_BODY,
-    ENTRY_HEAD, Entry, Framing, HEADER_LEN, Kind, MAGIC, MAX_DATAGRAM, MAX_ENTRIES, Message,
-    VERSION, VERSION_BUNDLE, VERSION_BUNDLE_KEYED, VERSION_COMPACT, VERSION_COMPACT_KEYED,
-    VERSION_KEYED, VOTE_BODY, entry_len, valid_id,
+    BUNDLE_HEADER_LEN, COMPACT_HEADER_LEN, COUNTER_LEN, DecodeError, ELECT_BODY, ENTRY_HEAD, Entry,
+    Framing, HEADER_LEN, Kind, MAGIC, MAX_DATAGRAM, MAX_ENTRIES, Message, Origin, VERSION,
+    VERSION_BUNDLE, VERSION_BUNDLE_KEYED, VERSION_COMPACT, VERSION_COMPACT_KEYED, VERSION_KEYED,
+    VOTE_BODY, entry_len, valid_id,
 };
 use byteorder::{BigEndian, ByteOrder};
 
@@ -222,7 +222,8 @@ pub(super) fn decode_bundle(
     bytes: &[u8],
     keys: Option<&[&Key]>,
     groups: usize,
-) -> Result<Bundle, DecodeError> {
+    entries: &mut Vec<Entry>,
+) -> Result<Origin, DecodeError> {
     let format = Format {
         bundle: Some(Framing::Bundle),
         keyed: keys.is_some(),
@@ -241,7 +242,8 @@ pub(super) fn decode_bundle(
         return Err(DecodeError::BadId(sender));
     }
     let fingerprint = BigEndian::read_u32(&signed[8..12]);
-    let mut entries = Vec::with_capacity(count);
+    entries.clear();
+    entries.reserve(count);
     let mut at = format.header_len();
     for _ in 0..count {
         let e = signed
@@ -267,9 +269,8 @@ pub(super) fn decode_bundle(
     if at != signed.len() {
         return Err(DecodeError::BadCount(count));
     }
-    Ok(Bundle {
+    Ok(Origin {
         sender,
         counter: format.counter(signed),
-        entries,
     })
 }

@@ -192,6 +192,15 @@ pub struct Bundle {
     pub entries: Vec<Entry>,
 }
 
+/// Who sent a datagram decoded into a caller's entries ([`decode_any_into`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The sending server's id.
+    pub sender: u16,
+    /// The sender's counter (keyed versions only).
+    pub counter: Option<u64>,
+}
+
 /// The two bundle framings a host may send in.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Framing {
@@ -374,26 +383,39 @@ pub fn pack(entries: &[Entry], keyed: bool) -> Vec<std::ops::Range<usize>> {
 /// `MAX_BUNDLE_LEN` bytes (and `MAX_ENTRIES` entries), keyed or not; returns the runs'
 /// index ranges.
 pub fn pack_in(framing: Framing, entries: &[Entry], keyed: bool) -> Vec<std::ops::Range<usize>> {
+    runs(framing, entries, keyed).collect()
+}
+
+/// The runs of [`pack_in`], one at a time (no allocation: the host's flush).
+pub fn runs(
+    framing: Framing,
+    entries: &[Entry],
+    keyed: bool,
+) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
     let fixed = frame::Format {
         bundle: Some(framing),
         keyed,
     }
     .overhead();
-    let mut out = Vec::new();
-    let (mut start, mut len) = (0, fixed);
-    for (i, e) in entries.iter().enumerate() {
-        let l = entry_len_in(framing, &e.msg);
-        if i > start && (len + l > MAX_BUNDLE_LEN || i - start == MAX_ENTRIES) {
-            out.push(start..i);
-            start = i;
-            len = fixed;
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        if start >= entries.len() {
+            return None;
         }
-        len += l;
-    }
-    if start < entries.len() {
-        out.push(start..entries.len());
-    }
-    out
+        let mut len = fixed;
+        let mut end = start;
+        for (i, e) in entries.iter().enumerate().skip(start) {
+            let l = entry_len_in(framing, &e.msg);
+            if i > start && (len + l > MAX_BUNDLE_LEN || i - start == MAX_ENTRIES) {
+                break;
+            }
+            len += l;
+            end = i + 1;
+        }
+        let run = start..end;
+        start = end;
+        Some(run)
+    })
 }
 
 /// The bytes one bundle of `framing` holding `entries` takes, keyed or not.
@@ -438,16 +460,34 @@ pub fn decode_any(
     keys: Option<&[&Key]>,
     groups: usize,
 ) -> Result<Bundle, DecodeError> {
+    let mut entries = Vec::new();
+    let Origin { sender, counter } = decode_any_into(bytes, keys, groups, &mut entries)?;
+    Ok(Bundle {
+        sender,
+        counter,
+        entries,
+    })
+}
+
+/// [`decode_any`] into `entries` (cleared first; on an error it may hold some of the
+/// datagram's entries, to be ignored): the host's datagram path reuses one vector.
+pub fn decode_any_into(
+    bytes: &[u8],
+    keys: Option<&[&Key]>,
+    groups: usize,
+    entries: &mut Vec<Entry>,
+) -> Result<Origin, DecodeError> {
     match frame::Format::of(bytes, keys.is_some()).bundle {
-        Some(Framing::Bundle) => return frame::decode_bundle(bytes, keys, groups),
-        Some(Framing::Compact) => return compact::decode(bytes, keys, groups),
+        Some(Framing::Bundle) => return frame::decode_bundle(bytes, keys, groups, entries),
+        Some(Framing::Compact) => return compact::decode(bytes, keys, groups, entries),
         None => {}
     }
     let (msg, counter) = frame::decode_single(bytes, keys)?;
-    Ok(Bundle {
+    entries.clear();
+    entries.push(Entry { group: 0, msg });
+    Ok(Origin {
         sender: msg.sender,
         counter,
-        entries: vec![Entry { group: 0, msg }],
     })
 }
 

@@ -284,6 +284,7 @@ fn peer_sets_hold_ids_1_to_255() {
     // `iter` walks the set bits: the same ids, ascending, as testing each id.
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut sets = vec![PeerSet::EMPTY, alive(&(1..=255).collect::<Vec<_>>())];
+    sets.extend((1..=255).map(|id| alive(&[id])));
     for _ in 0..200 {
         let mut s = PeerSet::EMPTY;
         for id in 1..=255u16 {
@@ -300,6 +301,13 @@ fn peer_sets_hold_ids_1_to_255() {
         let naive: Vec<u16> = (1..=255).filter(|&id| s.contains(id)).collect();
         assert_eq!(s.iter().collect::<Vec<_>>(), naive);
         assert_eq!(s.len(), naive.len());
+        // The wire bytes end at the highest id's byte (found by words).
+        let mut bytes = [0u8; 32];
+        for &id in &naive {
+            bytes[usize::from(id - 1) / 8] |= 1 << ((id - 1) % 8);
+        }
+        let n = naive.last().map_or(0, |&id| usize::from(id - 1) / 8 + 1);
+        assert_eq!(s.wire_bytes(), &bytes[..n]);
     }
 }
 
@@ -714,4 +722,126 @@ fn the_compact_packer_splits_at_the_byte_limit() {
         }
         assert_eq!(total, es.len());
     }
+}
+
+// ----- the host's non-allocating paths (issue 25) -----
+
+/// `pack_in` as it was before `runs`: the reference the iterator must match.
+fn reference_pack(framing: Framing, entries: &[Entry], keyed: bool) -> Vec<std::ops::Range<usize>> {
+    let fixed = frame::Format {
+        bundle: Some(framing),
+        keyed,
+    }
+    .overhead();
+    let mut out = Vec::new();
+    let (mut start, mut len) = (0, fixed);
+    for (i, e) in entries.iter().enumerate() {
+        let l = entry_len_in(framing, &e.msg);
+        if i > start && (len + l > MAX_BUNDLE_LEN || i - start == MAX_ENTRIES) {
+            out.push(start..i);
+            start = i;
+            len = fixed;
+        }
+        len += l;
+    }
+    if start < entries.len() {
+        out.push(start..entries.len());
+    }
+    out
+}
+
+/// Random entries: every sample kind, random groups, terms and seqs from small to
+/// near 2^64 (the varint lengths), alive maps of random sizes.
+fn random_entries(rng: &mut SplitMix64, n: usize) -> Vec<Entry> {
+    let kinds = entries();
+    (0..n)
+        .map(|_| {
+            let mut e = kinds[rng.below(kinds.len() as u64) as usize];
+            e.group = rng.below(64) as u8;
+            e.msg.term = rng.next_u64() >> rng.below(64);
+            if let Body::Lead { seq, alive, .. } = &mut e.msg.body {
+                *seq = rng.next_u64() >> rng.below(64);
+                *alive = PeerSet::EMPTY;
+                for _ in 0..rng.below(40) {
+                    alive.insert(1 + rng.below(255) as u16);
+                }
+            }
+            e
+        })
+        .collect()
+}
+
+#[test]
+fn the_packing_iterator_is_the_packer() {
+    let mut rng = SplitMix64::new(0x25_25);
+    for i in 0..3_000 {
+        // Mostly small (a heartbeat), now and then past the byte and entry limits.
+        let n = if i % 10 == 0 {
+            rng.below(400)
+        } else {
+            rng.below(6)
+        };
+        let es = random_entries(&mut rng, n as usize);
+        for framing in [Framing::Bundle, Framing::Compact] {
+            for keyed in [false, true] {
+                let got: Vec<_> = runs(framing, &es, keyed).collect();
+                assert_eq!(got, reference_pack(framing, &es, keyed), "{i} {framing:?}");
+                assert_eq!(pack_in(framing, &es, keyed), got);
+            }
+        }
+    }
+}
+
+#[test]
+fn decoding_into_a_used_vector_is_decoding() {
+    let mut rng = SplitMix64::new(0x25_26);
+    let key = Key::new(b"k");
+    let next = Key::new(b"n");
+    // Reused across every input, as the host reuses it: it holds the last one's.
+    let mut into = random_entries(&mut rng, 9);
+    let mut accepted = 0;
+    for i in 0..20_000u32 {
+        let keyed = i % 3 == 0;
+        let framing = [Framing::Bundle, Framing::Compact][(i % 2) as usize];
+        let n = 1 + rng.below(5) as usize;
+        let es: Vec<Entry> = random_entries(&mut rng, n)
+            .into_iter()
+            .map(|mut e| {
+                e.msg.sender = 3;
+                e.msg.fingerprint = 0xF1F1;
+                e.group %= 4;
+                e
+            })
+            .collect();
+        let mut b = Vec::new();
+        encode_in(framing, 3, 0xF1F1, &es, keyed.then_some((7, &key)), &mut b);
+        // Adversarial: a flip, a cut, an extension, random bytes, or a single message.
+        match rng.below(6) {
+            0 => {
+                let bit = rng.below(b.len() as u64 * 8) as usize;
+                b[bit / 8] ^= 1 << (bit % 8);
+            }
+            1 => b.truncate(rng.below(b.len() as u64) as usize),
+            2 => b.push(rng.next_u64() as u8),
+            3 => b = (0..rng.below(80)).map(|_| rng.next_u64() as u8).collect(),
+            4 if !keyed => b = encode_to_vec(&es[0].msg),
+            _ => {}
+        }
+        let keys: &[&Key] = if i % 6 == 0 { &[&next, &key] } else { &[&key] };
+        let keys = keyed.then_some(keys);
+        for groups in [1, 4] {
+            let want = decode_any(&b, keys, groups);
+            let got = decode_any_into(&b, keys, groups, &mut into);
+            match (want, got) {
+                (Ok(w), Ok(g)) => {
+                    accepted += 1;
+                    assert_eq!((g.sender, g.counter), (w.sender, w.counter), "{i}");
+                    assert_eq!(into, w.entries, "{i}");
+                }
+                (Err(w), Err(g)) => assert_eq!(w, g, "{i}"),
+                (w, g) => panic!("{i}: decode_any {w:?}, decode_any_into {g:?}"),
+            }
+        }
+    }
+    assert!(accepted > 5_000, "too few valid inputs: {accepted}");
 }
