@@ -98,8 +98,8 @@
 //! rolling restart (one to three servers out by crash, SIGTERM or an unhealthy
 //! processor, back in another order up to preempt-delay apart) is judged the same way.
 //! Negative control: preemption with detours (`Sabotage::preempt_detours`), caught at
-//! seed 296 (seed 61, 22 of the first 2,000 seeds, before issue 25's compact wire and
-//! stop timers moved every schedule).
+//! seed 305 (seed 61, 22 of the first 2,000 seeds, before issue 25's compact wire and
+//! stop timers moved every schedule; 296 before its reads at the heartbeat).
 //!
 //! A run that handles 20 million events (an ELECT storm) stops with a livelock
 //! violation.
@@ -152,6 +152,8 @@ struct Breakage {
     departure_confirms: bool,
     /// The host arms supervisors' stop timers past the lease end (issue 25).
     timers_late: bool,
+    /// Every host's datagrams always wait for its next wakeup (issue 25).
+    defer_always: bool,
     /// Without the S2-support check (to see a broken protocol reach an actual overlap).
     no_support: bool,
 }
@@ -340,6 +342,7 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
     o.stop_without_yield = broken.stop_without_yield;
     o.departure_confirms = broken.departure_confirms;
     o.timers_late = broken.timers_late;
+    o.defer_always = broken.defer_always;
     o.sabotage = broken.sabotage.clone();
     o.monotonic_suspend = broken.monotonic;
     o.ignore_health = broken.ignore_health;
@@ -2507,6 +2510,11 @@ fn swarm() {
         st.heartbeat_framings[1],
         st.heartbeat_framings[0]
     );
+    eprintln!(
+        "swarm reads at the heartbeat (issue 25): {} datagrams waited for a wakeup; {} \
+         reached a leader",
+        st.deferred, st.leader_received
+    );
     // Straight to stderr, past the test harness's capture: the line belongs in CI logs.
     let _ = writeln!(
         std::io::stderr(),
@@ -2527,7 +2535,20 @@ fn swarm() {
         st.timer_renewals > 0,
         "no supervisor renewed through its stop timers"
     );
+    // Leaders at rest read at the heartbeat (issue 25): a change that silently keeps
+    // them reading at once (or never lets a host's datagrams wait) fails here.
+    assert!(
+        st.deferred * 100 >= st.leader_received * DEFERRED_MIN_PCT,
+        "only {} of the {} datagrams that reached a leader waited for its heartbeat \
+         (at least {DEFERRED_MIN_PCT} % expected)",
+        st.deferred,
+        st.leader_received
+    );
 }
+
+/// The share of the datagrams reaching a leader that the swarm must see wait for the
+/// leader's next wakeup (issue 25): most of them are ACKs of a leader at rest.
+const DEFERRED_MIN_PCT: u64 = 25;
 
 /// Runs the default seeds with a breakage until one reports a violation named in
 /// `expected`; panics if none does. Returns the catching seed.
@@ -2944,8 +2965,9 @@ fn negative_control_departure_confirms() {
     );
 }
 
-/// The first default seed at which the swarm catches `HostSabotage::departure_confirms`.
-const DEPARTURE_CONFIRMS_SEED: u64 = 7;
+/// The first default seed at which the swarm catches `HostSabotage::departure_confirms`
+/// (7 before issue 25's reads at the heartbeat moved the schedules).
+const DEPARTURE_CONFIRMS_SEED: u64 = 31;
 
 /// Issue 25, the stop timers: a host that arms a supervisor's timers past the lease end
 /// lets its command outlive the lease (every other simulated connection passes timers):
@@ -2962,6 +2984,31 @@ fn negative_control_timers_late() {
         &["S5"],
     );
 }
+
+/// Issue 25, reads at the heartbeat: hosts whose datagrams always wait for their next
+/// wakeup, even without a lease, in a round, with ACKs missing. A follower then reads
+/// its leader's LEADs only when its hold runs out, and a candidate hears the claims
+/// and votes of a round only at its own timers: the swarm must see a cluster left
+/// without a leader (28 of the first 40 seeds catch it, the first by the final
+/// liveness check at seed 4).
+#[test]
+fn negative_control_defer_always() {
+    let broken = Breakage {
+        defer_always: true,
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_defer_always",
+        "datagrams always wait for the next wakeup",
+        &broken,
+        &["end:"],
+        DEFER_ALWAYS_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches `HostSabotage::defer_always`.
+const DEFER_ALWAYS_SEED: u64 = 4;
 
 /// The first default seed at which the swarm catches `HostSabotage::stop_without_yield`.
 const STOP_WITHOUT_YIELD_SEED: u64 = 23;
@@ -3073,4 +3120,4 @@ fn negative_control_preempt_detours() {
 }
 
 /// The first default seed at which the swarm catches `Sabotage::preempt_detours`.
-const DETOUR_SEED: u64 = 296;
+const DETOUR_SEED: u64 = 305;

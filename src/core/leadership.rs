@@ -39,6 +39,9 @@ pub struct Leadership {
     sent: VecDeque<(u64, u64, Time)>,
     /// Per server, the latest lease end among the LEADs it acknowledged.
     acked: Vec<Option<Time>>,
+    /// Per server, the newest (term, seq) of this leadership it acknowledged (the
+    /// leader's own: its newest LEAD), for [`Leadership::acks_current`].
+    acked_pos: Vec<(u64, u64)>,
     lease_until: Option<Time>,
     /// The lease held when this server was re-elected, if it was still valid then: the
     /// lease of the new term never ends before it (SPEC section 6, re-election).
@@ -60,6 +63,7 @@ impl Leadership {
             next_lead_at: now,
             sent: VecDeque::with_capacity(SENT_WINDOW),
             acked: vec![None; n],
+            acked_pos: vec![(0, 0); n],
             lease_until: None,
             floor: None,
             scratch: Vec::with_capacity(n),
@@ -85,6 +89,7 @@ impl Leadership {
         // the longer one).
         let e = &mut self.acked[me];
         *e = Some(e.map_or(end, |old| old.max(end)));
+        self.acked_pos[me] = self.acked_pos[me].max((self.term, self.seq));
     }
 
     /// Records ACK(term, seq) from `voter`; returns false if that LEAD is unknown.
@@ -94,7 +99,22 @@ impl Leadership {
         };
         let e = &mut self.acked[voter];
         *e = Some(e.map_or(at, |old| old.max(at)));
+        self.acked_pos[voter] = self.acked_pos[voter].max((term, seq));
         true
+    }
+
+    /// True when the lease rests on current acknowledgements (issue 25, reads at the
+    /// heartbeat): every server of the group, this leader included, has acknowledged
+    /// this term's LEAD before the newest (seq - 1, the one sent a heartbeat before
+    /// the one in flight) or the newest itself. Then the Q-th newest acknowledged LEAD
+    /// is at least seq - 1 for any quorum Q, so the lease ends no earlier than that
+    /// LEAD's send time plus its lease length. Stricter than the lease needs (a
+    /// majority) on purpose: a server that is down, cut off or losing ACKs keeps its
+    /// leader reading datagrams at once, as before issue 25. False before the second
+    /// LEAD of a term.
+    pub fn acks_current(&self) -> bool {
+        let prev = (self.term, self.seq.saturating_sub(1));
+        self.seq >= 2 && self.acked_pos.iter().all(|&p| p >= prev)
     }
 
     /// Re-elected in `term` at `now` (SPEC section 6): LEAD seq restarts, and from now
@@ -116,6 +136,7 @@ impl Leadership {
         self.floor = self.lease_until.filter(|&u| u > now);
         self.sent.clear();
         self.acked.iter_mut().for_each(|a| *a = None);
+        self.acked_pos.iter_mut().for_each(|a| *a = (0, 0));
         self.lease_until = self.floor;
     }
 
@@ -176,6 +197,58 @@ impl Node {
         }
         self.check_invariants(now);
         due
+    }
+
+    /// True while this server is a leader at rest (issue 25): what it hears may wait
+    /// for its next heartbeat, where the driver reads its datagrams before the timers.
+    /// It leads with a valid lease that rests on current acknowledgements
+    /// ([`Leadership::acks_current`]: every server acknowledged the LEAD before the one
+    /// in flight), and nothing is under way that a datagram could move: no handoff
+    /// (RESIGN waiting or due), no round (its elector watches itself, and no term
+    /// above the one it leads has been seen or voted in), not unfit
+    /// (unhealthy, drained, a last resort, a witness: a successor is being looked
+    /// for), past its startup quiet period, and no write pending or outputs held
+    /// behind one. Whatever this says, reading late is safe: the lease is counted
+    /// from each LEAD's send time, not from when its ACK is read (docs/PROTOCOL.md,
+    /// "Reads at the heartbeat").
+    pub fn at_rest(&self, now: Time) -> bool {
+        let Some(l) = &self.leadership else {
+            return false;
+        };
+        self.resign == Resign::Idle
+            && l.lease_valid(now)
+            && l.acks_current()
+            && self.elector == ElectorState::Watching
+            && self.leader == Some(self.me)
+            // No round of a higher term under way: after voting (for itself, as the
+            // live leader) its elector watches itself again, while the VOTEs that
+            // re-elect it are still coming; the followers that voted no longer ACK the
+            // old term, so a heartbeat lost there cost a second round.
+            && self.term == l.term
+            && self.voted_term <= l.term
+            && !self.unfit()
+            && self.unfit_wait.is_none_or(|w| w <= now)
+            && !self.may_be_preempted()
+            && now >= self.quiet_until
+            && self.requested.is_none()
+            && self.held.is_empty()
+    }
+
+    /// True when a server preferred to this one may take the seat (`preempt-delay` is
+    /// set and a server of higher priority is configured): the handover waits for
+    /// that server's fit ACKs, and the choice among several rests on which of them
+    /// were heard (SPEC 14: no detours). Read a heartbeat late, a fit ACK of the most
+    /// preferred server came after the delay of a less preferred one had run out, and
+    /// the swarm's P-after saw the seat move twice.
+    fn may_be_preempted(&self) -> bool {
+        let mine = self.cfg.servers[self.me].priority;
+        self.cfg.preempt_delay.is_some()
+            && self
+                .cfg
+                .servers
+                .iter()
+                .enumerate()
+                .any(|(i, s)| i != self.me && !self.witness[i] && s.priority > mine)
     }
 
     pub(super) fn step_down_at(&self, l: &Leadership) -> Time {
@@ -290,5 +363,67 @@ mod tests {
         l.record_send(0, ms(30), Duration::from_millis(500));
         l.update_lease(3);
         assert_eq!(l.lease_until(), Some(ms(120)));
+    }
+
+    /// Issue 25: the acknowledgements are current when every server acknowledged the
+    /// LEAD before the newest (or the newest); one missing ACK makes them stale until
+    /// that server acknowledges a later LEAD; a new term starts stale.
+    #[test]
+    fn acks_are_current_when_every_server_acked_the_previous_lead() {
+        let ms = |m: u64| Time(m * 1_000_000);
+        let len = Duration::from_millis(300);
+        let mut l = Leadership::new(4, 3, ms(0));
+        let send = |l: &mut Leadership, at: u64| {
+            l.seq += 1;
+            l.record_send(0, ms(at), len);
+        };
+        send(&mut l, 0);
+        assert!(l.record_ack(1, 4, 1) && l.record_ack(2, 4, 1));
+        assert!(
+            !l.acks_current(),
+            "no previous LEAD yet: the first one of a term"
+        );
+        send(&mut l, 100);
+        assert!(l.acks_current(), "LEAD 1 acked by all, LEAD 2 in flight");
+        // LEAD 3 leaves; server 2's ACK of LEAD 2 is lost.
+        assert!(l.record_ack(1, 4, 2));
+        send(&mut l, 200);
+        l.update_lease(2);
+        assert!(!l.acks_current(), "server 2 missed LEAD 2");
+        assert_eq!(
+            l.lease_until(),
+            Some(ms(400)),
+            "the majority's lease (LEAD 2, acked by server 1) is unaffected by the check"
+        );
+        // A late ACK of LEAD 2 (or of LEAD 3) makes them current again.
+        assert!(l.record_ack(2, 4, 3));
+        assert!(l.acks_current());
+        send(&mut l, 300);
+        assert!(l.record_ack(1, 4, 3));
+        assert!(l.acks_current(), "both acked LEAD 3, LEAD 4 in flight");
+        send(&mut l, 400);
+        assert!(
+            !l.acks_current(),
+            "nobody acked LEAD 4 by the tick of LEAD 5"
+        );
+        assert!(l.record_ack(1, 4, 4));
+        assert!(
+            !l.acks_current(),
+            "a majority is not enough: server 2 is behind"
+        );
+        assert!(l.record_ack(2, 4, 4));
+        assert!(l.acks_current());
+        // A re-election: acknowledgements of the old term no longer count.
+        l.begin_term(5, ms(450), false);
+        assert!(!l.acks_current());
+        send(&mut l, 450);
+        assert!(l.record_ack(1, 5, 1) && l.record_ack(2, 5, 1));
+        assert!(!l.acks_current(), "first LEAD of term 5");
+        send(&mut l, 550);
+        assert!(l.acks_current());
+        assert!(
+            !l.record_ack(1, 4, 4),
+            "an ACK of the old term is no ACK of this one"
+        );
     }
 }

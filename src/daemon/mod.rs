@@ -174,6 +174,9 @@ pub struct Daemon {
     signals: i32,
     metrics: Metrics,
     udp_more: [bool; 2],
+    /// The UDP sockets are deregistered: the host said its datagrams may wait, so they
+    /// are read at every wakeup before the timers (`net.rs`, issue 25).
+    udp_deferred: bool,
     /// A group's role, leader, term, health or drain changed since the all-groups
     /// watchers were last told (one line per loop iteration, not per flush).
     all_dirty: bool,
@@ -383,6 +386,7 @@ impl Daemon {
             signals,
             metrics: Metrics::default(),
             udp_more: [false; 2],
+            udp_deferred: false,
             all_dirty: false,
             started: Instant::now(),
             next_watchdog: notifier.watchdog_interval().map(|i| Instant::now() + i),
@@ -402,8 +406,14 @@ impl Daemon {
         self.notifier.send("READY=1");
         self.notifier.send(&self.status_text());
         loop {
+            // Where the iteration's inputs have all been handled: the host's answer now
+            // holds until the next wakeup. A read made here (the sockets taken back)
+            // is carried out by a full iteration before any wait: its supervisor lines
+            // and watcher reports go out with the control flush below.
+            let read_now = self.apply_deferral()?;
             let now = boot_now();
-            let busy = self.udp_more.iter().any(|&m| m)
+            let busy = read_now
+                || self.udp_more.iter().any(|&m| m)
                 || self.control.has_more()
                 || self.http.as_ref().is_some_and(Http::has_more);
             let deadline = self.host.next_deadline(now);
@@ -458,13 +468,19 @@ impl Daemon {
                     t => debug!("event for unknown token {t:?}"),
                 }
             }
-            for which in 0..2 {
-                if self.udp_more[which]
-                    && !events
-                        .iter()
-                        .any(|e| e.token() == [UDP_UNICAST, UDP_GROUP][which])
-                {
-                    self.read_udp(which)?;
+            if self.udp_deferred {
+                // Before the timers: the ACKs of the last LEAD are taken just before
+                // the next one leaves (issue 25).
+                self.read_udp_all()?;
+            } else {
+                for which in 0..2 {
+                    if self.udp_more[which]
+                        && !events
+                            .iter()
+                            .any(|e| e.token() == [UDP_UNICAST, UDP_GROUP][which])
+                    {
+                        self.read_udp(which)?;
+                    }
                 }
             }
             self.take_write_result()?;

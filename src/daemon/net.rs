@@ -3,6 +3,7 @@
 //! source check, the cores' verdicts and drop counting live there).
 
 use super::*;
+use log::trace;
 
 use std::cell::RefCell;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -145,6 +146,63 @@ impl Daemon {
             }
         }
         Ok(())
+    }
+    /// Reads both UDP sockets (the group socket only in multicast mode).
+    pub(super) fn read_udp_all(&mut self) -> Result<(), Fatal> {
+        self.read_udp(0)?;
+        if self.transport.group.is_some() {
+            self.read_udp(1)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the host's answer to "may datagrams wait?" (`Host::datagrams_may_wait`,
+    /// issue 25), at its transitions only (one epoll_ctl per socket per change, none
+    /// per heartbeat). Called at the top of every loop iteration, once its inputs are
+    /// handled: a yes deregisters the UDP sockets, and from then on every wakeup reads
+    /// them before the timers; the host's next deadline, a heartbeat away at most
+    /// while it says yes, bounds how long a datagram waits. A no registers them again
+    /// (edge-triggered, as before) and reads them at once, rather than count on the
+    /// registration to report what queued up meanwhile (no edge was raised for it).
+    /// Registered before that read, so whatever comes after it raises an edge.
+    ///
+    /// The answer may change anywhere in an iteration (a datagram read at the wakeup
+    /// opens a round, a request yields): the sockets keep the state of the iteration's
+    /// start until the next call here, at the top of the next iteration, with no
+    /// wait in between. So a no takes effect before the loop sleeps again; after a
+    /// yes, a datagram that came after the iteration's reads (its edge is dropped with
+    /// the registration) waits for the next wakeup, as any does while the answer is
+    /// yes.
+    ///
+    /// Returns true when it read (the sockets were taken back): the caller runs a
+    /// whole iteration without waiting, so that what the read produced (supervisor
+    /// lines, watcher reports) is carried out before the loop sleeps.
+    pub(super) fn apply_deferral(&mut self) -> Result<bool, Fatal> {
+        let wait = self.host.datagrams_may_wait(boot_now());
+        if wait == self.udp_deferred {
+            return Ok(false);
+        }
+        let reg = self.poll.registry();
+        let fail = |e: io::Error| Fatal::System(format!("poll register: {e}"));
+        if wait {
+            reg.deregister(&mut self.transport.unicast).map_err(fail)?;
+            if let Some(g) = self.transport.group.as_mut() {
+                reg.deregister(g).map_err(fail)?;
+            }
+            self.udp_deferred = true;
+            trace!("at rest: datagrams are read at each heartbeat");
+            return Ok(false);
+        }
+        reg.register(&mut self.transport.unicast, UDP_UNICAST, Interest::READABLE)
+            .map_err(fail)?;
+        if let Some(g) = self.transport.group.as_mut() {
+            reg.register(g, UDP_GROUP, Interest::READABLE)
+                .map_err(fail)?;
+        }
+        self.udp_deferred = false;
+        trace!("not at rest: datagrams are read as they come");
+        self.read_udp_all()?;
+        Ok(true)
     }
 
     /// Sends the host's datagrams, counting what left.

@@ -15,6 +15,7 @@ mod health;
 mod peers;
 mod recv;
 mod reload;
+mod rest;
 mod stop;
 mod supervisors;
 
@@ -190,6 +191,9 @@ pub struct HostSabotage {
     /// A supervisor's stop timers are armed half a second past the lease end (breaks
     /// S5 for supervisors that hold timers: their command runs on past the lease).
     pub timers_late: bool,
+    /// Datagrams always wait for the next wakeup, whatever the state (issue 25: reads
+    /// at the heartbeat even without a lease, in a round, with ACKs missing).
+    pub defer_always: bool,
 }
 
 /// The write handed to the driver: the groups that asked and the state it holds for

@@ -123,6 +123,14 @@ impl Sim {
             return;
         }
         h.timer_at = None;
+        // The datagrams that waited for this wakeup first: the ACKs of the last LEAD
+        // are taken before the next leaves (issue 25), as the daemon's loop reads its
+        // sockets before its timers.
+        self.read_deferred(host);
+        let h = &mut self.hosts[host];
+        if h.inc != inc || h.paused || !h.up() {
+            return;
+        }
         let local = h.clock.local(self.now);
         // One timer per process, at its groups' earliest deadline: the host runs
         // every group's handler (early is a no-op), as the daemon does.

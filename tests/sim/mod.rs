@@ -383,6 +383,7 @@ impl Sim {
             stop_without_yield: self.opts.stop_without_yield,
             departure_confirms: self.opts.departure_confirms,
             timers_late: self.opts.timers_late,
+            defer_always: self.opts.defer_always,
         }
     }
 
@@ -391,6 +392,11 @@ impl Sim {
     /// write to the disk, its datagrams to the network. The rules (write before what
     /// waits for it, alignment, bundling per destination) are the host's.
     fn drive(&mut self, host: usize) {
+        // Every input wakes the process: what waited in its socket is read in this
+        // wakeup (before the timers when the timer woke it: `on_timer`). So when the
+        // host stops saying datagrams may wait, which only an input can make it do,
+        // none is left waiting.
+        self.read_deferred(host);
         let sabotage = self.host_sabotage(host);
         let h = &mut self.hosts[host];
         let local = h.clock.local(self.now);

@@ -129,6 +129,9 @@ impl Sim {
         let sabotage = self.host_sabotage(to);
         let h = &mut self.hosts[to];
         let local = h.clock.local(self.now);
+        if h.up() && h.nodes().all(|n| n.leads().is_some()) {
+            self.stats.leader_received += 1;
+        }
         let Some(sh) = h.shell.as_mut() else { return };
         sh.set_sabotage(sabotage);
         let src = std::net::SocketAddr::from(([127, 0, 0, 1], 7000 + from as u16));
@@ -501,6 +504,40 @@ impl Sim {
             }
             return;
         }
+        let local = h.clock.local(self.now);
+        if h.shell
+            .as_ref()
+            .is_some_and(|s| s.datagrams_may_wait(local))
+        {
+            // The host's own decision (issue 25): it waits in the socket for the next
+            // wakeup, which the host's next deadline bounds.
+            if h.deferred.len() < 256 {
+                h.deferred.push((from, bytes));
+            }
+            return;
+        }
         self.deliver(to, from, &bytes);
+    }
+
+    /// Wakes the process of `id` with nothing to do, as a `status` request wakes the
+    /// daemon: what waited in its socket is read (issue 25, reads at the heartbeat).
+    pub fn poke(&mut self, id: u16) {
+        let i = self.idx(id);
+        if self.hosts[i].up() && !self.hosts[i].paused {
+            self.drive(i);
+        }
+    }
+
+    /// Hands the host every datagram that waited for this wakeup, in arrival order
+    /// (none while it is paused: its wakeup reads them).
+    pub(super) fn read_deferred(&mut self, host: usize) {
+        let h = &mut self.hosts[host];
+        if h.paused || h.deferred.is_empty() {
+            return;
+        }
+        for (from, bytes) in std::mem::take(&mut h.deferred) {
+            self.stats.deferred += 1;
+            self.deliver(host, from, &bytes);
+        }
     }
 }

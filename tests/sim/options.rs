@@ -71,6 +71,8 @@ pub struct Options {
     /// Negative control (issue 25): stop timers armed past the lease end
     /// (`HostSabotage::timers_late`).
     pub timers_late: bool,
+    /// Datagrams always wait for the host's next wakeup (`HostSabotage::defer_always`).
+    pub defer_always: bool,
     /// A suspended host's clock stops (CLOCK_MONOTONIC) instead of running on
     /// (CLOCK_BOOTTIME, what the daemon uses): a negative control for SPEC 8.
     pub monotonic_suspend: bool,
@@ -187,6 +189,7 @@ impl Options {
             stop_without_yield: false,
             departure_confirms: false,
             timers_late: false,
+            defer_always: false,
             monotonic_suspend: false,
             checks: false,
             rise_max: 0,

@@ -25,6 +25,10 @@ pub struct Host {
     pub(super) write_done_at: Real,
     pub(super) paused: bool,
     pub(super) backlog: Vec<Ev>,
+    /// Datagrams that arrived while the host said they may wait
+    /// (`datagrams_may_wait`, issue 25): its socket buffer, in arrival order, read at
+    /// its next wakeup.
+    pub(super) deferred: Vec<(usize, std::rc::Rc<Vec<u8>>)>,
     pub(super) timer_at: Option<Real>,
     /// Incremented at every crash and pause, so stale timers are recognised.
     pub(super) inc: u64,
@@ -67,6 +71,7 @@ impl Host {
             write_done_at: 0,
             paused: false,
             backlog: Vec::new(),
+            deferred: Vec::new(),
             timer_at: None,
             inc: 0,
             life: 0,
@@ -196,6 +201,8 @@ impl Sim {
         if let (Some(since), true) = (suspended_at, stopped) {
             self.sup_clock_stopped(host, since);
         }
+        // What waited for this wakeup is read before the timers, as in the daemon.
+        self.read_deferred(host);
         let h = &mut self.hosts[host];
         let local = h.clock.local(now);
         if let Some(sh) = h.shell.as_mut() {
@@ -277,6 +284,8 @@ impl Sim {
         h.inc += 1;
         h.life += 1;
         h.paused = false;
+        // The socket and what waited in it die with the process.
+        h.deferred.clear();
         h.stop_restart = None;
         h.suspended_at = None;
         h.clock.start(self.now);

@@ -51,6 +51,10 @@ pub struct Stats {
     pub probes: u64,
     /// Renewals that reached a supervisor through its stop timers (issue 25).
     pub timer_renewals: u64,
+    /// Datagrams that reached a host while it led every group it runs, and those of all
+    /// datagrams that waited for a wakeup (issue 25, reads at the heartbeat).
+    pub leader_received: u64,
+    pub deferred: u64,
 }
 
 impl Stats {
@@ -91,5 +95,7 @@ impl Stats {
         }
         self.probes += x.probes;
         self.timer_renewals += x.timer_renewals;
+        self.leader_received += x.leader_received;
+        self.deferred += x.deferred;
     }
 }
