@@ -43,7 +43,9 @@ impl Host {
     /// timers (`Notice::ArmTimers`) and the renewal lines, by up to a heartbeat: at
     /// heartbeat 100 ms, K 3 and the default `--grace` of 100 ms the lease known after
     /// a tick (2.94 heartbeats from a LEAD a heartbeat old) leaves 74 ms before
-    /// SIGTERM, less than a heartbeat, so such a leader reads at once (as before).
+    /// SIGTERM, less than a heartbeat, so such a leader reads at once (as before), at
+    /// every instant: that is decided from the configuration first, so the answer does
+    /// not flip between renewal and tick.
     fn stop_timers_ahead(&self, g: usize, now: Time) -> bool {
         if self.registry.supervisors(g) == 0 {
             return true;
@@ -54,6 +56,18 @@ impl Host {
             .map(|(_, _, grace)| grace)
             .max()
             .unwrap_or_default();
+        // First the configuration: a grace that cannot fit a renewal read a heartbeat
+        // late in steady state (SIGTERM grace + MARGIN before a lease that rests on a
+        // LEAD a heartbeat old, against the next tick plus rtt) never defers. The
+        // instants below alone said yes just after each renewal and no at each tick,
+        // and the daemon left and rejoined the poll set every heartbeat.
+        let node = &self.groups[g].node;
+        let room = node
+            .lease_len()
+            .saturating_sub(node.heartbeat() * 2 + self.cfg.rtt);
+        if grace + crate::supervise::MARGIN >= room {
+            return false;
+        }
         let Some(until) = self.groups[g].node.status(now).lease_until else {
             return false;
         };
