@@ -5,14 +5,16 @@
 //! allocations made inside the hosts' calls only, on this test's own thread; the
 //! driver hands each sent datagram's buffer back (`Host::recycle`), as the daemon does.
 
+mod hostnet;
+
 use electd::auth::Keys;
 use electd::host::{ClientId, Host, HostConfig, Notice};
-use electd::node::{Dest, Durable, Node, NodeConfig, Sabotage, ServerInfo};
+use electd::node::{Dest, Durable, Node};
 use electd::time::Time;
+use hostnet::{HBT, host_cfg, ms, node_cfg};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 struct Counting;
 
@@ -61,35 +63,6 @@ fn counted<R>(f: impl FnOnce() -> R) -> (R, u64) {
     (r, COUNT.with(Cell::get) - before)
 }
 
-const HBT: Duration = Duration::from_millis(100);
-
-fn ms(v: u64) -> Time {
-    Time(v * 1_000_000)
-}
-
-fn node_cfg(id: u16) -> NodeConfig {
-    NodeConfig {
-        id,
-        servers: (1..=3)
-            .map(|id| ServerInfo {
-                id,
-                priority: 0,
-                witness: false,
-            })
-            .collect(),
-        fingerprint: 0xF1F1,
-        heartbeat: HBT,
-        rtt: Duration::from_millis(20),
-        missed_heartbeats: 3,
-        drift_ppm: 10_000,
-        max_hold: Duration::from_secs(60),
-        preempt_delay: None,
-        seed: 11 * u64::from(id),
-        strict: true,
-        sabotage: Sabotage::default(),
-    }
-}
-
 fn keys() -> Keys {
     Keys {
         current: electd::wire::Key::new(&[7u8; 32]),
@@ -122,14 +95,15 @@ impl Net {
         let hosts = (1..=3u16)
             .map(|id| {
                 let cfg = HostConfig {
-                    id,
-                    fingerprint: 0xF1F1,
-                    max_hold: Duration::from_secs(60),
                     sources: Some((1..=3).map(|i| (i, Net::src(i))).collect()),
-                    several: false,
-                    rtt: Duration::from_millis(20),
+                    ..host_cfg(id, false)
                 };
-                let node = Node::new(node_cfg(id), Durable::default(), ms(0)).unwrap();
+                let node = Node::new(
+                    node_cfg(id, 11 * u64::from(id), None),
+                    Durable::default(),
+                    ms(0),
+                )
+                .unwrap();
                 let gs = vec![("default".to_string(), node, Durable::default())];
                 Host::new(
                     cfg,

@@ -7,42 +7,13 @@
 
 mod hostnet;
 
-use electd::host::{ClientId, Host, HostConfig, Notice, Release, SupervisorLine};
-use electd::node::{Dest, Durable, Node, NodeConfig, Role, Sabotage, ServerInfo};
+use electd::host::{ClientId, Host, Notice, Release, SupervisorLine};
+use electd::node::{Dest, Durable, Node, NodeConfig, Role};
 use electd::time::Time;
 use electd::wire::{self, Body};
-use hostnet::HostNet;
+use hostnet::{HBT, HostNet, host_cfg, ms, node_cfg};
 use std::net::SocketAddr;
 use std::time::Duration;
-
-const HBT: Duration = Duration::from_millis(100);
-
-fn node_cfg(id: u16, seed: u64, missed_heartbeats: u32) -> NodeConfig {
-    NodeConfig {
-        id,
-        servers: (1..=3)
-            .map(|id| ServerInfo {
-                id,
-                priority: 0,
-                witness: false,
-            })
-            .collect(),
-        fingerprint: 0xF1F1,
-        heartbeat: HBT,
-        rtt: Duration::from_millis(20),
-        missed_heartbeats,
-        drift_ppm: 10_000,
-        max_hold: Duration::from_secs(60),
-        preempt_delay: None,
-        seed,
-        strict: true,
-        sabotage: Sabotage::default(),
-    }
-}
-
-fn ms(v: u64) -> Time {
-    Time(v * 1_000_000)
-}
 
 /// Three hosts, `groups` groups each; every datagram arrives at once, every write is
 /// durable at once. Records every notice and every RESIGN sent.
@@ -63,18 +34,14 @@ impl Net {
     fn with_missed(groups: usize, k: u32) -> Net {
         let hosts = (1..=3u16)
             .map(|id| {
-                let cfg = HostConfig {
-                    id,
-                    fingerprint: 0xF1F1,
-                    max_hold: Duration::from_secs(60),
-                    sources: None,
-                    several: groups > 1,
-                    rtt: Duration::from_millis(20),
-                };
+                let cfg = host_cfg(id, groups > 1);
                 let gs = (0..groups)
                     .map(|g| {
                         let node = Node::new(
-                            node_cfg(id, 7 * u64::from(id) + g as u64, k),
+                            NodeConfig {
+                                missed_heartbeats: k,
+                                ..node_cfg(id, 7 * u64::from(id) + g as u64, None)
+                            },
                             Durable::default(),
                             ms(0),
                         )

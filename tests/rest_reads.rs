@@ -7,42 +7,12 @@
 
 mod hostnet;
 
-use electd::host::{ClientId, Host, HostConfig};
-use electd::node::{Dest, Durable, Node, NodeConfig, Sabotage, ServerInfo};
+use electd::host::{ClientId, Host};
+use electd::node::{Dest, Durable, Node, NodeConfig};
 use electd::time::Time;
-use hostnet::HostNet;
+use hostnet::{HBT, HostNet, host_cfg, ms, node_cfg};
 use std::net::SocketAddr;
 use std::time::Duration;
-
-const HBT: Duration = Duration::from_millis(100);
-
-/// Server `top` has priority 9, the others 0; `preempt`: `preempt-delay`.
-fn node_cfg_preempt(id: u16, seed: u64, top: u16, preempt: Option<Duration>) -> NodeConfig {
-    NodeConfig {
-        id,
-        servers: (1..=3)
-            .map(|id| ServerInfo {
-                id,
-                priority: if id == top { 9 } else { 0 },
-                witness: false,
-            })
-            .collect(),
-        fingerprint: 0xF1F1,
-        heartbeat: HBT,
-        rtt: Duration::from_millis(20),
-        missed_heartbeats: 3,
-        drift_ppm: 10_000,
-        max_hold: Duration::from_secs(60),
-        preempt_delay: preempt,
-        seed,
-        strict: true,
-        sabotage: Sabotage::default(),
-    }
-}
-
-fn ms(v: u64) -> Time {
-    Time(v * 1_000_000)
-}
 
 /// Three hosts of `groups` groups; every datagram arrives at once unless its sender
 /// is `mute` (its datagrams are lost), every write is durable at once.
@@ -62,23 +32,15 @@ impl Net {
     fn with_preempt(groups: usize, preempt: Option<Duration>) -> Net {
         let hosts = (1..=3u16)
             .map(|id| {
-                let cfg = HostConfig {
-                    id,
-                    fingerprint: 0xF1F1,
-                    max_hold: Duration::from_secs(60),
-                    sources: None,
-                    several: groups > 1,
-                    rtt: Duration::from_millis(20),
-                };
+                let cfg = host_cfg(id, groups > 1);
                 let gs = (0..groups)
                     .map(|g| {
                         let node = Node::new(
-                            node_cfg_preempt(
-                                id,
-                                11 * u64::from(id) + g as u64,
-                                g as u16 + 1,
-                                preempt,
-                            ),
+                            // Server g+1 is preferred in group g.
+                            NodeConfig {
+                                preempt_delay: preempt,
+                                ..node_cfg(id, 11 * u64::from(id) + g as u64, Some(g as u16 + 1))
+                            },
                             Durable::default(),
                             ms(0),
                         )

@@ -8,42 +8,13 @@
 mod hostnet;
 
 use electd::auth::Keys;
-use electd::host::{Host, HostConfig, PROBE_EVERY, PeerWire};
-use electd::node::{Dest, Durable, Node, NodeConfig, Sabotage, ServerInfo};
+use electd::host::{Host, PROBE_EVERY, PeerWire};
+use electd::node::{Dest, Durable, Node, NodeConfig};
 use electd::time::Time;
 use electd::wire::{self, Framing, Kind};
-use hostnet::HostNet;
+use hostnet::{HBT, HostNet, host_cfg, ms, node_cfg};
 use std::net::SocketAddr;
 use std::time::Duration;
-
-const HBT: Duration = Duration::from_millis(100);
-
-fn ms(v: u64) -> Time {
-    Time(v * 1_000_000)
-}
-
-fn node_cfg(id: u16, preferred: u16) -> NodeConfig {
-    NodeConfig {
-        id,
-        servers: (1..=3)
-            .map(|id| ServerInfo {
-                id,
-                priority: if id == preferred { 9 } else { 0 },
-                witness: false,
-            })
-            .collect(),
-        fingerprint: 0xF1F1,
-        heartbeat: HBT,
-        rtt: Duration::from_millis(20),
-        missed_heartbeats: 2,
-        drift_ppm: 10_000,
-        max_hold: Duration::from_secs(60),
-        preempt_delay: None,
-        seed: 11 * u64::from(id),
-        strict: true,
-        sabotage: Sabotage::default(),
-    }
-}
 
 /// One datagram as it left: when, from, to, its framing, and whether it was a probe's
 /// copy (no messages counted).
@@ -75,15 +46,12 @@ fn keys() -> Keys {
 }
 
 fn host(id: u16, preferred: u16, keyed: bool, now: Time) -> Host {
-    let cfg = HostConfig {
-        id,
-        fingerprint: 0xF1F1,
-        max_hold: Duration::from_secs(60),
-        sources: None,
-        several: false,
-        rtt: Duration::from_millis(20),
+    let cfg = host_cfg(id, false);
+    let node_cfg = NodeConfig {
+        missed_heartbeats: 2,
+        ..node_cfg(id, 11 * u64::from(id), Some(preferred))
     };
-    let node = Node::new(node_cfg(id, preferred), Durable::default(), now).unwrap();
+    let node = Node::new(node_cfg, Durable::default(), now).unwrap();
     let groups = vec![("default".to_string(), node, Durable::default())];
     let extra = electd::store::Extra {
         boot: 1,
