@@ -42,6 +42,7 @@ fn garbage(c: &Cluster, mode: Mode, target: u16) {
                 successor: 0,
                 unfit: false,
                 alive: electd::wire::PeerSet::EMPTY,
+                acks: electd::wire::PeerSet::EMPTY,
             },
         })
     };

@@ -141,6 +141,7 @@ fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
                 successor: 0,
                 unfit: false,
                 alive: electd::wire::PeerSet::EMPTY,
+                acks: electd::wire::PeerSet::EMPTY,
             },
         ),
     )
@@ -161,6 +162,7 @@ fn ack_of_a_higher_term_waits_for_the_term_to_be_durable() {
                 successor: 0,
                 unfit: false,
                 alive: electd::wire::PeerSet::EMPTY,
+                acks: electd::wire::PeerSet::EMPTY,
             },
         ),
     )

@@ -55,6 +55,7 @@ fn compact_decoder_inputs() {
             successor: 3,
             unfit: false,
             alive,
+            acks: PeerSet::EMPTY,
         },
         Body::Ack {
             seq: 1 << 40,

@@ -59,6 +59,7 @@ fn lead(sender: u16, term: u64, seq: u64, hold_ms: u32, resign: bool) -> Message
             successor: 0,
             unfit: false,
             alive: electd::wire::PeerSet::EMPTY,
+            acks: electd::wire::PeerSet::EMPTY,
         },
     )
 }

@@ -131,6 +131,7 @@ fn one_datagram_cannot_wedge_the_cluster() {
             successor: 0,
             unfit: false,
             alive: electd::wire::PeerSet::EMPTY,
+            acks: electd::wire::PeerSet::EMPTY,
         },
     };
     let before = refused_by_limits(&c);

@@ -123,6 +123,7 @@ fn forgeries_and_replays_change_nothing() {
                 successor: 0,
                 unfit: false,
                 alive: electd::wire::PeerSet::EMPTY,
+                acks: electd::wire::PeerSet::EMPTY,
             },
         },
         Message {

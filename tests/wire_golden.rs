@@ -80,6 +80,7 @@ fn lead(seq: u64, hold_ms: u32, resign: bool, successor: u16, unfit: bool, a: &[
         successor,
         unfit,
         alive: set(a),
+        acks: PeerSet::EMPTY,
     }
 }
 

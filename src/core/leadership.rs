@@ -322,6 +322,7 @@ impl Node {
                 successor: to.map_or(0, |i| self.ids[i]),
                 unfit: self.unfit(),
                 alive: self.alive(),
+                acks: PeerSet::EMPTY,
             },
         );
         self.send(Dest::All, msg);

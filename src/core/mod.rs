@@ -237,6 +237,7 @@ impl Node {
                 successor,
                 unfit: lead_unfit,
                 alive,
+                acks: _,
             } => {
                 if resign {
                     self.on_resign(now, s, msg.term, seq, successor);

@@ -184,6 +184,7 @@ mod tests {
             successor: 0,
             unfit: false,
             alive: PeerSet::EMPTY,
+            acks: PeerSet::EMPTY,
         })
     }
 

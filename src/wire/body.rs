@@ -29,6 +29,10 @@ pub enum Body {
         /// followers acknowledge to the leader only, and learn from this who is alive.
         /// Carried by the bundle format only; empty in a version-1/2 LEAD.
         alive: PeerSet,
+        /// The followers this LEAD asks to acknowledge it (issue 25, sparse
+        /// acknowledgements); empty: every follower acknowledges, as in every framing
+        /// that cannot carry the set.
+        acks: PeerSet,
     },
     /// A claim in a round; the header's term is the proposed term.
     Elect {
@@ -417,6 +421,7 @@ pub(super) fn read(
             } else {
                 PeerSet::EMPTY
             },
+            acks: PeerSet::EMPTY,
         },
         Raw::Elect(last_term, last_seq, priority, heard) => Body::Elect {
             last_term,

@@ -21,6 +21,7 @@ fn samples() -> Vec<Message> {
                 successor: 0,
                 unfit: false,
                 alive: PeerSet::EMPTY,
+                acks: PeerSet::EMPTY,
             },
         ),
         m(
@@ -32,6 +33,7 @@ fn samples() -> Vec<Message> {
                 successor: 255,
                 unfit: false,
                 alive: PeerSet::EMPTY,
+                acks: PeerSet::EMPTY,
             },
         ),
         m(
@@ -43,6 +45,7 @@ fn samples() -> Vec<Message> {
                 successor: 0,
                 unfit: false,
                 alive: PeerSet::EMPTY,
+                acks: PeerSet::EMPTY,
             },
         ),
         m(
@@ -443,6 +446,7 @@ fn the_packer_splits_at_the_byte_limit() {
                 successor: 0,
                 unfit: false,
                 alive: alive(&[1, 2, 3, 4, 5]),
+                acks: PeerSet::EMPTY,
             },
         },
     };
@@ -656,6 +660,7 @@ fn an_idle_heartbeat_is_half_the_bytes() {
             successor: 0,
             unfit: false,
             alive: alive(&[1, 2, 3]),
+            acks: PeerSet::EMPTY,
         },
     );
     let ack = m(
@@ -696,6 +701,7 @@ fn the_compact_packer_splits_at_the_byte_limit() {
                 successor: 9,
                 unfit: true,
                 alive: alive(&[255]),
+                acks: PeerSet::EMPTY,
             },
         },
     };
