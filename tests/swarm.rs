@@ -2515,6 +2515,11 @@ fn swarm() {
          reached a leader",
         st.deferred, st.leader_received
     );
+    eprintln!(
+        "swarm sparse acknowledgements (issue 25): {} of {} LEADs asked only some \
+         followers; {} ACKs sent",
+        st.sparse_leads, st.leads_sent, st.acks_sent
+    );
     // Straight to stderr, past the test harness's capture: the line belongs in CI logs.
     let _ = writeln!(
         std::io::stderr(),

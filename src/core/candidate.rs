@@ -37,7 +37,15 @@ impl Tally {
 }
 
 impl Node {
-    pub(super) fn on_lead(&mut self, now: Time, s: usize, term: u64, seq: u64, hold_ms: u32) {
+    pub(super) fn on_lead(
+        &mut self,
+        now: Time,
+        s: usize,
+        term: u64,
+        seq: u64,
+        hold_ms: u32,
+        asked: PeerSet,
+    ) {
         if term < self.term {
             self.counters.stale_leads += 1;
             return;
@@ -54,7 +62,7 @@ impl Node {
         if self.leadership.is_some() {
             self.on_lead_while_leader(now, s, term);
         }
-        self.on_lead_while_follower(now, s, term, seq, hold_ms);
+        self.on_lead_while_follower(now, s, term, seq, hold_ms, asked);
     }
 
     /// LEADER, a LEAD of another server at or above our term: step down (an error if
@@ -81,8 +89,19 @@ impl Node {
     }
 
     /// FOLLOWER, LEAD accepted: adopt its term and hold (on disk before the ACK),
-    /// follow it, clear the tally board, and ACK to the leader.
-    fn on_lead_while_follower(&mut self, now: Time, s: usize, term: u64, seq: u64, hold_ms: u32) {
+    /// follow it, clear the tally board, and ACK to the leader if the LEAD asks this
+    /// server to (`asked` empty: every follower), or if this server's fitness changed
+    /// since its last ACK (the leader learns it a heartbeat sooner than at its next
+    /// turn).
+    fn on_lead_while_follower(
+        &mut self,
+        now: Time,
+        s: usize,
+        term: u64,
+        seq: u64,
+        hold_ms: u32,
+        asked: PeerSet,
+    ) {
         self.term = term;
         let hold = self.faith_hold(hold_ms);
         self.update_promise(now, hold);
@@ -99,6 +118,12 @@ impl Node {
             || self.drained
             || now < self.quiet_until
             || usize::from(self.heard_count(now)) < self.quorum;
+        let my_turn = asked.is_empty() || asked.contains(self.ids[self.me]);
+        if !my_turn && self.last_ack_unfit == Some(unfit) {
+            self.counters.acks_not_asked += 1;
+            return;
+        }
+        self.last_ack_unfit = Some(unfit);
         let ack = self.message(term, Body::Ack { seq, unfit });
         // To the leader only: nobody else uses it, and idle traffic stays linear in
         // the number of servers (the LEAD's `alive` map tells the others who lives).

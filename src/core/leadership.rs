@@ -23,6 +23,29 @@ pub const LEASE_MARGIN: Duration = Duration::from_micros(1);
 /// LEAD could only yield a lease that ended long ago, so dropping it is safe.
 pub const SENT_WINDOW: usize = 64;
 
+/// Heartbeats in a row whose every requested ACK arrived before the next LEAD, before
+/// a new leadership asks only some followers to acknowledge (issue 25, sparse
+/// acknowledgements). With sparse ACKs one lost ACK costs a heartbeat's renewal that a
+/// second follower's ACK would otherwise have covered, so each ACK missed while sparse
+/// doubles the streak needed, up to [`SPARSE_MAX`], and each `SPARSE_MAX` sparse
+/// heartbeats without a miss halve it again: a lossy network keeps every follower
+/// acknowledging (docs/PROTOCOL.md, "Sparse acknowledgements").
+pub const SPARSE_AFTER: u32 = 16;
+
+/// The longest streak of clean heartbeats a leader may need before it asks only some
+/// followers again (see [`SPARSE_AFTER`]).
+pub const SPARSE_MAX: u32 = 1024;
+
+/// A LEAD a leader remembers: its position, the end of the lease an acknowledgement
+/// of it gives, and the followers it asked to acknowledge it (empty: all).
+#[derive(Copy, Clone, Debug)]
+struct Sent {
+    term: u64,
+    seq: u64,
+    end: Time,
+    asked: PeerSet,
+}
+
 /// A leader's state: its term, LEAD sequence, acknowledgements and lease.
 #[derive(Clone, Debug)]
 pub struct Leadership {
@@ -35,8 +58,8 @@ pub struct Leadership {
     pub term_since: Time,
     /// When the next heartbeat is due.
     pub next_lead_at: Time,
-    /// (term, seq, lease end) of recent LEADs.
-    sent: VecDeque<(u64, u64, Time)>,
+    /// Recent LEADs.
+    sent: VecDeque<Sent>,
     /// Per server, the latest lease end among the LEADs it acknowledged.
     acked: Vec<Option<Time>>,
     /// Per server, the newest (term, seq) of this leadership it acknowledged (the
@@ -51,6 +74,13 @@ pub struct Leadership {
     longest: Duration,
     /// The lease end moved earlier at some point (must never happen).
     regressed: bool,
+    /// LEADs in a row, up to the newest, whose requested ACKs had all come when the
+    /// next one left (see [`SPARSE_AFTER`]).
+    pub clean: u32,
+    /// The streak of clean LEADs needed before LEADs ask only some followers.
+    pub need: u32,
+    /// Sparse LEADs in a row whose ACKs all came, towards halving `need`.
+    sparse_run: u32,
 }
 
 impl Leadership {
@@ -69,19 +99,28 @@ impl Leadership {
             scratch: Vec::with_capacity(n),
             longest: Duration::ZERO,
             regressed: false,
+            clean: 0,
+            need: SPARSE_AFTER,
+            sparse_run: 0,
         }
     }
 
-    /// Records that LEAD (term, seq) left at `now` promising `lease_len` of faith; the
-    /// leader counts as having acknowledged it. Each LEAD keeps the lease length it was
-    /// sent with, so a timer reload never stretches a promise already made.
-    pub fn record_send(&mut self, me: usize, now: Time, lease_len: Duration) {
+    /// Records that LEAD (term, seq) left at `now` promising `lease_len` of faith and
+    /// asking `asked` to acknowledge it (empty: every follower); the leader counts as
+    /// having acknowledged it. Each LEAD keeps the lease length it was sent with, so a
+    /// timer reload never stretches a promise already made.
+    pub fn record_send(&mut self, me: usize, now: Time, lease_len: Duration, asked: PeerSet) {
         if self.sent.len() == SENT_WINDOW {
             self.sent.pop_front();
         }
         let end = now + lease_len;
         self.longest = self.longest.max(lease_len);
-        self.sent.push_back((self.term, self.seq, end));
+        self.sent.push_back(Sent {
+            term: self.term,
+            seq: self.seq,
+            end,
+            asked,
+        });
         // Keep the latest end, as for any voter: after a reload to a shorter hold, a
         // new LEAD's end can come before one already reported to supervisors, and the
         // lease must never move earlier than what was reported (the swarm found a
@@ -94,7 +133,13 @@ impl Leadership {
 
     /// Records ACK(term, seq) from `voter`; returns false if that LEAD is unknown.
     pub fn record_ack(&mut self, voter: usize, term: u64, seq: u64) -> bool {
-        let Some(&(_, _, at)) = self.sent.iter().rev().find(|s| s.0 == term && s.1 == seq) else {
+        let Some(at) = self
+            .sent
+            .iter()
+            .rev()
+            .find(|s| s.term == term && s.seq == seq)
+            .map(|s| s.end)
+        else {
             return false;
         };
         let e = &mut self.acked[voter];
@@ -112,9 +157,51 @@ impl Leadership {
     /// majority) on purpose: a server that is down, cut off or losing ACKs keeps its
     /// leader reading datagrams at once, as before issue 25. False before the second
     /// LEAD of a term.
-    pub fn acks_current(&self) -> bool {
-        let prev = (self.term, self.seq.saturating_sub(1));
-        self.seq >= 2 && self.acked_pos.iter().all(|&p| p >= prev)
+    ///
+    /// With sparse acknowledgements a server need not have acknowledged a LEAD that
+    /// did not ask it to: it must have acknowledged the newest LEAD up to seq - 1
+    /// that asked it (`ids` maps server indices to ids).
+    pub fn acks_current(&self, ids: &[u16]) -> bool {
+        self.seq >= 2 && self.acked_through(ids, self.seq - 1)
+    }
+
+    /// Called as LEAD seq+1 is about to leave: were the ACKs that LEAD seq asked for
+    /// (and, for those it did not ask, the newest that did) all read? Keeps the streak
+    /// of clean heartbeats and the streak needed before asking only some followers.
+    pub fn note_heartbeat(&mut self, ids: &[u16]) {
+        let sparse = self.sent.back().is_some_and(|s| !s.asked.is_empty());
+        if self.seq >= 1 && self.acked_through(ids, self.seq) {
+            self.clean = self.clean.saturating_add(1);
+            if sparse {
+                self.sparse_run += 1;
+                if self.sparse_run >= SPARSE_MAX {
+                    self.sparse_run = 0;
+                    self.need = (self.need / 2).max(SPARSE_AFTER);
+                }
+            }
+        } else {
+            if sparse {
+                self.need = (self.need * 2).min(SPARSE_MAX);
+            }
+            self.clean = 0;
+            self.sparse_run = 0;
+        }
+    }
+
+    /// True when every server acknowledged the newest LEAD of this term up to `upto`
+    /// that asked it to (or a later one). False if no remembered LEAD asked it.
+    pub fn acked_through(&self, ids: &[u16], upto: u64) -> bool {
+        let newest = (self.term, upto);
+        self.acked_pos.iter().zip(ids).all(|(&p, &id)| {
+            p >= newest
+                || self
+                    .sent
+                    .iter()
+                    .rev()
+                    .filter(|s| s.term == self.term && s.seq <= upto)
+                    .find(|s| s.asked.is_empty() || s.asked.contains(id))
+                    .is_some_and(|s| p >= (s.term, s.seq))
+        })
     }
 
     /// Re-elected in `term` at `now` (SPEC section 6): LEAD seq restarts, and from now
@@ -135,6 +222,7 @@ impl Leadership {
         self.term_since = now;
         self.floor = self.lease_until.filter(|&u| u > now);
         self.sent.clear();
+        self.clean = 0;
         self.acked.iter_mut().for_each(|a| *a = None);
         self.acked_pos.iter_mut().for_each(|a| *a = (0, 0));
         self.lease_until = self.floor;
@@ -212,12 +300,25 @@ impl Node {
     /// from each LEAD's send time, not from when its ACK is read (docs/PROTOCOL.md,
     /// "Reads at the heartbeat").
     pub fn at_rest(&self, now: Time) -> bool {
+        self.settled(now)
+            && self
+                .leadership
+                .as_ref()
+                .is_some_and(|l| l.acks_current(&self.ids))
+            && self.requested.is_none()
+            && self.held.is_empty()
+    }
+
+    /// True while this server leads with a valid lease and nothing under way that
+    /// needs to hear from every follower at once: what [`Node::at_rest`] asks, but for
+    /// the acknowledgements and pending writes. [`Node::asked_acks`] and `at_rest`
+    /// add their own conditions on the acknowledgements.
+    fn settled(&self, now: Time) -> bool {
         let Some(l) = &self.leadership else {
             return false;
         };
         self.resign == Resign::Idle
             && l.lease_valid(now)
-            && l.acks_current()
             && self.elector == ElectorState::Watching
             && self.leader == Some(self.me)
             // No round of a higher term under way: after voting (for itself, as the
@@ -230,8 +331,41 @@ impl Node {
             && self.unfit_wait.is_none_or(|w| w <= now)
             && !self.may_be_preempted()
             && now >= self.quiet_until
-            && self.requested.is_none()
-            && self.held.is_empty()
+    }
+
+    /// The followers the next LEAD asks to acknowledge it (issue 25, sparse
+    /// acknowledgements; docs/PROTOCOL.md): empty, meaning every follower, unless this
+    /// leader is settled ([`Node::settled`]), every follower acknowledged the newest
+    /// LEAD that asked it, `need` heartbeats in a row ([`SPARSE_AFTER`] to
+    /// [`SPARSE_MAX`]) were clean, and the
+    /// lease survives one lost ACK (`lease_len > 2*HBT + RTT`: the LEAD after a miss
+    /// asks everyone, and their ACKs come before the lease of the last renewal ends).
+    /// Then Q-1 followers, a window that moves by Q-1 each LEAD, so every follower is
+    /// asked at least every second LEAD (2*(Q-1) >= N-1). The lease rule is unchanged:
+    /// the Q-th newest acknowledged send time, whoever acknowledged.
+    fn asked_acks(&self, now: Time, seq: u64) -> PeerSet {
+        let n = self.ids.len();
+        let want = self.quorum - 1;
+        let fits = self.lease_len > self.cfg.heartbeat * 2 + self.cfg.rtt;
+        let sparse = !self.cfg.sabotage.dense_acks
+            && want + 1 < n
+            && fits
+            && self.settled(now)
+            && self.leadership.as_ref().is_some_and(|l| {
+                (self.cfg.sabotage.sparse_ignores_misses || l.clean >= l.need) && l.seq >= 1
+            });
+        let mut set = PeerSet::EMPTY;
+        if !sparse {
+            return set;
+        }
+        let others = n - 1;
+        let start = (seq % others as u64) as usize * want % others;
+        for j in 0..want {
+            let f = (start + j) % others;
+            let i = if f >= self.me { f + 1 } else { f };
+            set.insert(self.ids[i]);
+        }
+        set
     }
 
     /// True when a server preferred to this one may take the seat (`preempt-delay` is
@@ -256,15 +390,18 @@ impl Node {
         (l.term_since + self.hold).max(l.lease_until().unwrap_or(Time::ZERO))
     }
 
-    /// The servers this leader heard within two heartbeats (itself included): the
-    /// `alive` map of its LEADs. Only direct hearing counts, never a vouch.
+    /// The servers this leader heard within two heartbeats and an RTT (itself
+    /// included): the `alive` map of its LEADs. Only direct hearing counts, never a
+    /// vouch. With sparse acknowledgements a follower is asked every second LEAD, so
+    /// its newest ACK is up to two heartbeats old when a LEAD leaves, a little more
+    /// when that LEAD's timer fires late: the RTT covers that.
     pub(super) fn alive(&self) -> PeerSet {
         let mut set = PeerSet::EMPTY;
         set.insert(self.ids[self.me]);
         let now = self.last_now;
         for (i, p) in self.peers.iter().enumerate() {
             if p.heard_at
-                .is_some_and(|t| now.saturating_since(t) <= self.cfg.heartbeat * 2)
+                .is_some_and(|t| now.saturating_since(t) <= self.cfg.heartbeat * 2 + self.cfg.rtt)
             {
                 set.insert(self.ids[i]);
             }
@@ -289,6 +426,14 @@ impl Node {
         // sends (its lease counts itself as acknowledged), on disk before it leaves.
         self.update_promise(now, hold);
         self.persist();
+        // Did every ACK the previous LEAD asked for come? (Read before this LEAD, at
+        // the latest at this heartbeat: docs/PROTOCOL.md, "Reads at the heartbeat".)
+        let ids = &self.ids;
+        if let Some(l) = self.leadership.as_mut() {
+            l.note_heartbeat(ids);
+        }
+        let seq = self.leadership.as_ref().map_or(1, |l| l.seq + 1);
+        let asked = self.asked_acks(now, seq);
         let (term, seq) = {
             let l = self
                 .leadership
@@ -296,16 +441,23 @@ impl Node {
                 .expect("send_lead needs leadership");
             l.seq += 1;
             l.next_lead_at = now + self.cfg.heartbeat;
-            l.record_send(self.me, now, self.lease_len);
+            l.record_send(self.me, now, self.lease_len, asked);
             l.update_lease(self.quorum);
             (l.term, l.seq)
         };
-        self.send_lead_msg(term, seq, false, None);
+        self.send_lead_msg(term, seq, false, None, asked);
         // A healthy leader never starts a round against itself.
         self.watch_leader(now, self.me, term, seq, hold);
     }
 
-    pub(super) fn send_lead_msg(&mut self, term: u64, seq: u64, resign: bool, to: Option<usize>) {
+    pub(super) fn send_lead_msg(
+        &mut self,
+        term: u64,
+        seq: u64,
+        resign: bool,
+        to: Option<usize>,
+        acks: PeerSet,
+    ) {
         // Rounded up: a follower's faith must never end before the lease the leader
         // computes from its own exact hold (issue 10, finding 2).
         let hold_ms = if self.cfg.sabotage.hold_rounded_down {
@@ -322,7 +474,7 @@ impl Node {
                 successor: to.map_or(0, |i| self.ids[i]),
                 unfit: self.unfit(),
                 alive: self.alive(),
-                acks: PeerSet::EMPTY,
+                acks,
             },
         );
         self.send(Dest::All, msg);
@@ -333,20 +485,22 @@ impl Node {
 mod tests {
     use super::*;
 
+    const IDS: [u16; 3] = [1, 2, 3];
+
     #[test]
     fn lease_is_qth_newest_ack_plus_length() {
         let ms = |m: u64| Time(m * 1_000_000);
         let len = Duration::from_millis(100);
         let mut l = Leadership::new(7, 5, ms(0));
         l.seq = 1;
-        l.record_send(0, ms(10), len);
+        l.record_send(0, ms(10), len, PeerSet::EMPTY);
         l.update_lease(3);
         assert_eq!(l.lease_until(), None, "the leader alone is no majority");
         assert!(l.record_ack(1, 7, 1));
         assert!(!l.record_ack(2, 7, 2), "unknown LEAD");
         assert!(!l.record_ack(2, 6, 1), "other term");
         l.seq = 2;
-        l.record_send(0, ms(20), len);
+        l.record_send(0, ms(20), len, PeerSet::EMPTY);
         assert!(l.record_ack(2, 7, 2));
         l.update_lease(3);
         // acks: self 20, v1 10, v2 20 -> third newest is 10.
@@ -361,7 +515,7 @@ mod tests {
         assert_eq!(l.lease_until(), Some(ms(120)));
         // A longer promise from now on does not stretch what was acknowledged before.
         l.seq = 3;
-        l.record_send(0, ms(30), Duration::from_millis(500));
+        l.record_send(0, ms(30), Duration::from_millis(500), PeerSet::EMPTY);
         l.update_lease(3);
         assert_eq!(l.lease_until(), Some(ms(120)));
     }
@@ -376,21 +530,24 @@ mod tests {
         let mut l = Leadership::new(4, 3, ms(0));
         let send = |l: &mut Leadership, at: u64| {
             l.seq += 1;
-            l.record_send(0, ms(at), len);
+            l.record_send(0, ms(at), len, PeerSet::EMPTY);
         };
         send(&mut l, 0);
         assert!(l.record_ack(1, 4, 1) && l.record_ack(2, 4, 1));
         assert!(
-            !l.acks_current(),
+            !l.acks_current(&IDS),
             "no previous LEAD yet: the first one of a term"
         );
         send(&mut l, 100);
-        assert!(l.acks_current(), "LEAD 1 acked by all, LEAD 2 in flight");
+        assert!(
+            l.acks_current(&IDS),
+            "LEAD 1 acked by all, LEAD 2 in flight"
+        );
         // LEAD 3 leaves; server 2's ACK of LEAD 2 is lost.
         assert!(l.record_ack(1, 4, 2));
         send(&mut l, 200);
         l.update_lease(2);
-        assert!(!l.acks_current(), "server 2 missed LEAD 2");
+        assert!(!l.acks_current(&IDS), "server 2 missed LEAD 2");
         assert_eq!(
             l.lease_until(),
             Some(ms(400)),
@@ -398,33 +555,88 @@ mod tests {
         );
         // A late ACK of LEAD 2 (or of LEAD 3) makes them current again.
         assert!(l.record_ack(2, 4, 3));
-        assert!(l.acks_current());
+        assert!(l.acks_current(&IDS));
         send(&mut l, 300);
         assert!(l.record_ack(1, 4, 3));
-        assert!(l.acks_current(), "both acked LEAD 3, LEAD 4 in flight");
+        assert!(l.acks_current(&IDS), "both acked LEAD 3, LEAD 4 in flight");
         send(&mut l, 400);
         assert!(
-            !l.acks_current(),
+            !l.acks_current(&IDS),
             "nobody acked LEAD 4 by the tick of LEAD 5"
         );
         assert!(l.record_ack(1, 4, 4));
         assert!(
-            !l.acks_current(),
+            !l.acks_current(&IDS),
             "a majority is not enough: server 2 is behind"
         );
         assert!(l.record_ack(2, 4, 4));
-        assert!(l.acks_current());
+        assert!(l.acks_current(&IDS));
         // A re-election: acknowledgements of the old term no longer count.
         l.begin_term(5, ms(450), false);
-        assert!(!l.acks_current());
+        assert!(!l.acks_current(&IDS));
         send(&mut l, 450);
         assert!(l.record_ack(1, 5, 1) && l.record_ack(2, 5, 1));
-        assert!(!l.acks_current(), "first LEAD of term 5");
+        assert!(!l.acks_current(&IDS), "first LEAD of term 5");
         send(&mut l, 550);
-        assert!(l.acks_current());
+        assert!(l.acks_current(&IDS));
         assert!(
             !l.record_ack(1, 4, 4),
             "an ACK of the old term is no ACK of this one"
         );
+    }
+
+    /// Sparse acknowledgements: a server must have acknowledged the newest LEAD that
+    /// asked it, not every LEAD; a LEAD that asked everyone asks it too.
+    #[test]
+    fn acks_are_current_when_every_server_acked_the_newest_lead_that_asked_it() {
+        let ms = |m: u64| Time(m * 1_000_000);
+        let len = Duration::from_millis(300);
+        let only = |id: u16| {
+            let mut s = PeerSet::EMPTY;
+            s.insert(id);
+            s
+        };
+        let mut l = Leadership::new(4, 3, ms(0));
+        let send = |l: &mut Leadership, at: u64, asked: PeerSet| {
+            l.seq += 1;
+            l.record_send(0, ms(at), len, asked);
+        };
+        send(&mut l, 0, PeerSet::EMPTY);
+        assert!(l.record_ack(1, 4, 1) && l.record_ack(2, 4, 1));
+        send(&mut l, 100, only(2));
+        assert!(l.record_ack(1, 4, 2), "asked: server 2 (index 1)");
+        assert!(
+            l.acked_through(&IDS, 2),
+            "3 was asked last by LEAD 1 and acked it"
+        );
+        send(&mut l, 200, only(3));
+        assert!(
+            l.acks_current(&IDS),
+            "LEAD 2 asked only server 2, which acked it"
+        );
+        assert!(
+            !l.acked_through(&IDS, 3),
+            "server 3 has not acked LEAD 3 yet"
+        );
+        assert!(l.record_ack(2, 4, 3));
+        assert!(l.acked_through(&IDS, 3));
+        send(&mut l, 300, only(2));
+        // LEAD 4's ACK from server 2 is lost.
+        send(&mut l, 400, PeerSet::EMPTY);
+        assert!(
+            !l.acks_current(&IDS),
+            "server 2 did not ack LEAD 4, the newest that asked it"
+        );
+        assert!(
+            l.acked_through(&IDS, 3),
+            "up to LEAD 3 everything asked came"
+        );
+        assert!(l.record_ack(1, 4, 5));
+        assert!(
+            !l.acked_through(&IDS, 5),
+            "LEAD 5 asked everyone; 3 is missing"
+        );
+        assert!(l.record_ack(2, 4, 5));
+        assert!(l.acked_through(&IDS, 5));
     }
 }

@@ -112,6 +112,9 @@ pub struct Node {
     resigned_last: bool,
 
     tally: Tally,
+    /// The UNFIT flag of this server's last ACK (sparse acknowledgements: a follower
+    /// not asked to acknowledge a LEAD still does when its fitness changed).
+    last_ack_unfit: Option<bool>,
     leadership: Option<Leadership>,
     resign: Resign,
 
@@ -206,6 +209,7 @@ impl Node {
             durable,
             requested: None,
             held: VecDeque::new(),
+            last_ack_unfit: None,
             out: VecDeque::new(),
             counters: Counters::default(),
             cfg,
@@ -237,7 +241,7 @@ impl Node {
                 successor,
                 unfit: lead_unfit,
                 alive,
-                acks: _,
+                acks,
             } => {
                 if resign {
                     self.on_resign(now, s, msg.term, seq, successor);
@@ -247,7 +251,7 @@ impl Node {
                         // Before the ACK leaves: its UNFIT flag counts the servers heard.
                         self.vouch(now, s, alive);
                     }
-                    self.on_lead(now, s, msg.term, seq, hold_ms);
+                    self.on_lead(now, s, msg.term, seq, hold_ms, acks);
                     if newest && self.leader == Some(s) {
                         self.note_fitness(now, s, !lead_unfit);
                         self.peers[s].report = Some((now, !lead_unfit));

@@ -65,6 +65,13 @@ pub struct Sabotage {
     /// preferred server that has been fit for the delay, even while a more preferred
     /// one is fit but not yet for the delay (1 -> 3 -> 2; a liveness breakage only).
     pub preempt_detours: bool,
+    /// Every LEAD asks every follower to acknowledge it, as before issue 25's sparse
+    /// acknowledgements (for comparison; changes only traffic).
+    pub dense_acks: bool,
+    /// Issue 25's sparse acknowledgements without their guard: a leader keeps asking
+    /// only some followers after an ACK it asked for did not come (a liveness
+    /// breakage only: one lost ACK can cost the lease).
+    pub sparse_ignores_misses: bool,
 }
 
 impl Sabotage {
@@ -78,6 +85,8 @@ impl Sabotage {
             unranked_claims: false,
             no_last_resort: false,
             preempt_detours: false,
+            dense_acks: false,
+            sparse_ignores_misses: false,
             ..*self
         } != Sabotage::default()
     }
@@ -418,6 +427,9 @@ pub struct Counters {
     pub stale_leads: u64,
     /// ACKs that matched no recent LEAD of this leader.
     pub unmatched_acks: u64,
+    /// LEADs accepted that asked other followers to acknowledge them, not this one
+    /// (issue 25, sparse acknowledgements): ACKs not sent.
+    pub acks_not_asked: u64,
     /// Handovers begun, by reason: yield, health, drain, preempt (`Handover as usize`).
     pub handovers: [u64; 4],
     /// Rounds in which this server voted for the successor a RESIGN named.

@@ -168,6 +168,22 @@ impl Sim {
             self.stats.heartbeat_framings[framing] += 1;
         }
         self.stats.probes += u64::from(t.kinds == [0; 5]);
+        self.stats.acks_sent += t.kinds[wire::Kind::Ack as usize];
+        if t.kinds[wire::Kind::Lead as usize] > 0 {
+            // Issue 25, sparse acknowledgements: how many LEADs asked only some
+            // followers (a keyed datagram does not decode here and is not counted).
+            for e in decode_all(&t.bytes) {
+                if let wire::Body::Lead {
+                    resign: false,
+                    acks,
+                    ..
+                } = e.msg.body
+                {
+                    self.stats.leads_sent += 1;
+                    self.stats.sparse_leads += u64::from(!acks.is_empty());
+                }
+            }
+        }
         self.election_sent += elections * tos.len() as u64;
         let bytes = Rc::new(t.bytes);
         for to in tos {

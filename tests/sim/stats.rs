@@ -46,8 +46,8 @@ pub struct Stats {
     /// Datagrams sent by framing (issue 25): version 3/4, compact 5/6 (probe copies
     /// included), and of those the probes' compact copies; `heartbeat_framings`: those
     /// holding only LEADs and ACKs.
-    pub framings: [u64; 2],
-    pub heartbeat_framings: [u64; 2],
+    pub framings: [u64; 4],
+    pub heartbeat_framings: [u64; 4],
     pub probes: u64,
     /// Renewals that reached a supervisor through its stop timers (issue 25).
     pub timer_renewals: u64,
@@ -55,6 +55,11 @@ pub struct Stats {
     /// datagrams that waited for a wakeup (issue 25, reads at the heartbeat).
     pub leader_received: u64,
     pub deferred: u64,
+    /// ACK entries sent; LEADs (not RESIGNs) sent, and of those the ones that asked
+    /// only some followers to acknowledge them (issue 25, sparse acknowledgements).
+    pub acks_sent: u64,
+    pub leads_sent: u64,
+    pub sparse_leads: u64,
 }
 
 impl Stats {
@@ -97,5 +102,8 @@ impl Stats {
         self.timer_renewals += x.timer_renewals;
         self.leader_received += x.leader_received;
         self.deferred += x.deferred;
+        self.acks_sent += x.acks_sent;
+        self.leads_sent += x.leads_sent;
+        self.sparse_leads += x.sparse_leads;
     }
 }

@@ -1,0 +1,363 @@
+//! Issue 25, sparse acknowledgements, in the bare core: three nodes on an in-memory
+//! network with a one-millisecond delay (no wire: the core's own rules, every output
+//! honoured). A leader at rest asks Q-1 followers per LEAD, a window that moves each
+//! LEAD; after any ACK it asked for fails to come, the next LEAD asks everyone and the
+//! streak of clean heartbeats starts again; one server down, or a lease that could not
+//! survive one lost ACK, keeps every follower acknowledging.
+
+use electd::node::{Dest, Durable, Node, NodeConfig, Output, Sabotage, ServerInfo};
+use electd::time::Time;
+use electd::wire::{Body, Message, PeerSet};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// The streak the core waits for (`core::leadership::SPARSE_AFTER`).
+const SPARSE_AFTER: usize = 16;
+
+fn cfg(id: u16, k: u32, sabotage: Sabotage) -> NodeConfig {
+    NodeConfig {
+        id,
+        servers: (1..=3)
+            .map(|id| ServerInfo {
+                id,
+                priority: 0,
+                witness: false,
+            })
+            .collect(),
+        fingerprint: 0xF1F1,
+        heartbeat: Duration::from_millis(100),
+        rtt: Duration::from_millis(20),
+        missed_heartbeats: k,
+        drift_ppm: 10_000,
+        max_hold: Duration::from_secs(60),
+        preempt_delay: None,
+        seed: u64::from(id),
+        strict: true,
+        sabotage,
+    }
+}
+
+/// A LEAD the leader sent: when, its seq, and whom it asked.
+#[derive(Clone, Debug)]
+struct Lead {
+    at: u64,
+    seq: u64,
+    asked: PeerSet,
+}
+
+struct Net {
+    nodes: Vec<Node>,
+    now: u64,
+    /// (deliver at ms, to index, message)
+    queue: VecDeque<(u64, usize, Message)>,
+    /// Servers cut off (nothing to or from them).
+    down: [bool; 3],
+    leads: Vec<Lead>,
+    /// (at, from id, seq) of every ACK sent.
+    acks: Vec<(u64, u16, u64)>,
+    /// Drop the ACK of this seq from this server (one-shot).
+    drop_ack: Option<(u16, u64)>,
+    /// Milliseconds at which server 1 was not leader although it had been.
+    lapses: Vec<u64>,
+    led: bool,
+}
+
+impl Net {
+    fn new(k: u32, sabotage: Sabotage) -> Net {
+        let nodes = (1..=3)
+            .map(|id| Node::new(cfg(id, k, sabotage.clone()), Durable::default(), Time(0)).unwrap())
+            .collect();
+        Net {
+            nodes,
+            now: 0,
+            queue: VecDeque::new(),
+            down: [false; 3],
+            leads: Vec::new(),
+            acks: Vec::new(),
+            drop_ack: None,
+            lapses: Vec::new(),
+            led: false,
+        }
+    }
+
+    fn t(&self) -> Time {
+        Time(self.now * 1_000_000)
+    }
+
+    fn flush(&mut self, i: usize) {
+        let now = self.t();
+        while let Some(o) = self.nodes[i].poll_output() {
+            match o {
+                Output::Persist(d) => self.nodes[i].handle_persisted(now, d),
+                Output::Send { dest, msg } => {
+                    let id = i as u16 + 1;
+                    match msg.body {
+                        Body::Lead {
+                            seq,
+                            acks,
+                            resign: false,
+                            ..
+                        } => self.leads.push(Lead {
+                            at: self.now,
+                            seq,
+                            asked: acks,
+                        }),
+                        Body::Ack { seq, .. } => {
+                            self.acks.push((self.now, id, seq));
+                            if self.drop_ack == Some((id, seq)) {
+                                self.drop_ack = None;
+                                continue;
+                            }
+                        }
+                        _ => {}
+                    }
+                    if self.down[i] {
+                        continue;
+                    }
+                    let to: Vec<usize> = match dest {
+                        Dest::All => (0..3).filter(|&j| j != i).collect(),
+                        Dest::One(p) => vec![usize::from(p) - 1],
+                    };
+                    for j in to {
+                        if !self.down[j] {
+                            self.queue.push_back((self.now + 1, j, msg));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Runs until `until` ms, one millisecond at a time.
+    fn run(&mut self, until: u64) {
+        while self.now < until {
+            self.now += 1;
+            let now = self.t();
+            while self.queue.front().is_some_and(|m| m.0 <= self.now) {
+                let (_, j, msg) = self.queue.pop_front().unwrap();
+                let _ = self.nodes[j].handle_datagram(now, &msg);
+                self.flush(j);
+            }
+            for i in 0..3 {
+                if self.nodes[i].next_deadline() <= now {
+                    self.nodes[i].handle_timeout(now);
+                }
+                self.flush(i);
+            }
+            let leads = self.nodes[0].is_leader(now);
+            if self.led && !leads {
+                self.lapses.push(self.now);
+            }
+            self.led |= leads;
+        }
+    }
+
+    /// Runs 3 s (an election and more than `SPARSE_AFTER` heartbeats) and returns
+    /// the leader's index.
+    fn settle(&mut self) -> usize {
+        self.run(3_000);
+        (0..3)
+            .find(|&i| self.nodes[i].is_leader(self.t()))
+            .expect("a leader within 3 s")
+    }
+
+    fn leads_since(&self, at: u64) -> Vec<&Lead> {
+        self.leads.iter().filter(|l| l.at >= at).collect()
+    }
+}
+
+fn ids(s: &PeerSet) -> Vec<u16> {
+    s.iter().collect()
+}
+
+/// Each LEAD asks one follower, never the same one twice in a row.
+fn assert_alternating(leads: &[&Lead], leader: u16) {
+    let followers: Vec<u16> = (1..=3).filter(|&i| i != leader).collect();
+    for w in leads.windows(2) {
+        assert_eq!(ids(&w[0].asked).len(), 1, "one follower asked: {w:?}");
+        assert_ne!(
+            ids(&w[0].asked),
+            ids(&w[1].asked),
+            "the window moves: {w:?}"
+        );
+        assert!(followers.contains(&ids(&w[0].asked)[0]));
+    }
+}
+
+#[test]
+fn a_leader_at_rest_asks_one_follower_in_turn_and_keeps_its_lease() {
+    let mut net = Net::new(3, Sabotage::default());
+    let leader = net.settle();
+    let lid = leader as u16 + 1;
+    let t0 = net.now;
+    net.run(t0 + 5_000);
+    assert!(net.lapses.is_empty() || net.lapses.iter().all(|&t| t < t0));
+    let leads = net.leads_since(t0);
+    assert!(leads.len() >= 48, "{} LEADs in 5 s", leads.len());
+    assert_alternating(&leads, lid);
+    // Every ACK after t0 answers a LEAD that asked its sender.
+    for &(at, from, seq) in net.acks.iter().filter(|a| a.0 > t0 + 1) {
+        let lead = leads
+            .iter()
+            .find(|l| l.seq == seq)
+            .unwrap_or_else(|| panic!("ACK of unknown LEAD {seq} at {at}"));
+        assert!(
+            lead.asked.contains(from),
+            "server {from} acked LEAD {seq}, which asked {:?}",
+            ids(&lead.asked)
+        );
+    }
+    let acks = net.acks.iter().filter(|a| a.0 > t0 + 1).count();
+    assert!(
+        acks <= leads.len() + 1,
+        "{acks} ACKs for {} LEADs: one a heartbeat, not two",
+        leads.len()
+    );
+    // The lease is renewed at every heartbeat: it never has less than lease - HBT
+    // - RTT left just before the next LEAD.
+    let n = &net.nodes[leader];
+    assert!(n.is_leader(net.t()));
+    let not_asked: u64 = net.nodes.iter().map(|n| n.counters().acks_not_asked).sum();
+    assert!(not_asked >= 45, "{not_asked} ACKs not sent");
+}
+
+#[test]
+fn a_missing_ack_makes_the_next_lead_ask_everyone() {
+    for sabotage in [false, true] {
+        let mut net = Net::new(
+            3,
+            Sabotage {
+                sparse_ignores_misses: sabotage,
+                ..Sabotage::default()
+            },
+        );
+        let leader = net.settle();
+        let last = net.leads.last().unwrap().clone();
+        assert_eq!(ids(&last.asked).len(), 1, "sparse by now: {last:?}");
+        // The ACK of the next LEAD is lost.
+        let next = last.seq + 1;
+        let asked = (1..=3u16)
+            .find(|&i| i != leader as u16 + 1 && !last.asked.contains(i))
+            .unwrap();
+        net.drop_ack = Some((asked, next));
+        net.run(net.now + 250);
+        let after: Vec<Lead> = net.leads.iter().filter(|l| l.seq > next).cloned().collect();
+        assert!(!after.is_empty());
+        if sabotage {
+            assert_eq!(
+                ids(&after[0].asked).len(),
+                1,
+                "the sabotaged leader keeps asking one follower"
+            );
+            continue;
+        }
+        assert!(
+            after[0].asked.is_empty(),
+            "the LEAD after a miss asks everyone: {after:?}"
+        );
+        net.run(net.now + 100 * (2 * SPARSE_AFTER as u64 + 3));
+        let after: Vec<Lead> = net.leads.iter().filter(|l| l.seq > next).cloned().collect();
+        let dense = after.iter().take_while(|l| l.asked.is_empty()).count();
+        assert_eq!(
+            dense,
+            2 * SPARSE_AFTER,
+            "the streak starts again, and a miss while sparse doubles it: {} LEADs ask \
+             everyone",
+            2 * SPARSE_AFTER
+        );
+        assert!(
+            net.lapses.is_empty(),
+            "one lost ACK never costs the lease: {:?}",
+            net.lapses
+        );
+    }
+}
+
+#[test]
+fn a_server_down_keeps_every_follower_acknowledging() {
+    let mut net = Net::new(3, Sabotage::default());
+    let leader = net.settle();
+    let gone = (0..3).find(|&i| i != leader).unwrap();
+    net.down[gone] = true;
+    let t0 = net.now;
+    net.run(t0 + 2_000);
+    let leads = net.leads_since(t0 + 300);
+    assert!(leads.len() >= 15);
+    assert!(
+        leads.iter().all(|l| l.asked.is_empty()),
+        "with server {} down every LEAD asks everyone: {leads:?}",
+        gone + 1
+    );
+    assert!(
+        net.nodes[leader].is_leader(net.t()),
+        "the majority keeps it"
+    );
+}
+
+#[test]
+fn a_lease_that_cannot_survive_one_lost_ack_stays_dense() {
+    // K = 2: lease = 2 x 100 ms x 0.98 = 196 ms < 2 x HBT + RTT = 220 ms.
+    let mut net = Net::new(2, Sabotage::default());
+    net.settle();
+    net.run(net.now + 3_000);
+    assert!(net.leads.len() > 2 * SPARSE_AFTER);
+    assert!(net.leads.iter().all(|l| l.asked.is_empty()));
+}
+
+#[test]
+fn a_follower_not_asked_still_reports_a_change_of_fitness() {
+    let mut net = Net::new(3, Sabotage::default());
+    let leader = net.settle();
+    let last = net.leads.last().unwrap().clone();
+    // The follower the next LEAD will not ask (the window moves).
+    let quiet = last.asked.iter().next().unwrap();
+    let t = net.t();
+    net.nodes[usize::from(quiet) - 1].set_health(t, false);
+    let before = net.acks.len();
+    net.run(net.now + 100);
+    let from_quiet: Vec<_> = net.acks[before..].iter().filter(|a| a.1 == quiet).collect();
+    assert_eq!(
+        from_quiet.len(),
+        1,
+        "server {quiet} acked the LEAD that did not ask it, to report UNFIT"
+    );
+    let lid = leader as u16 + 1;
+    let now = net.t();
+    assert_eq!(
+        net.nodes[leader].peer_fit(now, quiet),
+        Some(false),
+        "leader {lid} knows"
+    );
+}
+
+/// Steady loss of the ACKs sparse LEADs ask for keeps a leader dense: each miss while
+/// sparse doubles the clean streak needed before it goes sparse again.
+#[test]
+fn misses_while_sparse_double_the_streak_needed() {
+    let mut net = Net::new(3, Sabotage::default());
+    let leader = net.settle();
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        let last = net.leads.last().unwrap().clone();
+        assert_eq!(ids(&last.asked).len(), 1, "sparse again: {last:?}");
+        let next = last.seq + 1;
+        let asked = (1..=3u16)
+            .find(|&i| i != leader as u16 + 1 && !last.asked.contains(i))
+            .unwrap();
+        net.drop_ack = Some((asked, next));
+        // Long enough for the longest dense run expected (256) and a few sparse.
+        let until = net.now + 100 * 270;
+        net.run(until);
+        let dense = net
+            .leads
+            .iter()
+            .filter(|l| l.seq > next)
+            .take_while(|l| l.asked.is_empty())
+            .count();
+        runs.push(dense);
+    }
+    let want: Vec<usize> = (1..=4).map(|k| SPARSE_AFTER << k).collect();
+    assert_eq!(runs, want, "dense runs after each miss");
+    assert!(net.lapses.is_empty(), "{:?}", net.lapses);
+}
