@@ -427,6 +427,7 @@ fn checker_detects_each_violation() {
         lease_until: Some(Time(1)),
         elector: electd::elector::ElectorState::Watching,
         voted_term: term,
+        acks_in_turn: None,
     };
     let none = Status {
         lease_until: None,

@@ -165,6 +165,11 @@ impl Leadership {
         self.seq >= 2 && self.acked_through(ids, self.seq - 1)
     }
 
+    /// True when the newest LEAD asked only some followers to acknowledge it.
+    pub fn asks_some(&self) -> bool {
+        self.sent.back().is_some_and(|s| !s.asked.is_empty())
+    }
+
     /// Called as LEAD seq+1 is about to leave: were the ACKs that LEAD seq asked for
     /// (and, for those it did not ask, the newest that did) all read? Keeps the streak
     /// of clean heartbeats and the streak needed before asking only some followers.

@@ -421,6 +421,7 @@ impl Node {
             lease_until: lease.and_then(|l| l.lease_until()),
             elector: self.elector,
             voted_term: self.voted_term,
+            acks_in_turn: lease.map(|l| l.asks_some()),
         }
     }
 

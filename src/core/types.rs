@@ -408,6 +408,9 @@ pub struct Status {
     pub elector: ElectorState,
     /// The highest term voted in.
     pub voted_term: u64,
+    /// While leading: whether the newest LEAD asked only some followers to
+    /// acknowledge it (issue 25, sparse acknowledgements); None on a follower.
+    pub acks_in_turn: Option<bool>,
 }
 
 /// Counters for metrics.

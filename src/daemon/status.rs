@@ -221,6 +221,11 @@ impl Daemon {
         let (health, cause) = self.host.health(g);
         o.str("elector", st.elector.name())
             .num("voted_term", st.voted_term)
+            .opt_str(
+                "acks",
+                st.acks_in_turn
+                    .map(|some| if some { "in_turn" } else { "all" }),
+            )
             .bool("healthy", node.healthy())
             .bool("drained", node.drained())
             .str("health", health.name())

@@ -74,6 +74,9 @@ pub struct GroupSnapshot {
     pub votes: u64,
     pub elected: u64,
     pub dual_leader: u64,
+    /// LEADs accepted that asked other followers to acknowledge them: ACKs not sent
+    /// (issue 25, sparse acknowledgements).
+    pub acks_not_asked: u64,
     pub handoffs: u64,
     pub handoffs_waited: u64,
     pub health_changes: u64,

@@ -175,6 +175,13 @@ pub const GROUPS: &[Family<GroupSnapshot>] = &[
         read: Read::Value(|g| Value::Count(g.dual_leader)),
     },
     Family {
+        name: "acks_not_asked",
+        kind: Type::Counter,
+        help: "LEADs accepted that asked other followers to acknowledge them (sparse acknowledgements): ACKs not sent.",
+        labels: GROUP,
+        read: Read::Value(|g| Value::Count(g.acks_not_asked)),
+    },
+    Family {
         name: "handoffs",
         kind: Type::Counter,
         help: "Planned handoffs begun (yield, SIGTERM, health, drain, preempt).",
