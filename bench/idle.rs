@@ -595,8 +595,28 @@ impl Running {
             hbt_ms,
         };
         let slow = if wrap.is_empty() { 1 } else { 10 };
-        r.agreement(Duration::from_secs(20 * slow))
+        let leader = r
+            .agreement(Duration::from_secs(20 * slow))
             .ok_or_else(|| format!("electd: no agreement at {hbt_ms} ms"))?;
+        // Issue 25, sparse acknowledgements: a new leader asks every follower until
+        // 16 heartbeats in a row were clean; measure the cluster at rest, once its
+        // status says `"acks":"in_turn"` (a build without the field is at rest now).
+        let t0 = Instant::now();
+        let limit = Duration::from_millis(hbt_ms * 40 * slow);
+        while t0.elapsed() < limit {
+            let acks = request_at(&r.sock(leader), "status")
+                .and_then(|s| json::parse(s.trim()).ok())
+                .map(|v| v.get("acks").and_then(Value::as_str).map(str::to_string));
+            let at_rest = match &acks {
+                Some(Some(a)) => a == "in_turn",
+                Some(None) => true,
+                None => false,
+            };
+            if at_rest {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(hbt_ms.min(100)));
+        }
         std::thread::sleep(Duration::from_millis(2 * hbt_ms + 500));
         Ok(r)
     }
