@@ -21,7 +21,7 @@ const OPTIONS: [(&str, &str, &str); 5] = [
     ),
     (
         "poll",
-        "reconnect interval (default 20ms); electd is asked at most once a second",
+        "reconnect interval (default 20ms); once registered, electd is never asked again",
         "DURATION",
     ),
     (

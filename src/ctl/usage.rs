@@ -46,8 +46,8 @@ Commands:
                     most 154ms with heartbeat 100ms, rtt 20ms, missed-heartbeats
                     3).
                     --poll (default 20ms) is only the reconnect interval
-                    (electd pushes every change; a silent electd is asked
-                    again after 10s); any value is safe. CMD
+                    (electd pushes every change; run never asks again once
+                    registered); any value is safe. CMD
                     is restarted with backoff (0.1s, 0.2s, 0.4s ...)
                     if it exits while this server leads; ELECTD_TERM holds the
                     term (the fencing token), ELECTD_GROUP the group.

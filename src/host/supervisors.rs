@@ -98,10 +98,15 @@ impl SupervisorLine {
             self.lease_len,
             self.heartbeat,
             self.resigning,
+            self.rtt,
         )
     }
 }
 
+/// What a line says (its number and time aside): role, leader, term, lease end, lease
+/// length, heartbeat, resigning, round-trip bound. Everything `run` acts on or checks
+/// its grace against is here, so a reload that changes only the round-trip bound is
+/// pushed too: `run` never asks (issue 25), so nothing else would tell it.
 type LineKey = (
     Role,
     Option<u16>,
@@ -110,6 +115,7 @@ type LineKey = (
     Duration,
     Duration,
     bool,
+    Duration,
 );
 
 /// Why a planned handoff's RESIGN left (logged with the time it waited).
@@ -190,7 +196,8 @@ impl Supervisor {
     /// What this supervisor should be sent for a line saying `key` now.
     ///
     /// Every change is sent at once as a line but one: a renewal alone (the same role,
-    /// leader, term, timers and resigning, a later lease end).
+    /// leader, term, timers (round-trip bound included) and resigning, a later lease
+    /// end).
     ///
     /// A supervisor with stop timers gets every renewal on them ([`Push::Arm`]: two
     /// timerfd_settime calls, no wakeup of `run` or its enforcer; issue 25); a line as
@@ -214,7 +221,7 @@ impl Supervisor {
         if last == key {
             return Push::Nothing;
         }
-        let renewal = |k: &LineKey| (k.0, k.1, k.2, k.4, k.5, k.6);
+        let renewal = |k: &LineKey| (k.0, k.1, k.2, k.4, k.5, k.6, k.7);
         if self.timers {
             return match (last.3, key.3) {
                 (Some(told), Some(new)) if renewal(last) == renewal(key) && new >= told => {
@@ -549,6 +556,7 @@ impl Host {
             node.lease_len(),
             node.heartbeat(),
             node.resign_pending(),
+            self.cfg.rtt,
         )
     }
 
@@ -618,5 +626,54 @@ impl Host {
             }
         }
         self.notices.push_back(Notice::Supervisor { client, line });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(rtt_ms: u64, until: u64) -> LineKey {
+        (
+            Role::Leader,
+            Some(1),
+            7,
+            Some(Time(until)),
+            Duration::from_millis(294),
+            Duration::from_millis(100),
+            false,
+            Duration::from_millis(rtt_ms),
+        )
+    }
+
+    /// A reload that changes only the round-trip bound reaches `run` as a line, with or
+    /// without stop timers: `run` checks its grace against it and never asks the daemon
+    /// again (issue 25), so this push is the only way it learns of it.
+    #[test]
+    fn a_new_round_trip_bound_alone_is_pushed() {
+        for timers in [false, true] {
+            let s = Supervisor {
+                grace: Some(Duration::from_millis(100)),
+                timers,
+                last_key: Some(key(20, 1_000_000_000)),
+                ..Supervisor::default()
+            };
+            let now = Time(0);
+            let slack = Duration::from_millis(240);
+            assert_eq!(s.due(&key(20, 1_000_000_000), now, slack), Push::Nothing);
+            assert_eq!(
+                s.due(&key(30, 1_000_000_000), now, slack),
+                Push::Line,
+                "timers {timers}: an rtt-only change is pushed"
+            );
+            // A renewal far from its end is not a line (the test is not blind).
+            let renewal = if timers { Push::Arm } else { Push::Nothing };
+            assert_eq!(s.due(&key(20, 1_100_000_000), now, slack), renewal);
+            assert_eq!(
+                s.due(&key(30, 1_100_000_000), now, slack),
+                Push::Line,
+                "timers {timers}: a renewal with a new rtt is a line"
+            );
+        }
     }
 }

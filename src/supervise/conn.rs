@@ -94,14 +94,6 @@ fn refuses_grace(error: &str) -> bool {
         || error.ends_with("usage: supervise [GROUP]")
 }
 
-/// `run` asks the daemon at most this often, leader or not. SPEC 11 bounds it from
-/// above only ("no more than one request a second" while not leading): changes are
-/// pushed, a dead daemon closes the connection, and the lease end is enforced from the
-/// last line whatever the daemon answers, so the ask only checks that the connection
-/// is alive. At 1 s it doubled an idle follower's wakeups at heartbeat 1 s (issue 25);
-/// 10 s is also the longest `--poll`.
-pub const IDLE_ASK: Duration = Duration::from_secs(10);
-
 /// The start of the daemon's answer to a `supervise` naming a group it does not run:
 /// no later answer can change it (the group list cannot be reloaded), so run exits.
 pub const NO_SUCH_GROUP: &str = "electd: no group";
@@ -154,11 +146,28 @@ pub fn parse_line(text: &str) -> Result<Line, String> {
     })
 }
 
-/// The connection to the daemon.
+/// The connection to the daemon. Once registered, `run` never asks again (issue 25):
+/// nothing it needs comes only from an answer.
+///
+/// - Every change of what a line says is pushed at once (role, leader, term, the
+///   daemon's timers including the round-trip bound, a handoff, and each renewal the
+///   supervisor needs: on its stop timers, or as a line once their SIGTERM instant came).
+/// - A daemon that dies or restarts closes the connection (the kernel closes its
+///   descriptors): `run` reads EOF, stops as on a planned stop, and reconnects every
+///   `--poll`; the registration, grace and health report go again on the new one.
+/// - The daemon never closes a supervising connection as idle (the control socket's
+///   idle timeout and eviction skip supervisors), and a slow reader is dropped, which
+///   is a close as above.
+/// - A daemon that is alive but hung (stopped, frozen) sends nothing and answers
+///   nothing: an ask would have gone unanswered too (no answer was ever awaited). Its
+///   lease end is enforced here and by the enforcer from the stop timers last armed
+///   (S5), and a follower's `run` runs nothing until a line says this server leads.
+///
+/// The 10 s ask (`IDLE_ASK`, before issue 25's fifth round) cost a follower's `run` and
+/// its daemon a wakeup and an answer every 10 s for none of these.
 pub(super) struct Conn {
     pub(super) stream: UnixStream,
     inbuf: Vec<u8>,
-    pub(super) last_line: Instant,
     /// The highest non-leader line not yet confirmed.
     to_confirm: Option<u64>,
     /// The number of the last leader line read (0: none).
@@ -192,7 +201,6 @@ impl Conn {
         Ok(Conn {
             stream,
             inbuf: Vec::new(),
-            last_line: Instant::now(),
             to_confirm: None,
             last_leader_n: 0,
             confirmed_n: 0,
@@ -333,36 +341,7 @@ impl Supervisor<'_> {
                 Err(e) => self.error(e),
             }
         }
-        let ask = self.ask_interval();
-        if let Some(c) = self.conn.as_mut() {
-            if c.last_line.elapsed() >= ask {
-                // Fallback: nothing pushed for a while; ask again (a fresh line comes).
-                c.last_line = Instant::now();
-                if let Err(e) = c.send(&supervise_request(self.opts)) {
-                    self.lost(e);
-                }
-            }
-        }
         Ok(())
-    }
-
-    /// How long a connection may stay silent before the daemon is asked again: at
-    /// least `--poll` and IDLE_ASK whatever the role, and while this server leads at
-    /// least a lease (lines come at least once a lease while it is renewed), so the
-    /// ask does not race the next renewal line.
-    ///
-    /// The ask is only a check that the connection is alive, never part of S5: every
-    /// change is pushed at once (role, leader, term, and each renewal while leading); a
-    /// dead daemon closes the connection; and the lease end is enforced here and by the
-    /// enforcer from the last lease end pushed, whether or not the daemon answers. A
-    /// leader that asked every `--poll` (20 ms) cost its daemon ~48 requests and itself
-    /// ~96 wakeups a second for nothing (issue 25).
-    pub(super) fn ask_interval(&self) -> Duration {
-        let idle = self.opts.poll.max(IDLE_ASK);
-        match (self.leader, self.checked) {
-            (true, Some(t)) => idle.max(t.lease_len).max(t.heartbeat + t.rtt),
-            _ => idle,
-        }
     }
 
     fn on_line(&mut self, l: Line) -> Result<(), i32> {
@@ -395,7 +374,6 @@ impl Supervisor<'_> {
             self.checked = Some(l.timers);
         }
         let c = self.conn.as_mut().expect("lines come from a connection");
-        c.last_line = Instant::now();
         if l.daemon_arms && !c.daemon_arms {
             c.daemon_arms = true;
             say!("electd holds the stop timers: it re-arms them at each renewal");

@@ -25,13 +25,13 @@
 //!   in the least lease a steady leader can have left just before a renewal,
 //!   `lease_len - heartbeat - rtt` (see [`check_grace`]); then the command is never
 //!   stopped spuriously in steady state and a planned stop always gets the whole grace.
-//! - `--poll` is only the reconnect interval; the daemon is asked again only after
-//!   [`IDLE_ASK`] (10 s) of silence, and while leading at least a lease (a leader's
-//!   lines come with its renewals, so its `run` asks only when they stop; a follower
-//!   confirms only after a leader line: a `run` costs its daemon at most one request
-//!   every 10 s at rest, leader or not, below SPEC 11's one a second): no value is
-//!   unsafe, since the lease end is enforced here and by the enforcer from the last
-//!   lease end armed, whatever the daemon answers.
+//! - `--poll` is only the reconnect interval. Once registered, `run` never asks the
+//!   daemon again (issue 25; see `conn::Conn`): every change is pushed, a dead or
+//!   restarted daemon closes the connection, supervising connections are never closed
+//!   as idle, and the lease end is enforced here and by the enforcer from the last
+//!   lease end armed, whatever the daemon does. A `run` at rest, leader or not, costs
+//!   its daemon no request and wakes once a minute (`wakeup::IDLE_WAKEUP`, a backstop);
+//!   no `--poll` is unsafe.
 //! - Whatever stalls this process (SIGSTOP, a debugger, a blocked write), the lease end
 //!   is also enforced by a process of its own started beside each command
 //!   ([`enforce`]); if that process dies, the command is stopped at once. Log lines
@@ -70,7 +70,7 @@ mod restarts;
 mod timers;
 mod wakeup;
 
-pub use conn::{IDLE_ASK, Line, NO_SUCH_GROUP, parse_line, send_with_fds};
+pub use conn::{Line, NO_SUCH_GROUP, parse_line, send_with_fds};
 pub use lease::{MARGIN, StopAt, Timers, check_grace, max_grace, stop_at};
 pub use options::{DEFAULT_RESTART_WINDOW, MAX_RESTART_WINDOW, MAX_RESTARTS, RunOptions};
 pub use restarts::RestartWindow;

@@ -17,8 +17,8 @@ pub struct RunOptions {
     pub socket: PathBuf,
     /// Time between SIGTERM and SIGKILL.
     pub grace: Duration,
-    /// Reconnect interval (the daemon is asked again only after `IDLE_ASK` of silence,
-    /// which is at least as long).
+    /// Reconnect interval (a registered `run` never asks the daemon again: every change
+    /// is pushed).
     pub poll: Duration,
     /// The command and its arguments.
     pub argv: Vec<String>,

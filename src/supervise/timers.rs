@@ -12,6 +12,14 @@
 //!
 //! Whoever arms them arms only instants derived from a lease end the daemon holds, so a
 //! stopped, blocked or killed `run` or daemon leaves them at the last one (S5).
+//!
+//! The daemon, while it holds a connection's timers, is the only one arming them (`run`
+//! arms them only from lines without `"timers":true`, and every line on that connection
+//! has it), so it remembers the SIGTERM instant it armed last and orders the next arming
+//! from that: two timerfd_settime calls a renewal, no timerfd_gettime (issue 25). The
+//! first arming on a connection reads the timer (a previous connection's daemon may have
+//! armed it). What is remembered only orders the two calls (SIGTERM at or before SIGKILL
+//! in between); the instants armed, which S5 rests on, do not depend on it.
 
 use super::lease::StopAt;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -25,6 +33,12 @@ const BOOTTIME_ID: &str = "7";
 pub struct StopTimers {
     term: OwnedFd,
     kill: OwnedFd,
+    /// The daemon's copy (passed with `supervise`): it arms them alone, so it may order
+    /// its armings from `armed_term` rather than read the timer.
+    sole_armer: bool,
+    /// The SIGTERM instant this process armed last (`sole_armer` only; None: not armed
+    /// yet here, or an arming failed half-way).
+    armed_term: std::cell::Cell<Option<u64>>,
 }
 
 /// Why descriptors passed with `supervise` were refused.
@@ -141,6 +155,8 @@ impl StopTimers {
         Ok(StopTimers {
             term: boot_timer()?,
             kill: boot_timer()?,
+            sole_armer: false,
+            armed_term: std::cell::Cell::new(None),
         })
     }
 
@@ -161,27 +177,48 @@ impl StopTimers {
         }
         let kill = fds.pop().expect("two");
         let term = fds.pop().expect("two");
-        Ok(StopTimers { term, kill })
+        Ok(StopTimers {
+            term,
+            kill,
+            sole_armer: true,
+            armed_term: std::cell::Cell::new(None),
+        })
     }
 
     /// Arms both timers for `at`, in the order [`arm_order`] chooses from the SIGTERM
     /// instant armed now: every state between the two calls (seen by `run` or its
     /// enforcer, or left by a daemon paused or killed between them) keeps SIGTERM at or
     /// before SIGKILL, so the command never gets SIGKILL without its SIGTERM and grace.
+    ///
+    /// The daemon's copy orders from the SIGTERM instant it armed last, even one that
+    /// has fired: [`arm_order`]'s argument holds for any armed pair t0 <= k0, fired or
+    /// not (a fired timer reads as disarmed, which is why a read gives None then).
     pub fn arm(&self, at: StopAt) -> std::io::Result<()> {
-        let armed = left(self.term.as_raw_fd())
-            .filter(|d| !d.is_zero())
-            .map(|d| crate::time::boot_now().as_nanos() + d.as_nanos() as u64);
+        let armed = match self.armed_term.take() {
+            Some(t0) if self.sole_armer => Some(t0),
+            _ => left(self.term.as_raw_fd())
+                .filter(|d| !d.is_zero())
+                .map(|d| crate::time::boot_now().as_nanos() + d.as_nanos() as u64),
+        };
         match arm_order(armed, at) {
             ArmFirst::Term => {
                 arm_at(self.term.as_raw_fd(), at.term_ns)?;
-                arm_at(self.kill.as_raw_fd(), at.kill_ns)
+                arm_at(self.kill.as_raw_fd(), at.kill_ns)?;
             }
             ArmFirst::Kill => {
                 arm_at(self.kill.as_raw_fd(), at.kill_ns)?;
-                arm_at(self.term.as_raw_fd(), at.term_ns)
+                arm_at(self.term.as_raw_fd(), at.term_ns)?;
             }
         }
+        if self.sole_armer {
+            self.armed_term.set(Some(at.term_ns.max(1)));
+        }
+        Ok(())
+    }
+
+    /// The SIGTERM instant the daemon's copy armed last, if it remembers one (tests).
+    pub fn remembered_term(&self) -> Option<u64> {
+        self.armed_term.get()
     }
 
     /// True while the SIGTERM instant has not come: the lease last armed leaves room
@@ -256,6 +293,77 @@ mod tests {
             let kill = left(t.kill_fd()).unwrap();
             assert!(term < kill && kill.as_secs() < b, "{term:?} {kill:?}");
         }
+    }
+
+    /// The daemon's copy orders its armings from the SIGTERM instant it armed last, not
+    /// from a read of the timer (issue 25: one system call fewer a renewal). That is the
+    /// order a read gives while the timer has not fired, and once it has, the order
+    /// still keeps SIGTERM at or before SIGKILL between the two calls. `run`'s own copy
+    /// (it shares the timers with a daemon that may arm them) remembers nothing.
+    #[test]
+    fn the_daemons_copy_orders_from_what_it_armed() {
+        let at = |t: u64, k: u64| StopAt {
+            term_ns: t,
+            kill_ns: k,
+        };
+        let mine = StopTimers::create().unwrap();
+        let dup = |fd: RawFd| {
+            // SAFETY: F_DUPFD_CLOEXEC of our own descriptor; the copy is ours.
+            unsafe { OwnedFd::from_raw_fd(libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0)) }
+        };
+        let daemon =
+            StopTimers::from_passed(&mut vec![dup(mine.term_fd()), dup(mine.kill_fd())]).unwrap();
+        assert_eq!(daemon.remembered_term(), None, "nothing armed here yet");
+        let ms = 1_000_000u64;
+        let now = crate::time::boot_now().as_nanos();
+        // Later, earlier, the same, then into the past (fired), then earlier still
+        // (past), then later again (future).
+        let steps = [
+            at(now + 5_000 * ms, now + 6_000 * ms),
+            at(now + 3_000 * ms, now + 4_000 * ms),
+            at(now + 3_000 * ms, now + 4_000 * ms),
+            at(
+                now.saturating_sub(500 * ms).max(3),
+                now.saturating_sub(400 * ms).max(3),
+            ),
+            at(2, 3),
+            at(now + 7_000 * ms, now + 8_000 * ms),
+        ];
+        let mut armed: Option<StopAt> = None;
+        for step in steps {
+            if let Some(old) = armed {
+                let remembered = daemon.remembered_term();
+                assert_eq!(remembered, Some(old.term_ns));
+                let read = left(daemon.term_fd())
+                    .filter(|d| !d.is_zero())
+                    .map(|d| crate::time::boot_now().as_nanos() + d.as_nanos() as u64);
+                let order = arm_order(remembered, step);
+                if read.is_some() && step.term_ns.abs_diff(old.term_ns) > ms {
+                    // Not fired: the read finds the same order (its instant is within
+                    // a clock read of the remembered one). For the same instants the
+                    // read may land a few us late and choose SIGTERM's first, the
+                    // memory SIGKILL's: both leave the same pair in between.
+                    assert_eq!(order, arm_order(read, step), "{old:?} -> {step:?}");
+                }
+                let between = match order {
+                    ArmFirst::Term => at(step.term_ns, old.kill_ns),
+                    ArmFirst::Kill => at(old.term_ns, step.kill_ns),
+                };
+                assert!(
+                    between.term_ns <= between.kill_ns,
+                    "{old:?} -> {step:?}: {order:?} first leaves {between:?}"
+                );
+            }
+            daemon.arm(step).unwrap();
+            armed = Some(step);
+            assert_eq!(daemon.remembered_term(), Some(step.term_ns));
+            // The shared timers hold the new instants, seen through run's copy.
+            let fired = step.term_ns <= crate::time::boot_now().as_nanos();
+            assert_eq!(mine.room(), !fired, "{step:?}");
+        }
+        // run's copy never trusts a memory: the daemon arms behind its back.
+        mine.arm(at(now + 9_000 * ms, now + 9_500 * ms)).unwrap();
+        assert_eq!(mine.remembered_term(), None);
     }
 
     #[test]

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 /// Re-check the command this often when no pidfd could be opened.
 const CHILD_TICK: Duration = Duration::from_millis(10);
 
+/// The longest ppoll(2): a `run` at rest (leader or not) wakes this often for nothing.
+pub(super) const IDLE_WAKEUP: Duration = Duration::from_secs(60);
+
 /// The write end of the self-pipe the signal handler writes to (-1: none).
 static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 
@@ -65,12 +68,12 @@ impl Supervisor<'_> {
         let now_ns = boot_now().as_nanos();
         let after_ns = |t: u64| Duration::from_nanos(t.saturating_sub(now_ns));
         let now = Instant::now();
-        let mut t = Duration::from_secs(60);
-        match &self.conn {
-            Some(c) => {
-                t = t.min((c.last_line + self.ask_interval()).saturating_duration_since(now))
-            }
-            None => t = t.min(self.next_connect.saturating_duration_since(now)),
+        // A backstop only: with a connection, everything comes as an event (see
+        // `conn::Conn`: the daemon is never asked again), so a `run` at rest wakes once
+        // a minute for nothing.
+        let mut t = IDLE_WAKEUP;
+        if self.conn.is_none() {
+            t = t.min(self.next_connect.saturating_duration_since(now));
         }
         match &self.running {
             Some(r) => {
