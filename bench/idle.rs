@@ -537,6 +537,14 @@ struct Running {
     hbt_ms: u64,
 }
 
+/// The `--grace` of the benchmark's `electctl run`: 50 ms at heartbeats below 1 s
+/// (with K = 3 and rtt 20 ms at heartbeat 100 ms, a grace of 54 ms or more keeps the
+/// leader from reading at the heartbeat: grace + 20 ms must stay below lease - 2*HBT -
+/// rtt), 100 ms (the default) from 1 s.
+fn run_grace(hbt_ms: u64) -> u64 {
+    if hbt_ms < 1000 { 50 } else { 100 }
+}
+
 fn rtt_ms(hbt_ms: u64) -> u64 {
     (hbt_ms / 5).clamp(1, 100)
 }
@@ -649,15 +657,17 @@ impl Running {
         }
     }
 
-    /// `electctl run --grace 100ms -- sleep infinity` against every server's socket.
+    /// `electctl run --grace G -- sleep infinity` against every server's socket, G
+    /// from [`run_grace`].
     fn start_supervisors(&mut self) -> Result<(), String> {
+        let grace = format!("{}ms", run_grace(self.hbt_ms));
         for id in 1..=N {
             let log = std::fs::File::create(self.dir.0.join(format!("run-{id}.log")))
                 .map_err(|e| e.to_string())?;
             let c = Command::new(ELECTCTL)
                 .arg("--socket")
                 .arg(self.sock(id))
-                .args(["run", "--grace", "100ms", "--", "sleep", "infinity"])
+                .args(["run", "--grace", &grace, "--", "sleep", "infinity"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(log)
@@ -1628,7 +1638,7 @@ pub fn report(out: &mut String) {
     );
     let _ = writeln!(
         out,
-        "Per daemon, median (min-max) over trials; a follower row pools both followers of every trial. CPU: schedstat of every thread of the process tree, % of one core; wakeups: voluntary context switches of every thread; datagrams and bytes: sent through the namespace's eth0 (nftables counters, UDP or VRRP, IP bytes: headers included). `run`: `electctl run --grace 100ms -- sleep infinity` on every server (its tree: electctl and, on the leader, `sleep`).\n"
+        "Per daemon, median (min-max) over trials; a follower row pools both followers of every trial. CPU: schedstat of every thread of the process tree, % of one core; wakeups: voluntary context switches of every thread; datagrams and bytes: sent through the namespace's eth0 (nftables counters, UDP or VRRP, IP bytes: headers included). `run`: `electctl run --grace G -- sleep infinity` on every server (its tree: electctl and, on the leader, `sleep`), G = 50 ms at heartbeat 100 ms (the largest grace with which a leader may read at the heartbeat there is 54 ms: docs/PROTOCOL.md, \"Stop timers\"), 100 ms at 1 s.\n"
     );
     main_table(out, &k, &m, have_ka);
     let _ = writeln!(
