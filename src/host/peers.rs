@@ -1,32 +1,43 @@
-//! Which bundle framing each peer reads (issue 25): the compact bundle (wire version 5,
-//! keyed 6) goes to a peer only once a compact datagram has come from it; every other
-//! peer gets version 3 (4 keyed), which every build since bundles reads. Older builds
-//! drop versions they do not know (counted `bad_version`, SPEC 3) and refuse non-zero
-//! bundle flags, so no version-3 datagram can announce the compact one; instead:
+//! Which bundle framing each peer reads (issue 25). The framings are ordered levels,
+//! each read by the builds that speak it and by every later one: version 3 (4 keyed,
+//! `Classic`), which every build since bundles reads; the compact bundle, version 5 (6
+//! keyed, `Compact`); and the compact bundle with ack maps, version 7 (8 keyed,
+//! `CompactAcks`). A peer gets the highest level it has been heard to send, never more
+//! than this build speaks (`PeerFramings::top`); a peer not heard yet gets version 3.
+//! Older builds drop versions they do not know (counted `bad_version`, SPEC 3) and
+//! refuse unknown bundle flags, so no datagram can announce a higher level; instead:
 //!
-//! - Learning: a compact datagram proves a build that reads it. A newer build still
-//!   sends version 3 to a destination it does not know (to `Dest::All` while one peer
-//!   is old or unheard), so a version-3 heartbeat from a peer known compact is no
-//!   proof of an older build: the peer falls back to version 3 on a version-3
-//!   datagram that carries a round's message (ELECT, VOTE, RESIGN: what an older build
-//!   that replaced it sends first when it cannot read our LEADs), after
-//!   `FALLBACK_STREAK` version-3 datagrams in a row (a newer build's probes break
-//!   every streak long before), or, keyed, at once when its boot number changes (it
-//!   restarted: it must be heard again).
+//! - Learning: a datagram of level L proves a build that reads L: the peer is raised
+//!   to L at once. A newer build still sends a lower level to a destination it does
+//!   not know at its top (to `Dest::All` while one peer is older or unheard), so a
+//!   lower-level heartbeat from a peer known higher is no proof of an older build: the
+//!   peer is lowered to that level on a lower-level datagram that carries a round's
+//!   message (ELECT, VOTE, RESIGN: what an older build that replaced it sends first
+//!   when it cannot read our LEADs), after `FALLBACK_STREAK` lower-level datagrams in a
+//!   row (a newer build's probes break every streak long before), or, keyed, to
+//!   unknown at once when its boot number changes (it restarted: it must be heard
+//!   again).
 //! - Probing: a heartbeat-only datagram (LEADs that are not RESIGNs, and ACKs) to a
-//!   destination not known compact is, once in `PROBE_EVERY` such datagrams (the
-//!   first included), followed by a compact copy of itself. An older peer drops the
-//!   copy and has had the version-3 original: it misses nothing. (Replacing the
-//!   original instead would cost an older peer one heartbeat in 64; with
-//!   `missed-heartbeats 2`, the least the configuration allows, one lost LEAD can let
-//!   a follower's faith lapse by the network's jitter, and one lost ACK the leader's
-//!   lease by 2 x drift, so a copy it is.) A newer peer reads both; the copy comes
-//!   second, so it learns at once and answers in compact. The duplicate is one the
-//!   core takes as any duplicated datagram (a second ACK of the same LEAD). ELECTs,
-//!   VOTEs and RESIGNs are never probes, nor copied: a round is never delayed or
-//!   doubled by the upgrade.
+//!   destination not known at the top level is, once in `PROBE_EVERY` such datagrams
+//!   (the first included), followed by a copy of itself in the top level. An older
+//!   peer drops the copy and has had the original in the level it reads: it misses
+//!   nothing. (Replacing the original instead would cost an older peer one heartbeat
+//!   in 64; with `missed-heartbeats 2`, the least the configuration allows, one lost
+//!   LEAD can let a follower's faith lapse by the network's jitter, and one lost ACK
+//!   the leader's lease by 2 x drift, so a copy it is.) A newer peer reads both; the
+//!   copy comes second, so it learns at once and answers in the top level. The
+//!   duplicate is one the core takes as any duplicated datagram (a second ACK of the
+//!   same LEAD; a LEAD whose copy may name the followers asked to acknowledge it while
+//!   the original, unable to carry the ack map, asks every follower). ELECTs, VOTEs and
+//!   RESIGNs are never probes, nor copied: a round is never delayed or doubled by the
+//!   upgrade. A peer learned at a level (raised, lowered or restarted) restarts the
+//!   cadence towards it and towards `Dest::All`: the next heartbeat datagram that
+//!   reaches it, if not in the top level, is followed by a copy, so that two builds
+//!   that speak the top level learn each other within a heartbeat of either one
+//!   learning the other, not a cadence later. A v5-only peer drops these copies and is
+//!   learned from its own (version-5) probes; a v3-only peer likewise.
 //! - `Dest::All` (multicast, or the transport's unicast fan-out of one datagram) gets
-//!   compact only when every configured peer is known compact.
+//!   the lowest level known among the configured peers (version 3 while one is unheard).
 //!
 //! The state is three arrays indexed by server id (ids are 1..=255): bounded, no clock,
 //! pure like the rest of the host. The hold and every other field still travel in
@@ -36,37 +47,62 @@ use crate::node::Dest;
 use crate::wire::{self, Framing};
 
 /// One heartbeat-only datagram in this many, to a destination not known to read the
-/// compact bundle, is followed by a compact copy (a probe).
+/// top level, is followed by a copy in the top level (a probe).
 pub const PROBE_EVERY: u32 = 64;
 
-/// Version-3 datagrams in a row, none of them a round's, after which a peer known
-/// compact gets version 3 again: above the longest streak a newer build sends (its
+/// Lower-level datagrams in a row, none of them a round's, after which a peer known at
+/// a level gets the lower one again: above the longest streak a newer build sends (its
 /// probes to `Dest::All` and to this server each break it within `PROBE_EVERY`).
 pub const FALLBACK_STREAK: u32 = 2 * PROBE_EVERY + 16;
 
-/// What a peer is known to read.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+/// What a peer is known to read, lowest first.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PeerWire {
-    /// Nothing accepted from it yet (since this process started).
+    /// Nothing accepted from it yet (since this process started, or since it
+    /// restarted).
     #[default]
     Unknown,
     /// It sent version 1 to 4 and is not known to read more.
     Classic,
-    /// It sent a compact bundle (version 5 or 6), and nothing since that says it was
-    /// replaced by an older build.
+    /// It sent a compact bundle (version 5 or 6), and is not known to read more.
     Compact,
+    /// It sent a compact bundle with ack maps (version 7 or 8).
+    CompactAcks,
 }
 
-/// Per server id, the framing it reads and the probe cadence towards it.
+impl PeerWire {
+    /// The level a datagram of `framing` proves.
+    pub fn of(framing: Framing) -> PeerWire {
+        match framing {
+            Framing::Bundle => PeerWire::Classic,
+            Framing::Compact => PeerWire::Compact,
+            Framing::CompactAcks => PeerWire::CompactAcks,
+        }
+    }
+
+    /// The framing a peer of this level reads (version 3 when unknown).
+    pub fn framing(self) -> Framing {
+        match self {
+            PeerWire::Unknown | PeerWire::Classic => Framing::Bundle,
+            PeerWire::Compact => Framing::Compact,
+            PeerWire::CompactAcks => Framing::CompactAcks,
+        }
+    }
+}
+
+/// Per server id, the level it reads and the probe cadence towards it.
 #[derive(Clone, Debug)]
 pub struct PeerFramings {
     /// By server id (index 0 unused).
     heard: [PeerWire; 256],
-    /// By server id: version-3 datagrams in a row since its last compact one.
+    /// By server id: datagrams below its level in a row.
     streak: [u32; 256],
-    /// Heartbeat-only datagrams sent to each destination while it was not known
-    /// compact: index 0 for `Dest::All`, else the server id.
+    /// Heartbeat-only datagrams sent to each destination while it was not known at the
+    /// top level: index 0 for `Dest::All`, else the server id (modulo `PROBE_EVERY`).
     sent: [u32; 256],
+    /// The highest framing this host speaks (`Framing::TOP`, lower only in tests
+    /// that emulate older builds).
+    top: Framing,
 }
 
 impl Default for PeerFramings {
@@ -75,11 +111,23 @@ impl Default for PeerFramings {
             heard: [PeerWire::Unknown; 256],
             streak: [0; 256],
             sent: [0; 256],
+            top: Framing::TOP,
         }
     }
 }
 
 impl PeerFramings {
+    /// The highest framing this host speaks.
+    pub fn top(&self) -> Framing {
+        self.top
+    }
+
+    /// Caps what this host speaks at `top` (tests emulating older builds): nothing
+    /// above it is sent, and `Host` decodes nothing above it.
+    pub fn cap(&mut self, top: Framing) {
+        self.top = top;
+    }
+
     /// An accepted datagram from `sender` came in `framing`; `round`: it carried an
     /// ELECT, VOTE or RESIGN. Returns true when that changed what `sender` is known to
     /// read.
@@ -89,30 +137,42 @@ impl PeerFramings {
             return false;
         }
         let was = self.heard[i];
-        let now = match framing {
-            Framing::Compact => {
+        let at = PeerWire::of(framing.min(self.top));
+        let now = if at >= was || round {
+            self.streak[i] = 0;
+            at
+        } else {
+            self.streak[i] = self.streak[i].saturating_add(1);
+            if self.streak[i] >= FALLBACK_STREAK {
                 self.streak[i] = 0;
-                PeerWire::Compact
-            }
-            Framing::Bundle if was != PeerWire::Compact || round => PeerWire::Classic,
-            Framing::Bundle => {
-                self.streak[i] = self.streak[i].saturating_add(1);
-                if self.streak[i] >= FALLBACK_STREAK {
-                    PeerWire::Classic
-                } else {
-                    PeerWire::Compact
-                }
+                at
+            } else {
+                was
             }
         };
         self.heard[i] = now;
+        if now != was {
+            self.learned(i);
+        }
         now != was
     }
 
     /// `peer` restarted (a new boot number): nothing is known of it until it is heard.
     pub fn restarted(&mut self, peer: u16) {
-        if let Some(w) = self.heard.get_mut(usize::from(peer)) {
+        let i = usize::from(peer);
+        if let Some(w) = self.heard.get_mut(i).filter(|_| peer != 0) {
             *w = PeerWire::Unknown;
+            self.streak[i] = 0;
+            self.learned(i);
         }
+    }
+
+    /// What is known of server `i` changed: the next heartbeat datagram to it or to
+    /// `Dest::All`, if below the top level, is followed by a copy (a probe), so a peer
+    /// that reads the top level learns at once that this host does.
+    fn learned(&mut self, i: usize) {
+        self.sent[i] = 0;
+        self.sent[0] = 0;
     }
 
     /// What `peer` was last heard to send.
@@ -123,22 +183,22 @@ impl PeerFramings {
             .unwrap_or_default()
     }
 
-    /// The framing for `dest`: compact for a peer known compact, or for `Dest::All`
-    /// when every one of `peers` is; else version 3.
-    pub fn framing(&self, dest: Dest, mut peers: impl Iterator<Item = u16>) -> Framing {
+    /// The framing for `dest`: the level `Dest::One(p)` is known to read, or for
+    /// `Dest::All` the lowest level known among `peers`; never above the top level.
+    pub fn framing(&self, dest: Dest, peers: impl Iterator<Item = u16>) -> Framing {
         let known = match dest {
-            Dest::One(p) => self.of(p) == PeerWire::Compact,
-            Dest::All => peers.all(|p| self.of(p) == PeerWire::Compact),
+            Dest::One(p) => self.of(p).framing(),
+            Dest::All => peers
+                .map(|p| self.of(p).framing())
+                .min()
+                .unwrap_or(self.top),
         };
-        if known {
-            Framing::Compact
-        } else {
-            Framing::Bundle
-        }
+        known.min(self.top)
     }
 
-    /// Counts a version-3 datagram to `dest` of `entries`; true when it is to be
-    /// followed by a compact copy (heartbeat-only, and the first of `PROBE_EVERY`).
+    /// Counts a datagram below the top level to `dest` of `entries`; true when it is to
+    /// be followed by a copy in the top level (heartbeat-only, and the first of
+    /// `PROBE_EVERY`).
     pub fn probe(&mut self, dest: Dest, entries: &[wire::Entry]) -> bool {
         let heartbeat_only = entries.iter().all(|e| {
             matches!(
@@ -156,6 +216,24 @@ impl PeerFramings {
         let probe = *n % PROBE_EVERY == 0;
         *n = n.wrapping_add(1) % PROBE_EVERY;
         probe
+    }
+}
+
+impl super::Host {
+    /// Caps the framings this host speaks at `top`, to emulate an older build in
+    /// tests: `Framing::Compact` is a build of versions 1 to 6 (before the ack map),
+    /// `Framing::Bundle` one of versions 1 to 4 (before the compact bundle). It sends
+    /// nothing above `top` (originals and probes' copies alike) and drops every
+    /// datagram above it as such a build does (`bad_version`, or `too_long` when longer
+    /// than a single message).
+    #[doc(hidden)]
+    pub fn cap_wire(&mut self, top: Framing) {
+        self.wire.cap(top);
+    }
+
+    /// The highest framing this host speaks (`Framing::TOP` unless capped).
+    pub fn wire_top(&self) -> Framing {
+        self.wire.top()
     }
 }
 
