@@ -266,41 +266,121 @@ mod tests {
         })
     }
 
+    use Framing::{Bundle, Compact, CompactAcks};
+
+    /// Heartbeat-only datagrams to `dest` in a row, and which of them probe.
+    fn probes(p: &mut PeerFramings, dest: Dest, n: usize) -> Vec<usize> {
+        (0..n).filter(|_| p.probe(dest, &[lead(false)])).collect()
+    }
+
     #[test]
-    fn a_compact_datagram_teaches_and_a_round_in_version_3_unteaches() {
+    fn a_datagram_of_a_level_raises_to_it_at_once() {
         let mut p = PeerFramings::default();
         let peers = || [2u16, 3].into_iter();
-        assert_eq!(p.framing(Dest::One(2), peers()), Framing::Bundle);
-        assert!(p.heard(2, Framing::Bundle, false));
+        assert_eq!(p.framing(Dest::One(2), peers()), Bundle, "unknown");
+        assert!(p.heard(2, Bundle, false));
         assert_eq!(p.of(2), PeerWire::Classic);
-        assert!(p.heard(2, Framing::Compact, false));
-        assert!(!p.heard(2, Framing::Compact, false));
-        assert_eq!(p.framing(Dest::One(2), peers()), Framing::Compact);
-        assert_eq!(p.framing(Dest::All, peers()), Framing::Bundle, "3 unknown");
-        p.heard(3, Framing::Compact, false);
-        assert_eq!(p.framing(Dest::All, peers()), Framing::Compact);
-        // Version-3 heartbeats from a newer build (its LEADs to All while another peer
-        // is old) do not unteach, short of a streak no newer build sends.
-        for _ in 1..FALLBACK_STREAK {
-            assert!(!p.heard(3, Framing::Bundle, false));
+        assert!(p.heard(2, Compact, false));
+        assert_eq!(p.framing(Dest::One(2), peers()), Compact);
+        assert!(p.heard(2, CompactAcks, false));
+        assert!(!p.heard(2, CompactAcks, false));
+        assert_eq!(p.of(2), PeerWire::CompactAcks);
+        assert_eq!(p.framing(Dest::One(2), peers()), CompactAcks);
+        // Straight from unknown to the top as well.
+        assert!(p.heard(3, CompactAcks, false));
+        assert_eq!(p.framing(Dest::One(3), peers()), CompactAcks);
+        assert!(!p.heard(0, CompactAcks, false));
+        assert_eq!(p.of(0), PeerWire::Unknown);
+    }
+
+    #[test]
+    fn all_gets_the_lowest_level_among_the_peers() {
+        let mut p = PeerFramings::default();
+        let peers = || [2u16, 3, 4].into_iter();
+        p.heard(2, CompactAcks, false);
+        p.heard(3, CompactAcks, false);
+        assert_eq!(p.framing(Dest::All, peers()), Bundle, "4 unheard");
+        p.heard(4, Compact, false);
+        assert_eq!(p.framing(Dest::All, peers()), Compact);
+        p.heard(4, CompactAcks, false);
+        assert_eq!(p.framing(Dest::All, peers()), CompactAcks);
+        p.heard(3, Bundle, true);
+        assert_eq!(p.framing(Dest::All, peers()), Bundle);
+        assert_eq!(p.framing(Dest::One(2), peers()), CompactAcks);
+        assert_eq!(p.framing(Dest::All, std::iter::empty()), CompactAcks);
+    }
+
+    #[test]
+    fn a_round_lowers_at_once_and_heartbeats_only_after_a_streak() {
+        let peers = || [2u16].into_iter();
+        for lower in [Bundle, Compact] {
+            let mut p = PeerFramings::default();
+            p.heard(2, CompactAcks, false);
+            // Lower heartbeats from a newer build (to All while another peer is
+            // older) do not lower it, short of a streak no newer build sends.
+            for _ in 1..FALLBACK_STREAK {
+                assert!(!p.heard(2, lower, false));
+            }
+            p.heard(2, CompactAcks, false);
+            for _ in 1..FALLBACK_STREAK {
+                p.heard(2, lower, false);
+            }
+            assert_eq!(p.of(2), PeerWire::CompactAcks, "{lower:?}");
+            assert!(p.heard(2, lower, false), "the streak's end");
+            assert_eq!(p.framing(Dest::One(2), peers()), lower);
+            // A round's message in a lower level: lowered at once.
+            p.heard(2, CompactAcks, false);
+            assert!(p.heard(2, lower, true));
+            assert_eq!(p.of(2), PeerWire::of(lower));
         }
-        p.heard(3, Framing::Compact, false);
-        for _ in 1..FALLBACK_STREAK {
-            p.heard(3, Framing::Bundle, false);
+        // A compact heartbeat breaks a streak of version 3 towards a compact peer, and
+        // a version-3 round lowers a compact peer.
+        let mut p = PeerFramings::default();
+        p.heard(2, Compact, false);
+        for _ in 0..3 * FALLBACK_STREAK {
+            p.heard(2, Bundle, false);
+            p.heard(2, Compact, false);
         }
-        assert_eq!(p.of(3), PeerWire::Compact);
-        assert!(p.heard(3, Framing::Bundle, false), "the streak's end");
-        assert_eq!(p.framing(Dest::All, peers()), Framing::Bundle);
-        // A round's message in version 3 (an older build that replaced server 2 and
-        // cannot read our LEADs): back to version 3 at once, for All as well.
-        assert!(p.heard(2, Framing::Bundle, true));
-        assert_eq!(p.framing(Dest::One(2), peers()), Framing::Bundle);
+        assert_eq!(p.of(2), PeerWire::Compact);
+        assert!(p.heard(2, Bundle, true));
         // A restart (new boot number): unknown until heard.
-        p.heard(2, Framing::Compact, false);
+        p.heard(2, CompactAcks, false);
         p.restarted(2);
         assert_eq!(p.of(2), PeerWire::Unknown);
-        assert!(!p.heard(0, Framing::Compact, false));
-        assert_eq!(p.of(0), PeerWire::Unknown);
+        assert_eq!(p.framing(Dest::One(2), peers()), Bundle);
+    }
+
+    #[test]
+    fn a_capped_host_speaks_nothing_above_its_cap() {
+        let mut p = PeerFramings::default();
+        p.cap(Compact);
+        assert_eq!(p.top(), Compact);
+        p.heard(2, CompactAcks, false);
+        assert_eq!(p.of(2), PeerWire::Compact);
+        assert_eq!(p.framing(Dest::One(2), [2u16].into_iter()), Compact);
+        assert_eq!(p.framing(Dest::All, std::iter::empty()), Compact);
+    }
+
+    #[test]
+    fn learning_restarts_the_probe_cadence() {
+        let mut p = PeerFramings::default();
+        assert_eq!(probes(&mut p, Dest::One(2), 10), [0], "the first probes");
+        assert_eq!(probes(&mut p, Dest::All, 10), [0]);
+        // Server 2 heard in version 5: what it knows of us may be old, so the next
+        // heartbeat to it (and to All) is followed by a top-level copy, not 54 later.
+        p.heard(2, Compact, false);
+        assert_eq!(probes(&mut p, Dest::One(2), 70), [0, 64]);
+        assert_eq!(probes(&mut p, Dest::All, 10), [0]);
+        // Nothing new (the same level again): the cadence goes on.
+        p.heard(2, Compact, false);
+        assert_eq!(probes(&mut p, Dest::One(2), 10), []);
+        // Other peers' cadences are their own.
+        assert_eq!(probes(&mut p, Dest::One(3), 3), [0]);
+        p.heard(2, CompactAcks, false);
+        assert_eq!(probes(&mut p, Dest::One(3), 3), []);
+        assert_eq!(probes(&mut p, Dest::All, 3), [0]);
+        p.restarted(2);
+        assert_eq!(probes(&mut p, Dest::One(2), 3), [0]);
     }
 
     #[test]
