@@ -494,3 +494,55 @@ fn mixed_clusters_elect_and_keep_a_leader() {
         }
     }
 }
+
+/// A new build that restarts (unkeyed: nothing says so but its datagrams) beside a
+/// v5-only server hears the leader's LEADs to All in version 5 and answers in it; the
+/// leader, which knows it reads versions 7/8, sends its next LEAD with a version-7
+/// copy, so the restarted server is back on versions 7/8 within a few heartbeats, not
+/// after a probe cadence of 64.
+#[test]
+fn a_restarted_new_build_is_back_on_v7_within_a_few_heartbeats() {
+    for keyed in [false, true] {
+        for at in [2_000, 2_037, 3_210] {
+            let tag = format!("keyed {keyed} restart at {at} ms");
+            let mut net = Net::new([NEW, V5, NEW], 1, keyed);
+            net.run_to(ms(at));
+            assert_eq!(net.leader(), Some(1), "{tag}");
+            let mut h = host(3, 1, keyed, net.now, NEW);
+            if keyed {
+                let cfg = host_cfg(3, false);
+                let node_cfg = NodeConfig {
+                    missed_heartbeats: 2,
+                    ..node_cfg(3, 33, Some(1))
+                };
+                let node = Node::new(node_cfg, Durable::default(), net.now).unwrap();
+                let groups = vec![("default".to_string(), node, Durable::default())];
+                let extra = electd::store::Extra {
+                    boot: 2,
+                    ..Default::default()
+                };
+                h = Host::new(cfg, groups, Default::default(), extra, Some(keys()));
+            }
+            net.hosts[2] = h;
+            let restart = net.now;
+            net.run_to(restart + HBT * 100);
+            assert_eq!(net.leader(), Some(1), "{tag}");
+            let from_3: Vec<&Sent> = net
+                .sent
+                .iter()
+                .filter(|s| s.at > restart && s.from == 3 && s.to == Dest::One(1) && !s.probe)
+                .collect();
+            assert!(from_3.len() > 50, "{tag}: {}", from_3.len());
+            let first_v7 = from_3.iter().position(|s| s.framing == NEW);
+            let lower = from_3.iter().filter(|s| s.framing != NEW).count();
+            eprintln!(
+                "{tag}: {} ACKs to the leader, {lower} below version 7",
+                from_3.len()
+            );
+            assert!(first_v7.is_some_and(|i| i <= 3), "{tag}: {first_v7:?}");
+            assert!(lower <= 3, "{tag}: {lower} below version 7");
+            assert_eq!(net.hosts[2].peer_wire(1), PeerWire::CompactAcks, "{tag}");
+            assert_eq!(net.originals_dropped, [0; 3], "{tag}");
+        }
+    }
+}

@@ -30,11 +30,15 @@
 //!   same LEAD; a LEAD whose copy may name the followers asked to acknowledge it while
 //!   the original, unable to carry the ack map, asks every follower). ELECTs, VOTEs and
 //!   RESIGNs are never probes, nor copied: a round is never delayed or doubled by the
-//!   upgrade. A peer learned at a level (raised, lowered or restarted) restarts the
-//!   cadence towards it and towards `Dest::All`: the next heartbeat datagram that
-//!   reaches it, if not in the top level, is followed by a copy, so that two builds
-//!   that speak the top level learn each other within a heartbeat of either one
-//!   learning the other, not a cadence later. A v5-only peer drops these copies and is
+//!   upgrade. A peer learned at a level (raised, lowered or restarted), or heard in a
+//!   level below the one it is known at (the first such datagram in a row: it may not
+//!   know that this host reads more, having restarted, unkeyed, and heard it to
+//!   `Dest::All` in a lower level), restarts the cadence towards it and towards
+//!   `Dest::All`: the next heartbeat datagram that reaches it, if not in the top
+//!   level, is followed by a copy, so that two builds that speak the top level learn
+//!   each other within a heartbeat of either one learning the other, not a cadence
+//!   later. (At most one extra copy per streak; every streak of a newer peer is broken
+//!   by its own probes, once in `PROBE_EVERY`.) A v5-only peer drops these copies and is
 //!   learned from its own (version-5) probes; a v3-only peer likewise.
 //! - `Dest::All` (multicast, or the transport's unicast fan-out of one datagram) gets
 //!   the lowest level known among the configured peers (version 3 while one is unheard).
@@ -143,6 +147,13 @@ impl PeerFramings {
             at
         } else {
             self.streak[i] = self.streak[i].saturating_add(1);
+            if self.streak[i] == 1 {
+                // The first lower datagram since one of its level: maybe it does not
+                // know that we read its level (it restarted, unkeyed, and heard us
+                // in a lower level to All). Our next heartbeat to it or to All, if
+                // below the top, is followed by a copy; at most once in a streak.
+                self.learned(i);
+            }
             if self.streak[i] >= FALLBACK_STREAK {
                 self.streak[i] = 0;
                 at
@@ -381,6 +392,15 @@ mod tests {
         assert_eq!(probes(&mut p, Dest::All, 3), [0]);
         p.restarted(2);
         assert_eq!(probes(&mut p, Dest::One(2), 3), [0]);
+        // Known at the top, heard lower: the first such datagram in a row restarts the
+        // cadence (it may not know we read more), the next ones do not.
+        p.heard(2, CompactAcks, false);
+        assert_eq!(probes(&mut p, Dest::One(2), 3), [0]);
+        assert!(!p.heard(2, Compact, false));
+        assert_eq!(probes(&mut p, Dest::All, 3), [0]);
+        assert!(!p.heard(2, Compact, false));
+        assert_eq!(probes(&mut p, Dest::All, 3), []);
+        assert_eq!(p.of(2), PeerWire::CompactAcks);
     }
 
     #[test]
