@@ -436,9 +436,9 @@ fn mixed_clusters_elect_and_keep_a_leader() {
                 assert_eq!(net.leader(), Some(leader), "{tag}");
                 assert_eq!(net.elections(), elections, "{tag}: a round after the first");
                 assert_eq!(net.originals_dropped, [0; 3], "{tag}: an original dropped");
-                for j in 0..3 {
-                    assert_eq!(version_drops(&net.hosts[j]), net.old_dropped[j], "{tag}");
-                    if caps[j] == NEW {
+                for (j, (h, cap)) in net.hosts.iter().zip(caps).enumerate() {
+                    assert_eq!(version_drops(h), net.old_dropped[j], "{tag}");
+                    if cap == NEW {
                         assert_eq!(net.old_dropped[j], 0, "{tag}");
                     }
                 }
