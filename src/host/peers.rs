@@ -37,8 +37,9 @@
 //!   `Dest::All`: the next heartbeat datagram that reaches it, if not in the top
 //!   level, is followed by a copy, so that two builds that speak the top level learn
 //!   each other within a heartbeat of either one learning the other, not a cadence
-//!   later. (At most one extra copy per streak; every streak of a newer peer is broken
-//!   by its own probes, once in `PROBE_EVERY`.) A v5-only peer drops these copies and is
+//!   later. (The lower-level hint counts once per level learned: two newer builds
+//!   that both send to `Dest::All` in a lower level would otherwise answer each
+//!   other's probes with probes.) A v5-only peer drops these copies and is
 //!   learned from its own (version-5) probes; a v3-only peer likewise.
 //! - `Dest::All` (multicast, or the transport's unicast fan-out of one datagram) gets
 //!   the lowest level known among the configured peers (version 3 while one is unheard).
@@ -101,6 +102,9 @@ pub struct PeerFramings {
     heard: [PeerWire; 256],
     /// By server id: datagrams below its level in a row.
     streak: [u32; 256],
+    /// By server id: a lower-level datagram already restarted the probe cadence since
+    /// its level was last learned (once per level learned).
+    hinted: [bool; 256],
     /// Heartbeat-only datagrams sent to each destination while it was not known at the
     /// top level: index 0 for `Dest::All`, else the server id (modulo `PROBE_EVERY`).
     sent: [u32; 256],
@@ -114,6 +118,7 @@ impl Default for PeerFramings {
         PeerFramings {
             heard: [PeerWire::Unknown; 256],
             streak: [0; 256],
+            hinted: [false; 256],
             sent: [0; 256],
             top: Framing::TOP,
         }
@@ -147,11 +152,15 @@ impl PeerFramings {
             at
         } else {
             self.streak[i] = self.streak[i].saturating_add(1);
-            if self.streak[i] == 1 {
+            if self.streak[i] == 1 && !self.hinted[i] {
                 // The first lower datagram since one of its level: maybe it does not
                 // know that we read its level (it restarted, unkeyed, and heard us
                 // in a lower level to All). Our next heartbeat to it or to All, if
-                // below the top, is followed by a copy; at most once in a streak.
+                // below the top, is followed by a copy. Once per level learned: two
+                // newer builds that both send to All in a lower level (for an older
+                // or unheard peer) would otherwise answer each other's probes with
+                // probes, every heartbeat.
+                self.hinted[i] = true;
                 self.learned(i);
             }
             if self.streak[i] >= FALLBACK_STREAK {
@@ -163,6 +172,7 @@ impl PeerFramings {
         };
         self.heard[i] = now;
         if now != was {
+            self.hinted[i] = false;
             self.learned(i);
         }
         now != was
@@ -174,6 +184,7 @@ impl PeerFramings {
         if let Some(w) = self.heard.get_mut(i).filter(|_| peer != 0) {
             *w = PeerWire::Unknown;
             self.streak[i] = 0;
+            self.hinted[i] = false;
             self.learned(i);
         }
     }
@@ -401,6 +412,19 @@ mod tests {
         assert!(!p.heard(2, Compact, false));
         assert_eq!(probes(&mut p, Dest::All, 3), []);
         assert_eq!(p.of(2), PeerWire::CompactAcks);
+        // Once per level learned: its probes break the streak, and the next lower
+        // datagram does not restart the cadence again (no probe ping-pong between
+        // two newer builds that both send to All in a lower level).
+        for _ in 0..10 {
+            p.heard(2, CompactAcks, false);
+            p.heard(2, Compact, false);
+            assert_eq!(probes(&mut p, Dest::All, 1), []);
+        }
+        // Until it is learned anew.
+        p.heard(2, Compact, true);
+        p.heard(2, CompactAcks, false);
+        p.heard(2, Compact, false);
+        assert_eq!(probes(&mut p, Dest::All, 64), [0]);
     }
 
     #[test]
