@@ -546,3 +546,65 @@ fn a_restarted_new_build_is_back_on_v7_within_a_few_heartbeats() {
         }
     }
 }
+
+/// Two groups led by two new servers beside a v3-only one: both new servers send their
+/// LEADs to All in version 3, each with a version-7 copy now and then, and each hears
+/// the other's version-3 LEADs below the level it knows it at. They must not answer
+/// each other's copies with copies (the lower-level hint counts once per level
+/// learned): about one probe per sender in `PROBE_EVERY` heartbeat datagrams.
+#[test]
+fn two_new_leaders_beside_an_old_server_do_not_probe_each_other_every_heartbeat() {
+    let mk = |id: u16, cap: Framing| {
+        let groups = ["a", "b"]
+            .iter()
+            .enumerate()
+            .map(|(g, name)| {
+                let cfg = NodeConfig {
+                    missed_heartbeats: 2,
+                    ..node_cfg(id, 11 * u64::from(id) + g as u64, Some(g as u16 + 1))
+                };
+                let node = Node::new(cfg, Durable::default(), ms(0)).unwrap();
+                (name.to_string(), node, Durable::default())
+            })
+            .collect();
+        let extra = electd::store::Extra {
+            boot: 1,
+            ..Default::default()
+        };
+        let mut h = Host::new(host_cfg(id, true), groups, Default::default(), extra, None);
+        h.cap_wire(cap);
+        h
+    };
+    let caps = [NEW, NEW, V3];
+    let mut net = Net::new(caps, 1, false);
+    net.hosts = (1..=3)
+        .map(|id| mk(id, caps[usize::from(id - 1)]))
+        .collect();
+    net.run_to(ms(1_000));
+    let leads = |net: &Net, g: usize| {
+        (0..3)
+            .find(|&i| net.hosts[i].group(g).node.is_leader(net.now))
+            .map(|i| i as u16 + 1)
+    };
+    assert_eq!((leads(&net, 0), leads(&net, 1)), (Some(1), Some(2)));
+    let start = net.now;
+    net.run_to(start + HBT * 640);
+    assert_eq!((leads(&net, 0), leads(&net, 1)), (Some(1), Some(2)));
+    assert_eq!(net.originals_dropped, [0; 3]);
+    for from in [1u16, 2] {
+        let late = net.sent.iter().filter(|s| s.at > start && s.from == from);
+        let (probes, all): (Vec<&Sent>, Vec<&Sent>) = late.partition(|s| s.probe);
+        eprintln!(
+            "server {from}: {} datagrams, {} probes",
+            all.len(),
+            probes.len()
+        );
+        assert!(all.len() >= 640, "{}", all.len());
+        assert!(
+            probes.len() <= 2 * (all.len() / PROBE_EVERY as usize + 2),
+            "server {from}: {} probes in {} datagrams",
+            probes.len(),
+            all.len()
+        );
+    }
+}
