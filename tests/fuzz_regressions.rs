@@ -35,7 +35,7 @@ fn decoder_inputs() {
     eprintln!("decoder: {} saved inputs replayed", saved.len());
 }
 
-/// The compact bundle (versions 5 and 6): random edits of valid compact datagrams,
+/// The compact bundles (versions 5 to 8): random edits of valid compact datagrams,
 /// so the harness reaches the varint and entry checks that random bytes never do; the
 /// harness re-seals the CRC, and checks that what is accepted re-encodes to the same
 /// bytes in its framing and to the same bundle in the other.
@@ -47,7 +47,19 @@ fn compact_decoder_inputs() {
     let mut alive = PeerSet::EMPTY;
     alive.insert(2);
     alive.insert(9);
+    let mut acks = PeerSet::EMPTY;
+    acks.insert(3);
+    acks.insert(255);
     let bodies = [
+        Body::Lead {
+            seq: 109,
+            hold_ms: 300,
+            resign: false,
+            successor: 0,
+            unfit: true,
+            alive,
+            acks,
+        },
         Body::Lead {
             seq: 108,
             hold_ms: 300,
@@ -71,7 +83,7 @@ fn compact_decoder_inputs() {
             last_resort: true,
         },
     ];
-    let (mut accepted, mut tried) = (0, 0);
+    let (mut accepted, mut tried, mut with_acks) = (0, 0, 0);
     for round in 0..20_000u64 {
         let n = 1 + rng.below(4) as usize;
         let entries: Vec<Entry> = (0..n)
@@ -88,8 +100,10 @@ fn compact_decoder_inputs() {
         let keyed = round % 2 == 1;
         let mut b = Vec::new();
         let s = entries[0].msg.sender;
+        // Versions 5/6 and 7/8 in turn (odd rounds keyed).
+        let framing = [Framing::Compact, Framing::CompactAcks][(round / 2 % 2) as usize];
         wire::encode_in(
-            Framing::Compact,
+            framing,
             s,
             0xF022,
             &entries,
@@ -115,12 +129,21 @@ fn compact_decoder_inputs() {
             let n = fixed.len() - 4;
             let crc = crc32fast::hash(&fixed[..n]);
             fixed[n..].copy_from_slice(&crc.to_be_bytes());
-            accepted += wire::decode_any(&fixed, None, 256).is_ok() as u32;
+            if let Ok(b) = wire::decode_any(&fixed, None, 256) {
+                accepted += 1;
+                with_acks += b
+                    .entries
+                    .iter()
+                    .any(|e| matches!(e.msg.body, Body::Lead { acks, .. } if !acks.is_empty()))
+                    as u32;
+            }
         }
     }
-    eprintln!("compact: {tried} edited datagrams, {accepted} accepted once re-sealed");
+    eprintln!(
+        "compact: {tried} edited datagrams, {accepted} accepted once re-sealed, {with_acks} with an ack map"
+    );
     assert!(
-        accepted > 100,
+        accepted > 100 && with_acks > 20,
         "the edits must reach the fields behind the trailer"
     );
 }

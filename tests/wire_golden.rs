@@ -710,6 +710,7 @@ fn actual() -> Vec<(String, String)> {
     v.extend(random_digest());
     v.extend(allocations());
     v.extend(compact_rows());
+    v.extend(acks_rows());
     v
 }
 
@@ -1103,4 +1104,308 @@ fn the_wire_format_is_unchanged() {
         bad.len(),
         bad.join("\n")
     );
+}
+
+// ----- versions 7 and 8: the ack map (issue 25, sparse acknowledgements) ---------------
+
+fn encode_at(
+    framing: wire::Framing,
+    sender: u16,
+    fp: u32,
+    es: &[Entry],
+    keyed: Option<u64>,
+) -> Vec<u8> {
+    let k = key();
+    let mut b = Vec::new();
+    let n = wire::encode_in(framing, sender, fp, es, keyed.map(|c| (c, &k)), &mut b);
+    assert_eq!(n, b.len());
+    assert_eq!(n, wire::bundle_len(framing, es, keyed.is_some()));
+    b
+}
+
+fn asking(mut body: Body, ids: &[u16]) -> Body {
+    if let Body::Lead { acks, .. } = &mut body {
+        *acks = set(ids);
+    }
+    body
+}
+
+/// The LEADs of versions 7/8: an idle sparse LEAD of 3 servers naming one follower,
+/// a LEAD with every flag a LEAD asking can have (unfit, acks) and both maps, a map of
+/// the highest id, and a RESIGN given a map (never carried).
+fn acks_messages() -> Vec<(&'static str, Message)> {
+    let m = |sender, term, body| Message {
+        sender,
+        fingerprint: 0xDEAD_BEEF,
+        term,
+        body,
+    };
+    vec![
+        (
+            "lead_asks_2",
+            m(
+                1,
+                1,
+                asking(lead(108, 300, false, 0, false, &[1, 2, 3]), &[2]),
+            ),
+        ),
+        (
+            "lead_unfit_asks_2_9",
+            m(
+                7,
+                5,
+                asking(lead(10, 300, false, 0, true, &[1, 7, 9]), &[2, 9]),
+            ),
+        ),
+        (
+            "lead_asks_255",
+            m(
+                255,
+                u64::MAX,
+                asking(lead(u64::MAX, u32::MAX, false, 0, false, &[255]), &[255]),
+            ),
+        ),
+        (
+            "lead_resign_unfit_succ_asks",
+            m(1, 6, asking(lead(11, 300, true, 3, true, &[1, 3]), &[3])),
+        ),
+    ]
+}
+
+/// Every row of versions 7 and 8.
+fn acks_rows() -> Vec<(String, String)> {
+    use wire::Framing::{Compact, CompactAcks};
+    let mut out = Vec::new();
+    let mut golden: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut msgs: Vec<(&str, Message)> = acks_messages();
+    // ELECT, VOTE and ACK (and the older LEADs): the version-5 entry, byte for byte.
+    msgs.extend(messages().into_iter().filter(|(n, _)| {
+        [
+            "lead",
+            "lead_unfit",
+            "elect",
+            "elect_last_resort",
+            "vote_1",
+            "ack",
+            "ack_unfit",
+        ]
+        .contains(n)
+    }));
+    for (i, (name, msg)) in msgs.into_iter().enumerate() {
+        let e = [Entry {
+            group: (i % 4) as u8,
+            msg,
+        }];
+        for (ver, keyed) in [("v7", None), ("v8", Some(1 << 40 | i as u64))] {
+            let b = encode_at(CompactAcks, msg.sender, msg.fingerprint, &e, keyed);
+            let got = decode_compact(&b, keyed.is_some()).unwrap();
+            assert_eq!((got.sender, got.counter), (msg.sender, keyed), "{name}");
+            let mut want = canonical(msg, true);
+            if let Body::Lead {
+                resign: true, acks, ..
+            } = &mut want.body
+            {
+                *acks = PeerSet::EMPTY;
+            }
+            assert_eq!(got.entries[0].msg, want, "{ver}/{name}");
+            // Versions 5/6 of the same entry: the same bytes but the version, the flag
+            // and the map; it decodes with no map (every follower acknowledges).
+            let v5 = encode_at(Compact, msg.sender, msg.fingerprint, &e, keyed);
+            let mut plain = want;
+            if let Body::Lead { acks, .. } = &mut plain.body {
+                *acks = PeerSet::EMPTY;
+            }
+            assert_eq!(
+                decode_compact(&v5, keyed.is_some()).unwrap().entries[0].msg,
+                plain
+            );
+            let asks = matches!(want.body, Body::Lead { acks, .. } if !acks.is_empty());
+            if !asks {
+                let n = v5.len() - if keyed.is_some() { 16 } else { 4 };
+                assert_eq!(b[3..n], v5[3..n], "{ver}/{name}: v7 is v5 but the version");
+            }
+            out.push((format!("{ver}/{name}"), hex(&b)));
+            out.push((
+                format!("{ver}/{name}/decoded"),
+                format!("{:?}", got.entries),
+            ));
+            golden.push((format!("{ver}/{name}"), b));
+        }
+    }
+    // The idle sparse LEAD of the byte table, N = 3, term 1, seq 108, hold 300, every
+    // server alive, asking server 2, against the version-5 idle LEAD.
+    for keyed in [false, true] {
+        let fp = 0xcf7f_cb26;
+        let counter = keyed.then_some(1 << 32 | 7);
+        let e = [Entry {
+            group: 0,
+            msg: Message {
+                sender: 1,
+                fingerprint: fp,
+                term: 1,
+                body: asking(lead(108, 300, false, 0, false, &[1, 2, 3]), &[2]),
+            },
+        }];
+        let b = encode_at(CompactAcks, 1, fp, &e, counter);
+        let [(_, l5), _] = idle(3, keyed);
+        let v = if keyed { "v8" } else { "v7" };
+        out.push((format!("{v}/idle_sparse_lead_n3"), hex(&b)));
+        out.push((
+            format!("{v}/idle_sparse_len_n3"),
+            format!("lead {} (v5/v6 {})", b.len(), l5.len()),
+        ));
+    }
+    // Malformed: each decoder's result.
+    let get = |n: &str| golden.iter().find(|(g, _)| g == n).unwrap().1.clone();
+    let mut cases: Vec<(String, Vec<u8>)> = Vec::new();
+    for base in ["v7/lead_asks_2", "v8/lead_asks_2"] {
+        let b = get(base);
+        let keyed = base.starts_with("v8");
+        let seal = |x: Vec<u8>| if keyed { retag(x) } else { recrc(x) };
+        let h = if keyed { 17 } else { 9 };
+        // group, kind, term 1, seq 108 (0x6c), hold 300 (0xac 0x02), alive 1 byte 0x07,
+        // acks 1 byte 0x02.
+        assert_eq!(
+            b[h..h + 10],
+            [0, 0x41, 1, 0x6c, 0xac, 0x02, 1, 0x07, 1, 0x02]
+        );
+        let at = h + 8;
+        let edit = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut x = b.clone();
+            f(&mut x);
+            seal(x)
+        };
+        let v5 = if keyed { 6 } else { 5 };
+        for (name, x) in [
+            ("as_v5", edit(&|x| x[2] = v5)),
+            ("as_v3", edit(&|x| x[2] = v5 - 2)),
+            ("with_resign", edit(&|x| x[h + 1] = 0x51)),
+            (
+                "map_empty",
+                edit(&|x| x.splice(at..at + 2, [0]).for_each(drop)),
+            ),
+            (
+                "map_33",
+                edit(&|x| {
+                    x.splice(at..at + 2, [33].into_iter().chain([1; 33]))
+                        .for_each(drop)
+                }),
+            ),
+            (
+                "map_32",
+                edit(&|x| {
+                    x.splice(at..at + 2, [32].into_iter().chain([1; 32]))
+                        .for_each(drop)
+                }),
+            ),
+            (
+                "map_trailing_zero",
+                edit(&|x| x.splice(at..at + 2, [2, 2, 0]).for_each(drop)),
+            ),
+            ("map_cut", edit(&|x| x[at] = 2)),
+            ("map_unflagged", edit(&|x| x[h + 1] = 0x01)),
+            ("map_missing", edit(&|x| x.drain(at..at + 2).for_each(drop))),
+        ] {
+            cases.push((format!("{base}/{name}"), x));
+        }
+    }
+    // The flag in a version-5/6 LEAD built by hand (a v5 idle LEAD with bit 6 set).
+    for keyed in [false, true] {
+        let [(_, l5), _] = idle(3, keyed);
+        let h = if keyed { 17 } else { 9 };
+        let mut x = l5.clone();
+        x[h + 1] |= 0x40;
+        x.splice(
+            x.len() - if keyed { 16 } else { 4 }..x.len() - if keyed { 16 } else { 4 },
+            [1, 2],
+        );
+        let v = if keyed { "v6" } else { "v5" };
+        cases.push((
+            format!("{v}/idle_lead_flag_acks"),
+            if keyed { retag(x) } else { recrc(x) },
+        ));
+    }
+    for (name, b) in cases {
+        for (way, r) in ["decode", "keyed", "any", "any_keyed"]
+            .iter()
+            .zip(decode_all_ways(&b))
+        {
+            out.push((format!("err7/{name}/{way}"), err(&r)));
+        }
+    }
+    // Every cut and flip of every v7/v8 encoding refused.
+    for (name, b) in &golden {
+        let keyed = name.starts_with("v8");
+        let seal = |x: Vec<u8>| if keyed { retag(x) } else { recrc(x) };
+        for cut in 0..b.len() {
+            for x in [b[..cut].to_vec(), seal(b[..cut].to_vec())] {
+                assert!(decode_compact(&x, keyed).is_err(), "{name} cut to {cut}");
+                assert!(decode_compact(&x, !keyed).is_err(), "{name} cut to {cut}");
+            }
+        }
+        for bit in 0..b.len() * 8 {
+            let mut x = b.clone();
+            x[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode_compact(&x, keyed).is_err(), "{name} flip {bit}");
+        }
+    }
+    // A sealed random-edit digest of the v7/v8 encodings, as for the older versions.
+    let mut rng = electd::rng::SplitMix64::new(0x7007);
+    let mut h = [(); 4].map(|_| crc32fast::Hasher::new());
+    let mut oks = [0usize; 4];
+    for round in 0..20_000 {
+        let (_, base) = &golden[rng.below(golden.len() as u64) as usize];
+        let mut x = base.clone();
+        for _ in 0..1 + rng.below(3) {
+            let i = rng.below(x.len().min(40) as u64) as usize;
+            x[i] = match rng.below(4) {
+                0 => 0,
+                1 => x[i] ^ (1 << rng.below(8)),
+                _ => rng.next_u64() as u8,
+            };
+        }
+        if rng.below(6) == 0 {
+            x.truncate(rng.below(x.len() as u64 + 1) as usize);
+        }
+        let x = match round % 3 {
+            0 => recrc(x),
+            1 => retag(x),
+            _ => x,
+        };
+        for (j, r) in decode_all_ways(&x).iter().enumerate() {
+            h[j].update(r.as_bytes());
+            oks[j] += r.starts_with("Ok") as usize;
+        }
+    }
+    for ((h, w), ok) in h
+        .into_iter()
+        .zip(["decode", "keyed", "any", "any_keyed"])
+        .zip(oks)
+    {
+        out.push((
+            format!("digest7/{w}"),
+            format!("{:08x} ok={ok}", h.finalize()),
+        ));
+    }
+    let k = key();
+    let hb: Vec<Entry> = heartbeat()
+        .into_iter()
+        .map(|mut e| {
+            e.msg.body = asking(e.msg.body, &[2]);
+            e
+        })
+        .collect();
+    let runs = wire::pack_in(CompactAcks, &hb, true);
+    out.push(("v8/heartbeat_runs".into(), format!("{runs:?}")));
+    let lens: Vec<usize> = acks_messages()
+        .iter()
+        .map(|(_, m)| wire::entry_len_in(CompactAcks, m))
+        .collect();
+    out.push(("entry_len7".into(), format!("{lens:?}")));
+    let mut b = Vec::with_capacity(4096);
+    let (n, _) = allocs(|| wire::encode_in(CompactAcks, 1, 1, &hb[..40], Some((9, &k)), &mut b));
+    out.push(("allocs/encode_acks_keyed".into(), n.to_string()));
+    let (n, _) = allocs(|| wire::decode_any(&b, Some(&[&k]), 64).unwrap());
+    out.push(("allocs/decode_any_v8".into(), n.to_string()));
+    out
 }

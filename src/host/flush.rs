@@ -197,8 +197,8 @@ impl Host {
 
     /// Encodes what the flush queued: per destination one bundle (split at
     /// `wire::MAX_BUNDLE_LEN`), in the order queued within it, in the framing that
-    /// destination reads; a heartbeat-only version-3 datagram is now and then followed
-    /// by its compact copy, the probe (`peers.rs`). Reuses the scratch vectors: a
+    /// destination reads; a heartbeat-only datagram below the top level is now and then
+    /// followed by its copy in the top level, the probe (`peers.rs`). Reuses the scratch vectors: a
     /// steady heartbeat allocates nothing.
     fn send_outbox(&mut self) -> Result<(), HostError> {
         if self.outbox.is_empty() {
@@ -245,13 +245,15 @@ impl Host {
                 bytes,
                 kinds,
             });
-            // The copy is almost always shorter than the original; one that would
-            // pass MAX_BUNDLE_LEN (terms and seqs near 2^64) is not sent.
-            if framing == Framing::Bundle
-                && wire::bundle_len(Framing::Compact, part, keyed) <= wire::MAX_BUNDLE_LEN
+            // The copy is in the top level this host speaks. One that would pass
+            // MAX_BUNDLE_LEN (longer than its original: ack maps, or a version-3
+            // original of terms and seqs near 2^64) is not sent.
+            let top = self.wire.top();
+            if framing < top
+                && wire::bundle_len(top, part, keyed) <= wire::MAX_BUNDLE_LEN
                 && self.wire.probe(dest, part)
             {
-                let bytes = self.encode(Framing::Compact, part)?;
+                let bytes = self.encode(top, part)?;
                 self.metrics.probes += 1;
                 self.push_transmit(Transmit {
                     to: dest,

@@ -147,11 +147,12 @@ pub struct HostMetrics {
     /// State-file writes confirmed.
     pub state_writes: u64,
     /// Datagrams encoded, by framing (`wire::Framing::index`: version 3/4, compact
-    /// 5/6), probe copies included; the driver counts the copies a fan-out makes.
-    pub encoded: [u64; 2],
+    /// 5/6, compact with ack maps 7/8), probe copies included; the driver counts the
+    /// copies a fan-out makes.
+    pub encoded: [u64; 3],
     /// Datagrams accepted, by the framing they came in (versions 1/2 count as 3/4).
-    pub accepted_framing: [u64; 2],
-    /// Compact copies sent as probes (counted in `encoded` as well).
+    pub accepted_framing: [u64; 3],
+    /// Copies in the top level sent as probes (counted in `encoded` as well).
     pub probes: u64,
 }
 

@@ -1,32 +1,48 @@
-//! Which bundle framing each peer reads (issue 25): the compact bundle (wire version 5,
-//! keyed 6) goes to a peer only once a compact datagram has come from it; every other
-//! peer gets version 3 (4 keyed), which every build since bundles reads. Older builds
-//! drop versions they do not know (counted `bad_version`, SPEC 3) and refuse non-zero
-//! bundle flags, so no version-3 datagram can announce the compact one; instead:
+//! Which bundle framing each peer reads (issue 25). The framings are ordered levels,
+//! each read by the builds that speak it and by every later one: version 3 (4 keyed,
+//! `Classic`), which every build since bundles reads; the compact bundle, version 5 (6
+//! keyed, `Compact`); and the compact bundle with ack maps, version 7 (8 keyed,
+//! `CompactAcks`). A peer gets the highest level it has been heard to send, never more
+//! than this build speaks (`PeerFramings::top`); a peer not heard yet gets version 3.
+//! Older builds drop versions they do not know (counted `bad_version`, SPEC 3) and
+//! refuse unknown bundle flags, so no datagram can announce a higher level; instead:
 //!
-//! - Learning: a compact datagram proves a build that reads it. A newer build still
-//!   sends version 3 to a destination it does not know (to `Dest::All` while one peer
-//!   is old or unheard), so a version-3 heartbeat from a peer known compact is no
-//!   proof of an older build: the peer falls back to version 3 on a version-3
-//!   datagram that carries a round's message (ELECT, VOTE, RESIGN: what an older build
-//!   that replaced it sends first when it cannot read our LEADs), after
-//!   `FALLBACK_STREAK` version-3 datagrams in a row (a newer build's probes break
-//!   every streak long before), or, keyed, at once when its boot number changes (it
-//!   restarted: it must be heard again).
+//! - Learning: a datagram of level L proves a build that reads L: the peer is raised
+//!   to L at once. A newer build still sends a lower level to a destination it does
+//!   not know at its top (to `Dest::All` while one peer is older or unheard), so a
+//!   lower-level heartbeat from a peer known higher is no proof of an older build: the
+//!   peer is lowered to that level on a lower-level datagram that carries a round's
+//!   message (ELECT, VOTE, RESIGN: what an older build that replaced it sends first
+//!   when it cannot read our LEADs), after `FALLBACK_STREAK` lower-level datagrams in a
+//!   row (a newer build's probes break every streak long before), or, keyed, to
+//!   unknown at once when its boot number changes (it restarted: it must be heard
+//!   again).
 //! - Probing: a heartbeat-only datagram (LEADs that are not RESIGNs, and ACKs) to a
-//!   destination not known compact is, once in `PROBE_EVERY` such datagrams (the
-//!   first included), followed by a compact copy of itself. An older peer drops the
-//!   copy and has had the version-3 original: it misses nothing. (Replacing the
-//!   original instead would cost an older peer one heartbeat in 64; with
-//!   `missed-heartbeats 2`, the least the configuration allows, one lost LEAD can let
-//!   a follower's faith lapse by the network's jitter, and one lost ACK the leader's
-//!   lease by 2 x drift, so a copy it is.) A newer peer reads both; the copy comes
-//!   second, so it learns at once and answers in compact. The duplicate is one the
-//!   core takes as any duplicated datagram (a second ACK of the same LEAD). ELECTs,
-//!   VOTEs and RESIGNs are never probes, nor copied: a round is never delayed or
-//!   doubled by the upgrade.
+//!   destination not known at the top level is, once in `PROBE_EVERY` such datagrams
+//!   (the first included), followed by a copy of itself in the top level. An older
+//!   peer drops the copy and has had the original in the level it reads: it misses
+//!   nothing. (Replacing the original instead would cost an older peer one heartbeat
+//!   in 64; with `missed-heartbeats 2`, the least the configuration allows, one lost
+//!   LEAD can let a follower's faith lapse by the network's jitter, and one lost ACK
+//!   the leader's lease by 2 x drift, so a copy it is.) A newer peer reads both; the
+//!   copy comes second, so it learns at once and answers in the top level. The
+//!   duplicate is one the core takes as any duplicated datagram (a second ACK of the
+//!   same LEAD; a LEAD whose copy may name the followers asked to acknowledge it while
+//!   the original, unable to carry the ack map, asks every follower). ELECTs, VOTEs and
+//!   RESIGNs are never probes, nor copied: a round is never delayed or doubled by the
+//!   upgrade. A peer learned at a level (raised, lowered or restarted), or heard in a
+//!   level below the one it is known at (the first such datagram in a row: it may not
+//!   know that this host reads more, having restarted, unkeyed, and heard it to
+//!   `Dest::All` in a lower level), restarts the cadence towards it and towards
+//!   `Dest::All`: the next heartbeat datagram that reaches it, if not in the top
+//!   level, is followed by a copy, so that two builds that speak the top level learn
+//!   each other within a heartbeat of either one learning the other, not a cadence
+//!   later. (The lower-level hint counts once per level learned: two newer builds
+//!   that both send to `Dest::All` in a lower level would otherwise answer each
+//!   other's probes with probes.) A v5-only peer drops these copies and is
+//!   learned from its own (version-5) probes; a v3-only peer likewise.
 //! - `Dest::All` (multicast, or the transport's unicast fan-out of one datagram) gets
-//!   compact only when every configured peer is known compact.
+//!   the lowest level known among the configured peers (version 3 while one is unheard).
 //!
 //! The state is three arrays indexed by server id (ids are 1..=255): bounded, no clock,
 //! pure like the rest of the host. The hold and every other field still travel in
@@ -36,37 +52,65 @@ use crate::node::Dest;
 use crate::wire::{self, Framing};
 
 /// One heartbeat-only datagram in this many, to a destination not known to read the
-/// compact bundle, is followed by a compact copy (a probe).
+/// top level, is followed by a copy in the top level (a probe).
 pub const PROBE_EVERY: u32 = 64;
 
-/// Version-3 datagrams in a row, none of them a round's, after which a peer known
-/// compact gets version 3 again: above the longest streak a newer build sends (its
+/// Lower-level datagrams in a row, none of them a round's, after which a peer known at
+/// a level gets the lower one again: above the longest streak a newer build sends (its
 /// probes to `Dest::All` and to this server each break it within `PROBE_EVERY`).
 pub const FALLBACK_STREAK: u32 = 2 * PROBE_EVERY + 16;
 
-/// What a peer is known to read.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+/// What a peer is known to read, lowest first.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PeerWire {
-    /// Nothing accepted from it yet (since this process started).
+    /// Nothing accepted from it yet (since this process started, or since it
+    /// restarted).
     #[default]
     Unknown,
     /// It sent version 1 to 4 and is not known to read more.
     Classic,
-    /// It sent a compact bundle (version 5 or 6), and nothing since that says it was
-    /// replaced by an older build.
+    /// It sent a compact bundle (version 5 or 6), and is not known to read more.
     Compact,
+    /// It sent a compact bundle with ack maps (version 7 or 8).
+    CompactAcks,
 }
 
-/// Per server id, the framing it reads and the probe cadence towards it.
+impl PeerWire {
+    /// The level a datagram of `framing` proves.
+    pub fn of(framing: Framing) -> PeerWire {
+        match framing {
+            Framing::Bundle => PeerWire::Classic,
+            Framing::Compact => PeerWire::Compact,
+            Framing::CompactAcks => PeerWire::CompactAcks,
+        }
+    }
+
+    /// The framing a peer of this level reads (version 3 when unknown).
+    pub fn framing(self) -> Framing {
+        match self {
+            PeerWire::Unknown | PeerWire::Classic => Framing::Bundle,
+            PeerWire::Compact => Framing::Compact,
+            PeerWire::CompactAcks => Framing::CompactAcks,
+        }
+    }
+}
+
+/// Per server id, the level it reads and the probe cadence towards it.
 #[derive(Clone, Debug)]
 pub struct PeerFramings {
     /// By server id (index 0 unused).
     heard: [PeerWire; 256],
-    /// By server id: version-3 datagrams in a row since its last compact one.
+    /// By server id: datagrams below its level in a row.
     streak: [u32; 256],
-    /// Heartbeat-only datagrams sent to each destination while it was not known
-    /// compact: index 0 for `Dest::All`, else the server id.
+    /// By server id: a lower-level datagram already restarted the probe cadence since
+    /// its level was last learned (once per level learned).
+    hinted: [bool; 256],
+    /// Heartbeat-only datagrams sent to each destination while it was not known at the
+    /// top level: index 0 for `Dest::All`, else the server id (modulo `PROBE_EVERY`).
     sent: [u32; 256],
+    /// The highest framing this host speaks (`Framing::TOP`, lower only in tests
+    /// that emulate older builds).
+    top: Framing,
 }
 
 impl Default for PeerFramings {
@@ -74,12 +118,25 @@ impl Default for PeerFramings {
         PeerFramings {
             heard: [PeerWire::Unknown; 256],
             streak: [0; 256],
+            hinted: [false; 256],
             sent: [0; 256],
+            top: Framing::TOP,
         }
     }
 }
 
 impl PeerFramings {
+    /// The highest framing this host speaks.
+    pub fn top(&self) -> Framing {
+        self.top
+    }
+
+    /// Caps what this host speaks at `top` (tests emulating older builds): nothing
+    /// above it is sent, and `Host` decodes nothing above it.
+    pub fn cap(&mut self, top: Framing) {
+        self.top = top;
+    }
+
     /// An accepted datagram from `sender` came in `framing`; `round`: it carried an
     /// ELECT, VOTE or RESIGN. Returns true when that changed what `sender` is known to
     /// read.
@@ -89,30 +146,55 @@ impl PeerFramings {
             return false;
         }
         let was = self.heard[i];
-        let now = match framing {
-            Framing::Compact => {
-                self.streak[i] = 0;
-                PeerWire::Compact
+        let at = PeerWire::of(framing.min(self.top));
+        let now = if at >= was || round {
+            self.streak[i] = 0;
+            at
+        } else {
+            self.streak[i] = self.streak[i].saturating_add(1);
+            if self.streak[i] == 1 && !self.hinted[i] {
+                // The first lower datagram since one of its level: maybe it does not
+                // know that we read its level (it restarted, unkeyed, and heard us
+                // in a lower level to All). Our next heartbeat to it or to All, if
+                // below the top, is followed by a copy. Once per level learned: two
+                // newer builds that both send to All in a lower level (for an older
+                // or unheard peer) would otherwise answer each other's probes with
+                // probes, every heartbeat.
+                self.hinted[i] = true;
+                self.learned(i);
             }
-            Framing::Bundle if was != PeerWire::Compact || round => PeerWire::Classic,
-            Framing::Bundle => {
-                self.streak[i] = self.streak[i].saturating_add(1);
-                if self.streak[i] >= FALLBACK_STREAK {
-                    PeerWire::Classic
-                } else {
-                    PeerWire::Compact
-                }
+            if self.streak[i] >= FALLBACK_STREAK {
+                self.streak[i] = 0;
+                at
+            } else {
+                was
             }
         };
         self.heard[i] = now;
+        if now != was {
+            self.hinted[i] = false;
+            self.learned(i);
+        }
         now != was
     }
 
     /// `peer` restarted (a new boot number): nothing is known of it until it is heard.
     pub fn restarted(&mut self, peer: u16) {
-        if let Some(w) = self.heard.get_mut(usize::from(peer)) {
+        let i = usize::from(peer);
+        if let Some(w) = self.heard.get_mut(i).filter(|_| peer != 0) {
             *w = PeerWire::Unknown;
+            self.streak[i] = 0;
+            self.hinted[i] = false;
+            self.learned(i);
         }
+    }
+
+    /// What is known of server `i` changed: the next heartbeat datagram to it or to
+    /// `Dest::All`, if below the top level, is followed by a copy (a probe), so a peer
+    /// that reads the top level learns at once that this host does.
+    fn learned(&mut self, i: usize) {
+        self.sent[i] = 0;
+        self.sent[0] = 0;
     }
 
     /// What `peer` was last heard to send.
@@ -123,22 +205,22 @@ impl PeerFramings {
             .unwrap_or_default()
     }
 
-    /// The framing for `dest`: compact for a peer known compact, or for `Dest::All`
-    /// when every one of `peers` is; else version 3.
-    pub fn framing(&self, dest: Dest, mut peers: impl Iterator<Item = u16>) -> Framing {
+    /// The framing for `dest`: the level `Dest::One(p)` is known to read, or for
+    /// `Dest::All` the lowest level known among `peers`; never above the top level.
+    pub fn framing(&self, dest: Dest, peers: impl Iterator<Item = u16>) -> Framing {
         let known = match dest {
-            Dest::One(p) => self.of(p) == PeerWire::Compact,
-            Dest::All => peers.all(|p| self.of(p) == PeerWire::Compact),
+            Dest::One(p) => self.of(p).framing(),
+            Dest::All => peers
+                .map(|p| self.of(p).framing())
+                .min()
+                .unwrap_or(self.top),
         };
-        if known {
-            Framing::Compact
-        } else {
-            Framing::Bundle
-        }
+        known.min(self.top)
     }
 
-    /// Counts a version-3 datagram to `dest` of `entries`; true when it is to be
-    /// followed by a compact copy (heartbeat-only, and the first of `PROBE_EVERY`).
+    /// Counts a datagram below the top level to `dest` of `entries`; true when it is to
+    /// be followed by a copy in the top level (heartbeat-only, and the first of
+    /// `PROBE_EVERY`).
     pub fn probe(&mut self, dest: Dest, entries: &[wire::Entry]) -> bool {
         let heartbeat_only = entries.iter().all(|e| {
             matches!(
@@ -156,6 +238,24 @@ impl PeerFramings {
         let probe = *n % PROBE_EVERY == 0;
         *n = n.wrapping_add(1) % PROBE_EVERY;
         probe
+    }
+}
+
+impl super::Host {
+    /// Caps the framings this host speaks at `top`, to emulate an older build in
+    /// tests: `Framing::Compact` is a build of versions 1 to 6 (before the ack map),
+    /// `Framing::Bundle` one of versions 1 to 4 (before the compact bundle). It sends
+    /// nothing above `top` (originals and probes' copies alike) and drops every
+    /// datagram above it as such a build does (`bad_version`, or `too_long` when longer
+    /// than a single message).
+    #[doc(hidden)]
+    pub fn cap_wire(&mut self, top: Framing) {
+        self.wire.cap(top);
+    }
+
+    /// The highest framing this host speaks (`Framing::TOP` unless capped).
+    pub fn wire_top(&self) -> Framing {
+        self.wire.top()
     }
 }
 
@@ -188,41 +288,143 @@ mod tests {
         })
     }
 
+    use Framing::{Bundle, Compact, CompactAcks};
+
+    /// Heartbeat-only datagrams to `dest` in a row, and which of them probe.
+    fn probes(p: &mut PeerFramings, dest: Dest, n: usize) -> Vec<usize> {
+        (0..n).filter(|_| p.probe(dest, &[lead(false)])).collect()
+    }
+
     #[test]
-    fn a_compact_datagram_teaches_and_a_round_in_version_3_unteaches() {
+    fn a_datagram_of_a_level_raises_to_it_at_once() {
         let mut p = PeerFramings::default();
         let peers = || [2u16, 3].into_iter();
-        assert_eq!(p.framing(Dest::One(2), peers()), Framing::Bundle);
-        assert!(p.heard(2, Framing::Bundle, false));
+        assert_eq!(p.framing(Dest::One(2), peers()), Bundle, "unknown");
+        assert!(p.heard(2, Bundle, false));
         assert_eq!(p.of(2), PeerWire::Classic);
-        assert!(p.heard(2, Framing::Compact, false));
-        assert!(!p.heard(2, Framing::Compact, false));
-        assert_eq!(p.framing(Dest::One(2), peers()), Framing::Compact);
-        assert_eq!(p.framing(Dest::All, peers()), Framing::Bundle, "3 unknown");
-        p.heard(3, Framing::Compact, false);
-        assert_eq!(p.framing(Dest::All, peers()), Framing::Compact);
-        // Version-3 heartbeats from a newer build (its LEADs to All while another peer
-        // is old) do not unteach, short of a streak no newer build sends.
-        for _ in 1..FALLBACK_STREAK {
-            assert!(!p.heard(3, Framing::Bundle, false));
+        assert!(p.heard(2, Compact, false));
+        assert_eq!(p.framing(Dest::One(2), peers()), Compact);
+        assert!(p.heard(2, CompactAcks, false));
+        assert!(!p.heard(2, CompactAcks, false));
+        assert_eq!(p.of(2), PeerWire::CompactAcks);
+        assert_eq!(p.framing(Dest::One(2), peers()), CompactAcks);
+        // Straight from unknown to the top as well.
+        assert!(p.heard(3, CompactAcks, false));
+        assert_eq!(p.framing(Dest::One(3), peers()), CompactAcks);
+        assert!(!p.heard(0, CompactAcks, false));
+        assert_eq!(p.of(0), PeerWire::Unknown);
+    }
+
+    #[test]
+    fn all_gets_the_lowest_level_among_the_peers() {
+        let mut p = PeerFramings::default();
+        let peers = || [2u16, 3, 4].into_iter();
+        p.heard(2, CompactAcks, false);
+        p.heard(3, CompactAcks, false);
+        assert_eq!(p.framing(Dest::All, peers()), Bundle, "4 unheard");
+        p.heard(4, Compact, false);
+        assert_eq!(p.framing(Dest::All, peers()), Compact);
+        p.heard(4, CompactAcks, false);
+        assert_eq!(p.framing(Dest::All, peers()), CompactAcks);
+        p.heard(3, Bundle, true);
+        assert_eq!(p.framing(Dest::All, peers()), Bundle);
+        assert_eq!(p.framing(Dest::One(2), peers()), CompactAcks);
+        assert_eq!(p.framing(Dest::All, std::iter::empty()), CompactAcks);
+    }
+
+    #[test]
+    fn a_round_lowers_at_once_and_heartbeats_only_after_a_streak() {
+        let peers = || [2u16].into_iter();
+        for lower in [Bundle, Compact] {
+            let mut p = PeerFramings::default();
+            p.heard(2, CompactAcks, false);
+            // Lower heartbeats from a newer build (to All while another peer is
+            // older) do not lower it, short of a streak no newer build sends.
+            for _ in 1..FALLBACK_STREAK {
+                assert!(!p.heard(2, lower, false));
+            }
+            p.heard(2, CompactAcks, false);
+            for _ in 1..FALLBACK_STREAK {
+                p.heard(2, lower, false);
+            }
+            assert_eq!(p.of(2), PeerWire::CompactAcks, "{lower:?}");
+            assert!(p.heard(2, lower, false), "the streak's end");
+            assert_eq!(p.framing(Dest::One(2), peers()), lower);
+            // A round's message in a lower level: lowered at once.
+            p.heard(2, CompactAcks, false);
+            assert!(p.heard(2, lower, true));
+            assert_eq!(p.of(2), PeerWire::of(lower));
         }
-        p.heard(3, Framing::Compact, false);
-        for _ in 1..FALLBACK_STREAK {
-            p.heard(3, Framing::Bundle, false);
+        // A compact heartbeat breaks a streak of version 3 towards a compact peer, and
+        // a version-3 round lowers a compact peer.
+        let mut p = PeerFramings::default();
+        p.heard(2, Compact, false);
+        for _ in 0..3 * FALLBACK_STREAK {
+            p.heard(2, Bundle, false);
+            p.heard(2, Compact, false);
         }
-        assert_eq!(p.of(3), PeerWire::Compact);
-        assert!(p.heard(3, Framing::Bundle, false), "the streak's end");
-        assert_eq!(p.framing(Dest::All, peers()), Framing::Bundle);
-        // A round's message in version 3 (an older build that replaced server 2 and
-        // cannot read our LEADs): back to version 3 at once, for All as well.
-        assert!(p.heard(2, Framing::Bundle, true));
-        assert_eq!(p.framing(Dest::One(2), peers()), Framing::Bundle);
+        assert_eq!(p.of(2), PeerWire::Compact);
+        assert!(p.heard(2, Bundle, true));
         // A restart (new boot number): unknown until heard.
-        p.heard(2, Framing::Compact, false);
+        p.heard(2, CompactAcks, false);
         p.restarted(2);
         assert_eq!(p.of(2), PeerWire::Unknown);
-        assert!(!p.heard(0, Framing::Compact, false));
-        assert_eq!(p.of(0), PeerWire::Unknown);
+        assert_eq!(p.framing(Dest::One(2), peers()), Bundle);
+    }
+
+    #[test]
+    fn a_capped_host_speaks_nothing_above_its_cap() {
+        let mut p = PeerFramings::default();
+        p.cap(Compact);
+        assert_eq!(p.top(), Compact);
+        p.heard(2, CompactAcks, false);
+        assert_eq!(p.of(2), PeerWire::Compact);
+        assert_eq!(p.framing(Dest::One(2), [2u16].into_iter()), Compact);
+        assert_eq!(p.framing(Dest::All, std::iter::empty()), Compact);
+    }
+
+    #[test]
+    fn learning_restarts_the_probe_cadence() {
+        let mut p = PeerFramings::default();
+        assert_eq!(probes(&mut p, Dest::One(2), 10), [0], "the first probes");
+        assert_eq!(probes(&mut p, Dest::All, 10), [0]);
+        // Server 2 heard in version 5: what it knows of us may be old, so the next
+        // heartbeat to it (and to All) is followed by a top-level copy, not 54 later.
+        p.heard(2, Compact, false);
+        assert_eq!(probes(&mut p, Dest::One(2), 70), [0, 64]);
+        assert_eq!(probes(&mut p, Dest::All, 10), [0]);
+        // Nothing new (the same level again): the cadence goes on.
+        p.heard(2, Compact, false);
+        assert_eq!(probes(&mut p, Dest::One(2), 10), []);
+        // Other peers' cadences are their own.
+        assert_eq!(probes(&mut p, Dest::One(3), 3), [0]);
+        p.heard(2, CompactAcks, false);
+        assert_eq!(probes(&mut p, Dest::One(3), 3), []);
+        assert_eq!(probes(&mut p, Dest::All, 3), [0]);
+        p.restarted(2);
+        assert_eq!(probes(&mut p, Dest::One(2), 3), [0]);
+        // Known at the top, heard lower: the first such datagram in a row restarts the
+        // cadence (it may not know we read more), the next ones do not.
+        p.heard(2, CompactAcks, false);
+        assert_eq!(probes(&mut p, Dest::One(2), 3), [0]);
+        assert!(!p.heard(2, Compact, false));
+        assert_eq!(probes(&mut p, Dest::All, 3), [0]);
+        assert!(!p.heard(2, Compact, false));
+        assert_eq!(probes(&mut p, Dest::All, 3), []);
+        assert_eq!(p.of(2), PeerWire::CompactAcks);
+        // Once per level learned: its probes break the streak, and the next lower
+        // datagram does not restart the cadence again (no probe ping-pong between
+        // two newer builds that both send to All in a lower level).
+        for _ in 0..10 {
+            p.heard(2, CompactAcks, false);
+            p.heard(2, Compact, false);
+            assert_eq!(probes(&mut p, Dest::All, 1), []);
+        }
+        // Until it is learned anew.
+        p.heard(2, Compact, true);
+        p.heard(2, CompactAcks, false);
+        p.heard(2, Compact, false);
+        assert_eq!(probes(&mut p, Dest::All, 64), [0]);
     }
 
     #[test]

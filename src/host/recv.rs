@@ -45,9 +45,15 @@ impl Host {
                     None => ([&k.current, &k.current], 1),
                 };
                 let verifiers = &both[..n];
-                wire::decode_any_into(bytes, Some(verifiers), self.groups.len(), entries)
+                let top = self.wire.top();
+                wire::decode_upto_into(top, bytes, Some(verifiers), self.groups.len(), entries)
             }
-            None => wire::decode_any_into(bytes, None, self.groups.len(), entries),
+            // Up to the top level this host speaks: all of them but in tests that
+            // emulate an older build (`Host::cap_wire`).
+            None => {
+                let top = self.wire.top();
+                wire::decode_upto_into(top, bytes, None, self.groups.len(), entries)
+            }
         };
         let bundle = match decoded {
             Ok(b) => b,
@@ -210,7 +216,8 @@ impl Host {
     /// our restarts. Rare: once per restart of a peer.
     fn note_peer_boot(&mut self, peer: u16, boot: u32) {
         if self.extra.peer_boots.get(&peer).is_some_and(|&b| boot > b) {
-            // It restarted, maybe as another build: heard again before it gets compact.
+            // It restarted, maybe as another build: heard again before it gets more
+            // than version 3.
             self.wire.restarted(peer);
         }
         if self.extra.peer_boots.get(&peer).is_none_or(|&b| boot > b)

@@ -145,9 +145,9 @@ pub struct Snapshot {
     pub sent_bytes: u64,
     pub received_bytes: u64,
     /// Datagrams encoded and accepted, by wire framing (`crate::wire::Framing::index`).
-    pub framing_encoded: [u64; 2],
-    pub framing_accepted: [u64; 2],
-    /// Compact copies of heartbeat datagrams sent as probes.
+    pub framing_encoded: [u64; 3],
+    pub framing_accepted: [u64; 3],
+    /// Copies of heartbeat datagrams in the top level sent as probes.
     pub wire_probes: u64,
     /// How long ago each peer heard from was last heard, by id (never heard: absent).
     pub peer_last_heard: Vec<(u16, Duration)>,

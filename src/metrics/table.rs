@@ -62,12 +62,16 @@ fn by_kind(counts: &[u64; 5]) -> Vec<(&'static str, u64)> {
         .collect()
 }
 
-/// A counter per wire framing, classic first.
-fn by_framing(counts: &[u64; 2]) -> Vec<(&'static str, u64)> {
-    [crate::wire::Framing::Bundle, crate::wire::Framing::Compact]
-        .iter()
-        .map(|&f| (f.name(), counts[f.index()]))
-        .collect()
+/// A counter per wire framing, classic first. "compact" counts the compact bundle
+/// with ack maps (versions 7 and 8) as well as versions 5 and 6: the exposition keeps
+/// its two label values (a third, `Framing::CompactAcks.name()`, is for later).
+fn by_framing(counts: &[u64; 3]) -> Vec<(&'static str, u64)> {
+    use crate::wire::Framing;
+    let compact = counts[Framing::Compact.index()] + counts[Framing::CompactAcks.index()];
+    vec![
+        (Framing::Bundle.name(), counts[Framing::Bundle.index()]),
+        (Framing::Compact.name(), compact),
+    ]
 }
 
 /// The per-group families, first in the text; one sample (or one per label value)

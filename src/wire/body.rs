@@ -4,8 +4,8 @@
 //! the bytes are the same.
 
 use super::{
-    DecodeError, FLAG_INELIGIBLE, FLAG_LAST_RESORT, FLAG_LEAD_UNFIT, FLAG_RESIGN, FLAG_UNFIT, Kind,
-    MAX_ALIVE, Message, valid_id, varint,
+    DecodeError, FLAG_INELIGIBLE, FLAG_LAST_RESORT, FLAG_LEAD_ACKS, FLAG_LEAD_UNFIT, FLAG_RESIGN,
+    FLAG_UNFIT, Kind, MAX_ALIVE, Message, valid_id, varint,
 };
 use byteorder::{BigEndian, ByteOrder};
 
@@ -31,7 +31,9 @@ pub enum Body {
         alive: PeerSet,
         /// The followers this LEAD asks to acknowledge it (issue 25, sparse
         /// acknowledgements); empty: every follower acknowledges, as in every framing
-        /// that cannot carry the set.
+        /// that cannot carry the set. Carried by versions 7 and 8 only (the ack map):
+        /// every other version writes it as empty, and reads it as empty; a RESIGN
+        /// never carries it (written as empty in every version).
         acks: PeerSet,
     },
     /// A claim in a round; the header's term is the proposed term.
@@ -159,9 +161,36 @@ impl PeerSet {
     }
 }
 
+/// Which of a LEAD's maps a framing carries after its body.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Maps {
+    /// Neither (the single message, versions 1 and 2).
+    None,
+    /// The alive map (versions 3 to 6).
+    Alive,
+    /// The alive map, then the ack map when the LEAD's `FLAG_LEAD_ACKS` says so
+    /// (versions 7 and 8).
+    Acks,
+}
+
+/// The ack map `body` carries in a framing of `maps`: a LEAD's non-empty `acks` in
+/// versions 7 and 8 (never a RESIGN's); `None` everywhere else (the flag is clear).
+fn ack_map(body: &Body, maps: Maps) -> Option<&PeerSet> {
+    match body {
+        Body::Lead {
+            resign: false,
+            acks,
+            ..
+        } if maps == Maps::Acks && !acks.is_empty() => Some(acks),
+        _ => None,
+    }
+}
+
 /// The three bytes every framing carries beside a body: kind, flags, and aux (a
-/// resigning leader's successor; 0 in every other message).
-pub(super) fn head(body: &Body) -> [u8; 3] {
+/// resigning leader's successor; 0 in every other message). `maps`: what the framing
+/// carries after the body (the ack flag is set only where the ack map follows).
+pub(super) fn head(body: &Body, maps: Maps) -> [u8; 3] {
+    let acks = ack_map(body, maps).is_some();
     let (flags, aux) = match *body {
         Body::Lead {
             resign,
@@ -169,7 +198,9 @@ pub(super) fn head(body: &Body) -> [u8; 3] {
             unfit,
             ..
         } => (
-            (if resign { FLAG_RESIGN } else { 0 }) | (if unfit { FLAG_LEAD_UNFIT } else { 0 }),
+            (if resign { FLAG_RESIGN } else { 0 })
+                | (if unfit { FLAG_LEAD_UNFIT } else { 0 })
+                | (if acks { FLAG_LEAD_ACKS } else { 0 }),
             if resign && valid_id(successor) {
                 successor as u8
             } else {
@@ -206,9 +237,10 @@ pub(super) enum Ints {
     Varint,
 }
 
-/// The bytes [`write`] appends for `body`: the kind's body, and with `alive` a LEAD's
-/// alive map (a length byte and the bitmap without trailing zero bytes).
-pub(super) fn len(body: &Body, alive: bool, ints: Ints) -> usize {
+/// The bytes [`write`] appends for `body`: the kind's body, and as `maps` says a
+/// LEAD's alive map and ack map (each a length byte and the bitmap without trailing
+/// zero bytes).
+pub(super) fn len(body: &Body, maps: Maps, ints: Ints) -> usize {
     let fixed = match ints {
         Ints::Fixed => body.kind().body_len(),
         Ints::Varint => match *body {
@@ -224,9 +256,10 @@ pub(super) fn len(body: &Body, alive: bool, ints: Ints) -> usize {
     };
     fixed
         + match body {
-            Body::Lead { alive: map, .. } if alive => 1 + map.wire_bytes().len(),
+            Body::Lead { alive: map, .. } if maps != Maps::None => 1 + map.wire_bytes().len(),
             _ => 0,
         }
+        + ack_map(body, maps).map_or(0, |m| 1 + m.wire_bytes().len())
 }
 
 /// Appends `v` as `ints` says a u64 is written.
@@ -237,9 +270,10 @@ fn put_u64(out: &mut Vec<u8>, v: u64, ints: Ints) {
     }
 }
 
-/// Appends the body of `body` (the fields [`head`] does not carry); with `alive`, a
-/// LEAD's alive map follows (the bundle framings carry it, the single one does not).
-pub(super) fn write(body: &Body, alive: bool, ints: Ints, out: &mut Vec<u8>) {
+/// Appends the body of `body` (the fields [`head`] does not carry); as `maps` says, a
+/// LEAD's alive map follows (the bundle framings carry it, the single one does not),
+/// then its ack map (versions 7 and 8, when `acks` is not empty).
+pub(super) fn write(body: &Body, maps: Maps, ints: Ints, out: &mut Vec<u8>) {
     match *body {
         Body::Lead {
             seq,
@@ -252,10 +286,15 @@ pub(super) fn write(body: &Body, alive: bool, ints: Ints, out: &mut Vec<u8>) {
                 Ints::Fixed => out.extend_from_slice(&hold_ms.to_be_bytes()),
                 Ints::Varint => varint::put(out, u64::from(hold_ms)),
             }
-            if alive {
+            if maps != Maps::None {
                 let map = map.wire_bytes();
                 out.push(map.len() as u8);
                 out.extend_from_slice(map);
+            }
+            if let Some(acks) = ack_map(body, maps) {
+                let acks = acks.wire_bytes();
+                out.push(acks.len() as u8);
+                out.extend_from_slice(acks);
             }
         }
         Body::Elect {
@@ -352,13 +391,14 @@ enum Raw {
 
 /// Decodes the message of `head` whose body opens `bytes`: the body's presence (its
 /// integers read as `ints` says), the flags, the aux byte, the sender, the body's
-/// fields, and with `alive` a LEAD's alive map (canonical: at most 32 bytes, no
-/// trailing zero byte), in that order. Returns the message and the bytes of `bytes` it
-/// took. `len` is the datagram's length, for errors.
+/// fields, and as `maps` says a LEAD's alive map (canonical: at most 32 bytes, no
+/// trailing zero byte) and its ack map when flagged (canonical and not empty), in that
+/// order. Returns the message and the bytes of `bytes` it took. `len` is the
+/// datagram's length, for errors.
 pub(super) fn read(
     head: Head,
     bytes: &[u8],
-    alive: bool,
+    maps: Maps,
     ints: Ints,
     len: usize,
 ) -> Result<(Message, usize), DecodeError> {
@@ -384,6 +424,8 @@ pub(super) fn read(
         Kind::Ack => Raw::Ack(c.u64()?),
     };
     let allowed = match kind {
+        // The ack flag exists in versions 7 and 8 only: older builds refuse it.
+        Kind::Lead if maps == Maps::Acks => FLAG_RESIGN | FLAG_LEAD_UNFIT | FLAG_LEAD_ACKS,
         Kind::Lead => FLAG_RESIGN | FLAG_LEAD_UNFIT,
         Kind::Elect => FLAG_INELIGIBLE | FLAG_LAST_RESORT,
         Kind::Ack => FLAG_UNFIT,
@@ -392,7 +434,9 @@ pub(super) fn read(
     // LAST_RESORT qualifies INELIGIBLE and means nothing without it.
     let lone_last_resort =
         kind == Kind::Elect && flags & FLAG_LAST_RESORT != 0 && flags & FLAG_INELIGIBLE == 0;
-    if flags & !allowed != 0 || lone_last_resort {
+    // A RESIGN asks no one to acknowledge it: it is never sent with an ack map.
+    let resign_acks = kind == Kind::Lead && flags & FLAG_RESIGN != 0 && flags & FLAG_LEAD_ACKS != 0;
+    if flags & !allowed != 0 || lone_last_resort || resign_acks {
         return Err(DecodeError::BadFlags(flags));
     }
     // Only a RESIGN may name a successor; the byte is 0 in every other message.
@@ -410,7 +454,7 @@ pub(super) fn read(
             resign: flags & FLAG_RESIGN != 0,
             successor: u16::from(aux),
             unfit: flags & FLAG_LEAD_UNFIT != 0,
-            alive: if alive {
+            alive: if maps != Maps::None {
                 let n = usize::from(*bytes.get(used).ok_or(bad_length)?);
                 let map = bytes
                     .get(used + 1..used + 1 + n)
@@ -421,7 +465,22 @@ pub(super) fn read(
             } else {
                 PeerSet::EMPTY
             },
-            acks: PeerSet::EMPTY,
+            acks: if flags & FLAG_LEAD_ACKS != 0 {
+                // Flagged, so versions 7/8: a length of 1..=32 and that many bytes,
+                // the last not zero (the flag is set only for a non-empty set).
+                let n = usize::from(*bytes.get(used).ok_or(bad_length)?);
+                if n == 0 || n > MAX_ALIVE {
+                    return Err(DecodeError::BadAcks(n));
+                }
+                let map = bytes.get(used + 1..used + 1 + n).ok_or(bad_length)?;
+                if map.last() == Some(&0) {
+                    return Err(DecodeError::BadAcks(n));
+                }
+                used += 1 + n;
+                PeerSet::from_wire(map)
+            } else {
+                PeerSet::EMPTY
+            },
         },
         Raw::Elect(last_term, last_seq, priority, heard) => Body::Elect {
             last_term,

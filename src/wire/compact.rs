@@ -15,8 +15,14 @@
 //!   and bitmap, as in version 3); ELECT last_term varint, last_seq varint, priority u8,
 //!   heard u8; VOTE candidate u8; ACK seq varint.
 //! - trailer: CRC-32 (or keyed the 16-byte HMAC tag) of everything before it.
+//!
+//! Versions 7 and 8 (`Framing::CompactAcks`) are the same bundle but for one LEAD flag,
+//! `FLAG_LEAD_ACKS` (bit 6 of the kind byte): set exactly when the LEAD asks some
+//! followers (not all) to acknowledge it, and then an ack map (length byte 1..=32 and
+//! bitmap, laid out as the alive map, no trailing zero byte) follows the alive map.
+//! Versions 5 and 6 refuse the flag (`BadFlags`), as builds before it do.
 
-use super::body::{self, Head, Ints};
+use super::body::{self, Head, Ints, Maps};
 use super::frame::{Format, open_framed};
 use super::trailer::{self, Key};
 use super::{
@@ -32,25 +38,35 @@ const FLAGS_MASK: u8 = 0x07;
 /// Kind byte: an aux byte (a RESIGN's successor) follows.
 const HAS_AUX: u8 = 0x80;
 
-/// The bytes `msg` takes as a compact entry.
-pub(super) fn entry_len(msg: &Message) -> usize {
-    let [_, _, aux] = body::head(&msg.body);
-    2 + usize::from(aux != 0) + varint::len(msg.term) + body::len(&msg.body, true, Ints::Varint)
+/// The maps a LEAD of `framing` (`Compact` or `CompactAcks`) carries.
+fn maps(framing: Framing) -> Maps {
+    match framing {
+        Framing::CompactAcks => Maps::Acks,
+        _ => Maps::Alive,
+    }
+}
+
+/// The bytes `msg` takes as a compact entry of `framing`.
+pub(super) fn entry_len(framing: Framing, msg: &Message) -> usize {
+    let maps = maps(framing);
+    let [_, _, aux] = body::head(&msg.body, maps);
+    2 + usize::from(aux != 0) + varint::len(msg.term) + body::len(&msg.body, maps, Ints::Varint)
 }
 
 /// The kind byte and aux byte of `msg` (aux `None` when 0, so not sent).
-fn kind_byte(msg: &Message) -> (u8, Option<u8>) {
-    let [kind, flags, aux] = body::head(&msg.body);
+fn kind_byte(msg: &Message, maps: Maps) -> (u8, Option<u8>) {
+    let [kind, flags, aux] = body::head(&msg.body, maps);
     debug_assert!(flags <= FLAGS_MASK);
     let aux = (aux != 0).then_some(aux);
     let b = kind | (flags & FLAGS_MASK) << FLAGS_SHIFT | if aux.is_some() { HAS_AUX } else { 0 };
     (b, aux)
 }
 
-/// Appends one compact bundle holding `entries` (at most `MAX_ENTRIES`, all from
-/// `sender` with `fingerprint`); keyed (version 6) with `(counter, key)`, else version 5.
-/// Returns the bytes written.
+/// Appends one compact bundle of `framing` holding `entries` (at most `MAX_ENTRIES`, all
+/// from `sender` with `fingerprint`); keyed (version 6 or 8) with `(counter, key)`, else
+/// version 5 or 7. Returns the bytes written.
 pub(super) fn encode(
+    framing: Framing,
     sender: u16,
     fingerprint: u32,
     entries: &[Entry],
@@ -61,11 +77,12 @@ pub(super) fn encode(
     debug_assert!(valid_id(sender));
     let entries = &entries[..entries.len().min(MAX_ENTRIES)];
     let format = Format {
-        bundle: Some(Framing::Compact),
+        bundle: Some(framing),
         keyed: keyed.is_some(),
     };
+    let maps = maps(framing);
     let start = out.len();
-    let len: usize = entries.iter().map(|e| entry_len(&e.msg)).sum();
+    let len: usize = entries.iter().map(|e| entry_len(framing, &e.msg)).sum();
     out.reserve(format.overhead() + len);
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&[format.version(), entries.len() as u8, sender as u8]);
@@ -74,31 +91,33 @@ pub(super) fn encode(
         out.extend_from_slice(&counter.to_be_bytes());
     }
     for e in entries {
-        let (kind, aux) = kind_byte(&e.msg);
+        let (kind, aux) = kind_byte(&e.msg, maps);
         out.push(e.group);
         out.push(kind);
         out.extend(aux);
         varint::put(out, e.msg.term);
-        body::write(&e.msg.body, true, Ints::Varint, out);
+        body::write(&e.msg.body, maps, Ints::Varint, out);
     }
     trailer::seal(out, start, keyed.map(|(_, k)| k));
     out.len() - start
 }
 
-/// Decodes a compact bundle, keyed when `keys` are given: length and trailer, then
+/// Decodes a compact bundle of `framing`, keyed when `keys` are given: length and trailer, then
 /// magic, version, count and sender; then each entry (its group below `groups`, its
 /// kind, a present aux byte not 0, a minimal term, and the message's own checks); then
 /// that the entries fill it exactly.
 pub(super) fn decode(
+    framing: Framing,
     bytes: &[u8],
     keys: Option<&[&Key]>,
     groups: usize,
     entries: &mut Vec<Entry>,
 ) -> Result<Origin, DecodeError> {
     let format = Format {
-        bundle: Some(Framing::Compact),
+        bundle: Some(framing),
         keyed: keys.is_some(),
     };
+    let maps = maps(framing);
     let len = bytes.len();
     let signed = open_framed(bytes, format, keys)?;
     let count = usize::from(signed[3]);
@@ -143,7 +162,7 @@ pub(super) fn decode(
             flags: e[1] >> FLAGS_SHIFT & FLAGS_MASK,
             aux,
         };
-        let (msg, used) = body::read(head, &signed[at..], true, Ints::Varint, len)?;
+        let (msg, used) = body::read(head, &signed[at..], maps, Ints::Varint, len)?;
         at += used;
         entries.push(Entry { group, msg });
     }

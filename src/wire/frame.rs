@@ -1,5 +1,6 @@
-//! The three framings: a single message (version 1, keyed 2), a bundle of entries
-//! (version 3, keyed 4) and the compact bundle (version 5, keyed 6, in `compact.rs`).
+//! The framings: a single message (version 1, keyed 2), a bundle of entries (version
+//! 3, keyed 4) and the compact bundle (version 5, keyed 6, or with ack maps version 7,
+//! keyed 8, in `compact.rs`).
 //! Each writes its header, then [`body`] for every message, then the [`trailer`]; each
 //! reads only what [`trailer::open`] has checked.
 //!
@@ -10,18 +11,18 @@
 //!
 //! A keyed version puts the sender's counter (u64) right after the header.
 
-use super::body::{self, Head, Ints};
+use super::body::{self, Head, Ints, Maps};
 use super::trailer::{self, Key};
 use super::{
     BUNDLE_HEADER_LEN, COMPACT_HEADER_LEN, COUNTER_LEN, DecodeError, ELECT_BODY, ENTRY_HEAD, Entry,
     Framing, HEADER_LEN, Kind, MAGIC, MAX_DATAGRAM, MAX_ENTRIES, Message, Origin, VERSION,
-    VERSION_BUNDLE, VERSION_BUNDLE_KEYED, VERSION_COMPACT, VERSION_COMPACT_KEYED, VERSION_KEYED,
-    VOTE_BODY, entry_len, valid_id,
+    VERSION_ACKS, VERSION_ACKS_KEYED, VERSION_BUNDLE, VERSION_BUNDLE_KEYED, VERSION_COMPACT,
+    VERSION_COMPACT_KEYED, VERSION_KEYED, VOTE_BODY, entry_len, valid_id,
 };
 use byteorder::{BigEndian, ByteOrder};
 
-/// One of the six wire versions: a single message, a bundle or a compact bundle,
-/// unkeyed or keyed.
+/// One of the eight wire versions: a single message or one of the three bundle
+/// framings, unkeyed or keyed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(super) struct Format {
     /// Single (`None`), or one of the two bundle framings.
@@ -31,11 +32,12 @@ pub(super) struct Format {
 }
 
 impl Format {
-    /// The format a receiver reads `bytes` in: keyed when it has keys, a bundle framing
-    /// when the version byte names one of that keyed-ness. Anything else is read as a
-    /// single message, whose checks refuse a wrong version once the trailer has passed.
-    pub fn of(bytes: &[u8], keyed: bool) -> Format {
-        let bundle = [Framing::Bundle, Framing::Compact].into_iter().find(|&f| {
+    /// The format a receiver that speaks the framings up to `top` reads `bytes` in:
+    /// keyed when it has keys, a bundle framing when the version byte names one of
+    /// that keyed-ness. Anything else is read as a single message, whose checks refuse
+    /// a wrong version once the trailer has passed.
+    pub fn of(bytes: &[u8], keyed: bool, top: Framing) -> Format {
+        let bundle = Framing::ALL.into_iter().filter(|&f| f <= top).find(|&f| {
             let format = Format {
                 bundle: Some(f),
                 keyed,
@@ -54,6 +56,8 @@ impl Format {
             (Some(Framing::Bundle), true) => VERSION_BUNDLE_KEYED,
             (Some(Framing::Compact), false) => VERSION_COMPACT,
             (Some(Framing::Compact), true) => VERSION_COMPACT_KEYED,
+            (Some(Framing::CompactAcks), false) => VERSION_ACKS,
+            (Some(Framing::CompactAcks), true) => VERSION_ACKS_KEYED,
         }
     }
 
@@ -62,7 +66,7 @@ impl Format {
         let base = match self.bundle {
             None => HEADER_LEN,
             Some(Framing::Bundle) => BUNDLE_HEADER_LEN,
-            Some(Framing::Compact) => COMPACT_HEADER_LEN,
+            Some(Framing::Compact | Framing::CompactAcks) => COMPACT_HEADER_LEN,
         };
         base + if self.keyed { COUNTER_LEN } else { 0 }
     }
@@ -84,7 +88,7 @@ impl Format {
             + match self.bundle {
                 None => VOTE_BODY,
                 Some(Framing::Bundle) => ENTRY_HEAD + VOTE_BODY,
-                Some(Framing::Compact) => 4,
+                Some(Framing::Compact | Framing::CompactAcks) => 4,
             }
     }
 
@@ -120,15 +124,15 @@ pub(super) fn encode_single(msg: &Message, keyed: Option<(u64, &Key)>, out: &mut
         keyed: keyed.is_some(),
     };
     let start = out.len();
-    out.reserve(format.overhead() + body::len(&msg.body, false, Ints::Fixed));
-    put_start(out, format, body::head(&msg.body));
+    out.reserve(format.overhead() + body::len(&msg.body, Maps::None, Ints::Fixed));
+    put_start(out, format, body::head(&msg.body, Maps::None));
     out.extend_from_slice(&msg.sender.to_be_bytes());
     out.extend_from_slice(&msg.fingerprint.to_be_bytes());
     out.extend_from_slice(&msg.term.to_be_bytes());
     if let Some((counter, _)) = keyed {
         out.extend_from_slice(&counter.to_be_bytes());
     }
-    body::write(&msg.body, false, Ints::Fixed, out);
+    body::write(&msg.body, Maps::None, Ints::Fixed, out);
     trailer::seal(out, start, keyed.map(|(_, k)| k));
     out.len() - start
 }
@@ -176,7 +180,7 @@ pub(super) fn decode_single(
         flags: signed[4],
         aux: signed[5],
     };
-    let (msg, _) = body::read(head, &signed[header..], false, Ints::Fixed, len)?;
+    let (msg, _) = body::read(head, &signed[header..], Maps::None, Ints::Fixed, len)?;
     Ok((msg, format.counter(signed)))
 }
 
@@ -207,9 +211,9 @@ pub fn encode_bundle(
     }
     for e in entries {
         out.push(e.group);
-        out.extend_from_slice(&body::head(&e.msg.body));
+        out.extend_from_slice(&body::head(&e.msg.body, Maps::Alive));
         out.extend_from_slice(&e.msg.term.to_be_bytes());
-        body::write(&e.msg.body, true, Ints::Fixed, out);
+        body::write(&e.msg.body, Maps::Alive, Ints::Fixed, out);
     }
     trailer::seal(out, start, keyed.map(|(_, k)| k));
     out.len() - start
@@ -262,7 +266,13 @@ pub(super) fn decode_bundle(
             flags: e[2],
             aux: e[3],
         };
-        let (msg, used) = body::read(head, &signed[at + ENTRY_HEAD..], true, Ints::Fixed, len)?;
+        let (msg, used) = body::read(
+            head,
+            &signed[at + ENTRY_HEAD..],
+            Maps::Alive,
+            Ints::Fixed,
+            len,
+        )?;
         at += ENTRY_HEAD + used;
         entries.push(Entry { group, msg });
     }

@@ -13,6 +13,9 @@
 //!   version 3/4 without the bytes that are always zero, with a 9-byte header and
 //!   varint terms, sequence numbers and hold (`varint`). A host sends it to a peer once
 //!   it has heard that peer speak it (src/host/peers.rs): older builds drop it.
+//!   Versions 7 and 8 are the same compact bundle whose LEAD may also carry an ack map
+//!   (the followers it asks to acknowledge it, `FLAG_LEAD_ACKS`); a host sends them to
+//!   a peer once it has heard that peer speak them.
 //! - `trailer`: the CRC-32 (unkeyed) or truncated HMAC-SHA256 tag (keyed) that ends
 //!   every datagram, sealed by one function and verified by one function, before any
 //!   field is read.
@@ -74,6 +77,11 @@ pub const VERSION_COMPACT: u8 = 5;
 pub const VERSION_COMPACT_KEYED: u8 = 6;
 /// Compact bundle header: magic, version, count, sender u8, fingerprint.
 pub const COMPACT_HEADER_LEN: usize = 9;
+/// The compact bundle with ack maps, unkeyed: version 5 whose LEADs may carry the set of
+/// followers asked to acknowledge them (`FLAG_LEAD_ACKS`).
+pub const VERSION_ACKS: u8 = 7;
+/// The compact bundle with ack maps, keyed: version 6 whose LEADs may carry it.
+pub const VERSION_ACKS_KEYED: u8 = 8;
 /// The most entries in one bundle.
 pub const MAX_ENTRIES: usize = 128;
 /// The packer fills datagrams up to this many bytes: within the IPv6 minimum MTU
@@ -99,6 +107,10 @@ pub const FLAG_RESIGN: u8 = 0x01;
 /// LEAD flag: the leader could not be elected now (unhealthy or drained), so followers
 /// know their leader's health (SPEC section 13). Set only when unfit.
 pub const FLAG_LEAD_UNFIT: u8 = 0x02;
+/// LEAD flag, versions 7 and 8 only: an ack map follows the alive map (the followers
+/// this LEAD asks to acknowledge it, not empty). Set exactly when `acks` is not empty,
+/// never with `FLAG_RESIGN`; every older version refuses it (`BadFlags`).
+pub const FLAG_LEAD_ACKS: u8 = 0x04;
 /// ELECT flag: the claimant may not lead now (witness, unhealthy, drained, or resigned
 /// last round).
 pub const FLAG_INELIGIBLE: u8 = 0x01;
@@ -201,35 +213,49 @@ pub struct Origin {
     pub counter: Option<u64>,
 }
 
-/// The two bundle framings a host may send in.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+/// The three bundle framings a host may send in, in order: each reads everything the
+/// one before it carries, and a build that speaks one speaks those before it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Framing {
     /// Version 3 (4 keyed): what every build since bundles were introduced reads.
     Bundle,
     /// Version 5 (6 keyed): the compact bundle, read only by builds that speak it.
     Compact,
+    /// Version 7 (8 keyed): the compact bundle whose LEADs may carry an ack map, read
+    /// only by builds that speak it.
+    CompactAcks,
 }
 
 impl Framing {
+    /// Every framing, lowest first.
+    pub const ALL: [Framing; 3] = [Framing::Bundle, Framing::Compact, Framing::CompactAcks];
+
+    /// The highest framing this build speaks.
+    pub const TOP: Framing = Framing::CompactAcks;
+
     /// The framing a datagram that decoded was sent in: `Compact` for versions 5 and 6,
-    /// `Bundle` for every other (a version-1/2 single message counts as the old kind).
+    /// `CompactAcks` for 7 and 8, `Bundle` for every other (a version-1/2 single
+    /// message counts as the old kind).
     pub fn of(bytes: &[u8]) -> Framing {
         match bytes.get(2) {
             Some(&VERSION_COMPACT | &VERSION_COMPACT_KEYED) => Framing::Compact,
+            Some(&VERSION_ACKS | &VERSION_ACKS_KEYED) => Framing::CompactAcks,
             _ => Framing::Bundle,
         }
     }
 
-    /// 0 for `Bundle`, 1 for `Compact`: an index into per-framing counters.
+    /// 0 for `Bundle`, 1 for `Compact`, 2 for `CompactAcks`: an index into
+    /// per-framing counters.
     pub fn index(self) -> usize {
         self as usize
     }
 
-    /// "compact" or "classic", the metrics label.
+    /// "classic", "compact" or "compact_acks", the metrics label.
     pub fn name(self) -> &'static str {
         match self {
             Framing::Bundle => "classic",
             Framing::Compact => "compact",
+            Framing::CompactAcks => "compact_acks",
         }
     }
 }
@@ -270,6 +296,9 @@ pub enum DecodeError {
     /// A compact bundle's varint that is not minimal, or whose value is too large for
     /// its field.
     BadVarint,
+    /// A LEAD flagged with an ack map (versions 7 and 8) whose map is empty, longer
+    /// than 32 bytes, or ends in a zero byte (not canonical); the map's length byte.
+    BadAcks(usize),
 }
 
 impl DecodeError {
@@ -289,6 +318,7 @@ impl DecodeError {
             DecodeError::BadCount(_) => "bad_count",
             DecodeError::BadGroup(_) => "bad_group",
             DecodeError::BadVarint => "bad_varint",
+            DecodeError::BadAcks(_) => "bad_acks",
         }
     }
 }
@@ -313,6 +343,12 @@ impl fmt::Display for DecodeError {
             }
             DecodeError::BadGroup(g) => write!(f, "entry for unknown election group {g}"),
             DecodeError::BadVarint => write!(f, "varint not minimal or out of range"),
+            DecodeError::BadAcks(n) => {
+                write!(
+                    f,
+                    "ack map of {n} bytes is empty, too long or not canonical"
+                )
+            }
         }
     }
 }
@@ -367,8 +403,8 @@ pub fn entry_len(msg: &Message) -> usize {
 /// The bytes `msg` takes as an entry of `framing`.
 pub fn entry_len_in(framing: Framing, msg: &Message) -> usize {
     match framing {
-        Framing::Bundle => ENTRY_HEAD + body::len(&msg.body, true, body::Ints::Fixed),
-        Framing::Compact => compact::entry_len(msg),
+        Framing::Bundle => ENTRY_HEAD + body::len(&msg.body, body::Maps::Alive, body::Ints::Fixed),
+        Framing::Compact | Framing::CompactAcks => compact::entry_len(framing, msg),
     }
 }
 
@@ -447,12 +483,14 @@ pub fn encode_in(
 ) -> usize {
     match framing {
         Framing::Bundle => frame::encode_bundle(sender, fingerprint, entries, keyed, out),
-        Framing::Compact => compact::encode(sender, fingerprint, entries, keyed, out),
+        Framing::Compact | Framing::CompactAcks => {
+            compact::encode(framing, sender, fingerprint, entries, keyed, out)
+        }
     }
 }
 
-/// Decodes a datagram of any version: 1, 3 or 5 without `keys`, 2, 4 or 6 with them (a
-/// version-1/2 datagram becomes a one-entry bundle for group 0). The length and the
+/// Decodes a datagram of any version: 1, 3, 5 or 7 without `keys`, 2, 4, 6 or 8 with
+/// them (a version-1/2 datagram becomes a one-entry bundle for group 0). The length and the
 /// trailer are checked before any field; entries for a group at or above `groups` are
 /// refused.
 pub fn decode_any(
@@ -477,9 +515,25 @@ pub fn decode_any_into(
     groups: usize,
     entries: &mut Vec<Entry>,
 ) -> Result<Origin, DecodeError> {
-    match frame::Format::of(bytes, keys.is_some()).bundle {
+    decode_upto_into(Framing::TOP, bytes, keys, groups, entries)
+}
+
+/// [`decode_any_into`] as a build that speaks no framing above `top` decodes: a
+/// datagram of a higher version is read as an unknown version, exactly as such a build
+/// reads it (as a single message, so refused `BadVersion`, or `TooLong` when longer
+/// than one). For tests that emulate older builds (`Host::cap_wire`).
+pub fn decode_upto_into(
+    top: Framing,
+    bytes: &[u8],
+    keys: Option<&[&Key]>,
+    groups: usize,
+    entries: &mut Vec<Entry>,
+) -> Result<Origin, DecodeError> {
+    match frame::Format::of(bytes, keys.is_some(), top).bundle {
         Some(Framing::Bundle) => return frame::decode_bundle(bytes, keys, groups, entries),
-        Some(Framing::Compact) => return compact::decode(bytes, keys, groups, entries),
+        Some(f @ (Framing::Compact | Framing::CompactAcks)) => {
+            return compact::decode(f, bytes, keys, groups, entries);
+        }
         None => {}
     }
     let (msg, counter) = frame::decode_single(bytes, keys)?;

@@ -37,9 +37,9 @@ fn decode_one(data: &[u8]) {
         wire::encode_keyed(&m, counter, &key, &mut b);
         assert_eq!(b, data);
     }
-    // The bundle framings (issue 12; compact, issue 25), keyed or not: canonical as
-    // well, and a compact bundle holds exactly what the version-3/4 bundle of the same
-    // entries holds.
+    // The bundle framings (issue 12; compact and compact with ack maps, issue 25),
+    // keyed or not: canonical as well, and each holds exactly what the others hold of
+    // the same entries (an ack map only in versions 7/8).
     for keys in [None, Some(&[&key][..])] {
         if let Ok(bundle) = wire::decode_any(data, keys, 256) {
             if data.get(2).is_some_and(|&v| v >= wire::VERSION_BUNDLE) {
@@ -56,24 +56,32 @@ fn decode_one(data: &[u8]) {
                     &mut b,
                 );
                 assert_eq!(b, data, "accepted bundle bytes must be canonical");
-                let other = match framing {
-                    wire::Framing::Bundle => wire::Framing::Compact,
-                    wire::Framing::Compact => wire::Framing::Bundle,
-                };
-                let mut o = Vec::new();
-                wire::encode_in(
-                    other,
-                    m.sender,
-                    m.fingerprint,
-                    &bundle.entries,
-                    counter,
-                    &mut o,
-                );
-                assert_eq!(
-                    wire::decode_any(&o, keys, 256).as_ref(),
-                    Ok(&bundle),
-                    "both framings carry the same bundle"
-                );
+                // Every other framing carries the same bundle, but for the ack maps
+                // that only versions 7/8 carry (the others write them as empty).
+                for other in wire::Framing::ALL.into_iter().filter(|&f| f != framing) {
+                    let mut o = Vec::new();
+                    wire::encode_in(
+                        other,
+                        m.sender,
+                        m.fingerprint,
+                        &bundle.entries,
+                        counter,
+                        &mut o,
+                    );
+                    let mut want = bundle.clone();
+                    for e in &mut want.entries {
+                        if let wire::Body::Lead { acks, .. } = &mut e.msg.body
+                            && other != wire::Framing::CompactAcks
+                        {
+                            *acks = wire::PeerSet::EMPTY;
+                        }
+                    }
+                    assert_eq!(
+                        wire::decode_any(&o, keys, 256).as_ref(),
+                        Ok(&want),
+                        "every framing carries the same bundle ({other:?})"
+                    );
+                }
             }
         }
     }
