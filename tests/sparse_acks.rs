@@ -60,6 +60,8 @@ struct Net {
     /// Milliseconds at which server 1 was not leader although it had been.
     lapses: Vec<u64>,
     led: bool,
+    /// Extra delay of every ACK, in ms (the network's is 1 ms).
+    ack_delay: u64,
 }
 
 impl Net {
@@ -77,6 +79,7 @@ impl Net {
             drop_ack: None,
             lapses: Vec::new(),
             led: false,
+            ack_delay: 0,
         }
     }
 
@@ -91,6 +94,7 @@ impl Net {
                 Output::Persist(d) => self.nodes[i].handle_persisted(now, d),
                 Output::Send { dest, msg } => {
                     let id = i as u16 + 1;
+                    let mut delay = 1;
                     match msg.body {
                         Body::Lead {
                             seq,
@@ -103,6 +107,7 @@ impl Net {
                             asked: acks,
                         }),
                         Body::Ack { seq, .. } => {
+                            delay += self.ack_delay;
                             self.acks.push((self.now, id, seq));
                             if self.drop_ack == Some((id, seq)) {
                                 self.drop_ack = None;
@@ -120,7 +125,9 @@ impl Net {
                     };
                     for j in to {
                         if !self.down[j] {
-                            self.queue.push_back((self.now + 1, j, msg));
+                            let at = self.now + delay;
+                            let k = self.queue.partition_point(|m| m.0 <= at);
+                            self.queue.insert(k, (at, j, msg));
                         }
                     }
                 }
@@ -360,4 +367,25 @@ fn misses_while_sparse_double_the_streak_needed() {
     let want: Vec<usize> = (1..=4).map(|k| SPARSE_AFTER << k).collect();
     assert_eq!(runs, want, "dense runs after each miss");
     assert!(net.lapses.is_empty(), "{:?}", net.lapses);
+}
+
+/// A leader that reads at the heartbeat takes the ACKs of its last LEAD at the tick
+/// where the next LEAD is due. The core handles an ACK before the timers due at the
+/// same instant, so those ACKs count for the LEAD they acknowledge: before, the LEAD
+/// timer fired first, every ACK looked a LEAD late, and in the daemon the leader never
+/// asked only some followers. Here every ACK arrives exactly at the next tick.
+#[test]
+fn acks_read_at_the_tick_count_before_the_next_lead() {
+    let mut net = Net::new(3, Sabotage::default());
+    net.ack_delay = 98; // LEAD at t, at the follower t+1, ACK back at t+100: the tick.
+    let leader = net.settle();
+    let t0 = net.now;
+    net.run(t0 + 3_000);
+    let leads = net.leads_since(t0);
+    assert!(
+        leads.iter().all(|l| ids(&l.asked).len() == 1),
+        "ACKs read at the tick keep the streak: {:?}",
+        leads.iter().map(|l| ids(&l.asked)).collect::<Vec<_>>()
+    );
+    assert!(net.nodes[leader].is_leader(net.t()));
 }

@@ -232,6 +232,21 @@ impl Node {
         self.admit(msg)?;
         // Heard first: a round that the timer opens in this same call counts the sender.
         self.peers[s].heard_at = Some(now);
+        if let Body::Ack { seq, unfit } = msg.body {
+            // An ACK runs no timer (issue 25): a leader that reads at the heartbeat
+            // reads the ACKs of its last LEAD at the tick where the next one is due;
+            // had the first of them fired that LEAD's timer, the others would have
+            // been judged after it, a LEAD late, and its acknowledgements never
+            // looked complete (its sparse acknowledgements never started in the
+            // daemon). The driver runs the timers due after its reads
+            // (`handle_timeout`). An ACK moves no timer earlier: it can only renew a
+            // lease, which is valid whenever it is read.
+            self.last_now = self.last_now.max(now);
+            self.on_ack_msg(now, s, msg.term, seq, unfit);
+            self.consider_handover(now);
+            self.check_invariants(now);
+            return Ok(());
+        }
         self.on_time(now);
         match msg.body {
             Body::Lead {
@@ -288,30 +303,34 @@ impl Node {
                     self.on_vote(now, s, msg.term);
                 }
             }
-            Body::Ack { seq, unfit } => {
-                // Only an ACK of the newest LEAD, or the one before, tells how the sender
-                // is now: a late copy of an old ACK must not make a failing server look
-                // fit (issue 11 review).
-                let current = match &self.leadership {
-                    Some(l) => msg.term == l.term && seq.saturating_add(1) >= l.seq,
-                    None => (msg.term, seq.saturating_add(1)) >= self.last_seen,
-                };
-                if current {
-                    self.peers[s].ack_pos = self.peers[s].ack_pos.max((msg.term, seq));
-                    self.note_fitness(now, s, !unfit);
-                    self.peers[s].report = Some((now, !unfit));
-                    self.peers[s].fit_ack = if unfit {
-                        (0, 0)
-                    } else {
-                        self.peers[s].fit_ack.max((msg.term, seq))
-                    };
-                }
-                self.on_ack(s, msg.term, seq)
-            }
+            // Handled above, before the timers.
+            Body::Ack { .. } => {}
         }
         self.consider_handover(now);
         self.check_invariants(now);
         Ok(())
+    }
+
+    /// An ACK from server `s` of LEAD (term, seq).
+    fn on_ack_msg(&mut self, now: Time, s: usize, term: u64, seq: u64, unfit: bool) {
+        // Only an ACK of the newest LEAD, or the one before, tells how the sender is
+        // now: a late copy of an old ACK must not make a failing server look fit (issue
+        // 11 review).
+        let current = match &self.leadership {
+            Some(l) => term == l.term && seq.saturating_add(1) >= l.seq,
+            None => (term, seq.saturating_add(1)) >= self.last_seen,
+        };
+        if current {
+            self.peers[s].ack_pos = self.peers[s].ack_pos.max((term, seq));
+            self.note_fitness(now, s, !unfit);
+            self.peers[s].report = Some((now, !unfit));
+            self.peers[s].fit_ack = if unfit {
+                (0, 0)
+            } else {
+                self.peers[s].fit_ack.max((term, seq))
+            };
+        }
+        self.on_ack(s, term, seq)
     }
 
     /// Sets what every log line of this node starts with (the daemon names the
