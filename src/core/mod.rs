@@ -233,15 +233,15 @@ impl Node {
         // Heard first: a round that the timer opens in this same call counts the sender.
         self.peers[s].heard_at = Some(now);
         if let Body::Ack { seq, unfit } = msg.body {
-            // An ACK runs no timer (issue 25): a leader that reads at the heartbeat
-            // reads the ACKs of its last LEAD at the tick where the next one is due;
-            // had the first of them fired that LEAD's timer, the others would have
-            // been judged after it, a LEAD late, and its acknowledgements never
-            // looked complete (its sparse acknowledgements never started in the
-            // daemon). The driver runs the timers due after its reads
-            // (`handle_timeout`). An ACK moves no timer earlier: it can only renew a
-            // lease, which is valid whenever it is read.
-            self.last_now = self.last_now.max(now);
+            // An ACK does not send the next LEAD (issue 25): a leader that reads at
+            // the heartbeat reads the ACKs of its last LEAD at the tick where the next
+            // one is due; had the first of them fired that LEAD's timer, the others
+            // would have been judged after it, a LEAD late, and its acknowledgements
+            // never looked complete (its sparse acknowledgements never started in the
+            // daemon). Every other due timer runs first, as for any datagram; the
+            // heartbeat runs when the driver runs the timers after its reads
+            // (`handle_timeout`), microseconds later.
+            self.on_time_but(now, Some(Timer::Heartbeat));
             self.on_ack_msg(now, s, msg.term, seq, unfit);
             self.consider_handover(now);
             self.check_invariants(now);

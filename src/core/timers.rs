@@ -74,9 +74,14 @@ impl Node {
     /// Fires every timer that is due at `now`, once, in the order of `Timer::ALL`
     /// (each deadline is read afresh: a step-down clears the heartbeat).
     pub(super) fn on_time(&mut self, now: Time) {
+        self.on_time_but(now, None);
+    }
+
+    /// As [`Node::on_time`], leaving `skip` (if due) for a later call.
+    pub(super) fn on_time_but(&mut self, now: Time, skip: Option<Timer>) {
         self.last_now = self.last_now.max(now);
         for t in Timer::ALL {
-            if self.deadline(t).is_some_and(|d| now >= d) {
+            if Some(t) != skip && self.deadline(t).is_some_and(|d| now >= d) {
                 self.fire(t, now);
             }
         }
