@@ -1,0 +1,260 @@
+//! Issue 25, sparse acknowledgements, attacked (an independent review): N bare cores on
+//! an in-memory network with a one-millisecond delay, every output honoured, with
+//! ACKs dropped on demand and timers reloaded mid-run. Each test states a property the
+//! sparse rule claims and would fail if it broke.
+
+use electd::node::{Dest, Durable, Node, NodeConfig, Output, Sabotage, ServerInfo};
+use electd::time::Time;
+use electd::wire::{Body, Message, PeerSet};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+fn cfg(id: u16, n: u16, k: u32) -> NodeConfig {
+    NodeConfig {
+        id,
+        servers: (1..=n)
+            .map(|id| ServerInfo {
+                id,
+                priority: 0,
+                witness: false,
+            })
+            .collect(),
+        fingerprint: 0xF1F1,
+        heartbeat: Duration::from_millis(100),
+        rtt: Duration::from_millis(20),
+        missed_heartbeats: k,
+        drift_ppm: 10_000,
+        max_hold: Duration::from_secs(60),
+        preempt_delay: None,
+        seed: u64::from(id),
+        strict: true,
+        sabotage: Sabotage::default(),
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Lead {
+    at: u64,
+    from: u16,
+    seq: u64,
+    asked: PeerSet,
+}
+
+struct Net {
+    n: usize,
+    nodes: Vec<Node>,
+    now: u64,
+    queue: VecDeque<(u64, usize, Message)>,
+    leads: Vec<Lead>,
+    /// (at, from id, seq) of every ACK sent.
+    acks: Vec<(u64, u16, u64)>,
+    /// ACKs (from id, seq) to drop, each once.
+    drop_acks: Vec<(u16, u64)>,
+    /// (ms, index) at which a server that had led was no longer leader.
+    lapses: Vec<(u64, usize)>,
+    led: Vec<bool>,
+}
+
+impl Net {
+    fn new(n: u16, k: u32) -> Net {
+        let nodes = (1..=n)
+            .map(|id| Node::new(cfg(id, n, k), Durable::default(), Time(0)).unwrap())
+            .collect();
+        Net {
+            n: usize::from(n),
+            nodes,
+            now: 0,
+            queue: VecDeque::new(),
+            leads: Vec::new(),
+            acks: Vec::new(),
+            drop_acks: Vec::new(),
+            lapses: Vec::new(),
+            led: vec![false; usize::from(n)],
+        }
+    }
+
+    fn t(&self) -> Time {
+        Time(self.now * 1_000_000)
+    }
+
+    fn flush(&mut self, i: usize) {
+        let now = self.t();
+        let id = i as u16 + 1;
+        while let Some(o) = self.nodes[i].poll_output() {
+            match o {
+                Output::Persist(d) => self.nodes[i].handle_persisted(now, d),
+                Output::Send { dest, msg } => {
+                    match msg.body {
+                        Body::Lead {
+                            seq,
+                            acks,
+                            resign: false,
+                            ..
+                        } => self.leads.push(Lead {
+                            at: self.now,
+                            from: id,
+                            seq,
+                            asked: acks,
+                        }),
+                        Body::Ack { seq, .. } => {
+                            self.acks.push((self.now, id, seq));
+                            if let Some(p) = self.drop_acks.iter().position(|&d| d == (id, seq)) {
+                                self.drop_acks.remove(p);
+                                continue;
+                            }
+                        }
+                        _ => {}
+                    }
+                    let to: Vec<usize> = match dest {
+                        Dest::All => (0..self.n).filter(|&j| j != i).collect(),
+                        Dest::One(p) => vec![usize::from(p) - 1],
+                    };
+                    for j in to {
+                        self.queue.push_back((self.now + 1, j, msg));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn step(&mut self) {
+        self.now += 1;
+        let now = self.t();
+        while self.queue.front().is_some_and(|m| m.0 <= self.now) {
+            let (_, j, msg) = self.queue.pop_front().unwrap();
+            let _ = self.nodes[j].handle_datagram(now, &msg);
+            self.flush(j);
+        }
+        for i in 0..self.n {
+            if self.nodes[i].next_deadline() <= now {
+                self.nodes[i].handle_timeout(now);
+            }
+            self.flush(i);
+        }
+        for i in 0..self.n {
+            let leads = self.nodes[i].is_leader(now);
+            if self.led[i] && !leads {
+                self.lapses.push((self.now, i));
+            }
+            self.led[i] = leads;
+        }
+    }
+
+    fn run(&mut self, until: u64) {
+        while self.now < until {
+            self.step();
+        }
+    }
+
+    /// Runs until `until` or just after the next LEAD of `leader` leaves.
+    fn run_to_next_lead(&mut self, leader: usize, until: u64) {
+        let before = self.leads.len();
+        while self.now < until {
+            self.step();
+            if self.leads[before..]
+                .iter()
+                .any(|l| l.from == leader as u16 + 1)
+            {
+                return;
+            }
+        }
+    }
+
+    fn leader(&self) -> usize {
+        let now = self.t();
+        (0..self.n)
+            .find(|&i| self.nodes[i].is_leader(now))
+            .expect("a leader")
+    }
+}
+
+fn ids(s: &PeerSet) -> Vec<u16> {
+    s.iter().collect()
+}
+
+/// N = 3..=7: once settled, every LEAD asks exactly Q-1 followers (never itself),
+/// any two LEADs in a row ask every follower between them, only asked followers ACK,
+/// and the leader keeps its lease throughout on a lossless network.
+#[test]
+fn every_sparse_lead_asks_q_minus_1_and_two_in_a_row_ask_everyone() {
+    for n in 3u16..=7 {
+        let mut net = Net::new(n, 3);
+        net.run(4_000);
+        let leader = net.leader();
+        let lid = leader as u16 + 1;
+        let t0 = net.now;
+        let lapses_before = net.lapses.len();
+        net.run(t0 + 4_000);
+        assert_eq!(net.lapses.len(), lapses_before, "N={n}: {:?}", net.lapses);
+        let q = usize::from(n) / 2 + 1;
+        let leads: Vec<&Lead> = net
+            .leads
+            .iter()
+            .filter(|l| l.at > t0 && l.from == lid)
+            .collect();
+        assert!(leads.len() >= 38, "N={n}: {} LEADs", leads.len());
+        for l in &leads {
+            assert_eq!(ids(&l.asked).len(), q - 1, "N={n}: {l:?}");
+            assert!(!l.asked.contains(lid), "N={n}: asks itself: {l:?}");
+        }
+        for w in leads.windows(2) {
+            for f in (1..=n).filter(|&f| f != lid) {
+                assert!(
+                    w[0].asked.contains(f) || w[1].asked.contains(f),
+                    "N={n}: follower {f} not asked by two LEADs in a row: {w:?}"
+                );
+            }
+        }
+        for &(at, from, seq) in net.acks.iter().filter(|a| a.0 > t0 + 1) {
+            let lead = leads.iter().find(|l| l.seq == seq).unwrap();
+            assert!(
+                lead.asked.contains(from),
+                "N={n}: {from} acked LEAD {seq} at {at} unasked"
+            );
+        }
+    }
+}
+
+/// A timer reload to a longer heartbeat while sparse: the LEAD after the reload is
+/// decided with the new (longer) lease and heartbeat, but if its one asked ACK is lost
+/// the lease rests on the LEAD before, sent with the old, shorter lease, which must
+/// last until the ACK of the LEAD after, one new heartbeat later. Dense, a second
+/// follower's ACK covered it.
+#[test]
+fn a_reload_to_a_longer_heartbeat_while_sparse_survives_one_lost_ack() {
+    let mut net = Net::new(3, 3);
+    net.run(4_000);
+    let leader = net.leader();
+    let last = net.leads.last().unwrap().clone();
+    assert_eq!(ids(&last.asked).len(), 1, "sparse by now: {last:?}");
+    // Just after a LEAD (and its ACK) every server reloads to HBT 300 ms, K 3.
+    net.run_to_next_lead(leader, net.now + 200);
+    net.run(net.now + 5);
+    for node in &mut net.nodes {
+        node.set_timers(
+            Duration::from_millis(300),
+            Duration::from_millis(20),
+            3,
+            10_000,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    }
+    // The next LEAD (at the old deadline, new timers) asks one follower: drop that ACK
+    // whoever it is (both candidates; the unasked one sends none).
+    let next = net.leads.last().unwrap().seq + 1;
+    for f in (1..=3u16).filter(|&f| f != leader as u16 + 1) {
+        net.drop_acks.push((f, next));
+    }
+    let lapses_before = net.lapses.len();
+    net.run(net.now + 2_000);
+    let l = net.leads.iter().find(|l| l.seq == next).unwrap().clone();
+    let l_asked = ids(&l.asked);
+    assert!(
+        net.lapses.len() == lapses_before,
+        "lease lost after a reload to a longer heartbeat and one lost ACK of LEAD {next} \
+         (asked {l_asked:?}): {:?}",
+        &net.lapses[lapses_before..]
+    );
+}
