@@ -241,15 +241,20 @@ fn a_reload_to_a_longer_heartbeat_while_sparse_survives_one_lost_ack() {
         )
         .unwrap();
     }
-    // The next LEAD (at the old deadline, new timers) asks one follower: drop that ACK
-    // whoever it is (both candidates; the unasked one sends none).
-    let next = net.leads.last().unwrap().seq + 1;
-    for f in (1..=3u16).filter(|&f| f != leader as u16 + 1) {
-        net.drop_acks.push((f, next));
-    }
+    // The next LEAD (at the old deadline, new timers): one ACK of it is lost, the
+    // one it asked for (or, dense, one of the two).
+    net.run_to_next_lead(leader, net.now + 200);
+    let l = net.leads.last().unwrap().clone();
+    assert_eq!(l.from, leader as u16 + 1);
+    let next = l.seq;
+    let lost = l
+        .asked
+        .iter()
+        .next()
+        .unwrap_or(if leader == 0 { 2 } else { 1 });
+    net.drop_acks.push((lost, next));
     let lapses_before = net.lapses.len();
     net.run(net.now + 2_000);
-    let l = net.leads.iter().find(|l| l.seq == next).unwrap().clone();
     let l_asked = ids(&l.asked);
     assert!(
         net.lapses.len() == lapses_before,
