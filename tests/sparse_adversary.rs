@@ -53,12 +53,28 @@ struct Net {
     /// (ms, index) at which a server that had led was no longer leader.
     lapses: Vec<(u64, usize)>,
     led: Vec<bool>,
+    /// (at, from id, successor id) of every RESIGN sent.
+    resigns: Vec<(u64, u16, u16)>,
+    /// Milliseconds at which two servers were leader at once.
+    overlaps: u32,
 }
 
 impl Net {
     fn new(n: u16, k: u32) -> Net {
+        Net::with(n, k, &[], Sabotage::default())
+    }
+
+    /// N servers, those in `witnesses` witnesses, every one with `sabotage`.
+    fn with(n: u16, k: u32, witnesses: &[u16], sabotage: Sabotage) -> Net {
         let nodes = (1..=n)
-            .map(|id| Node::new(cfg(id, n, k), Durable::default(), Time(0)).unwrap())
+            .map(|id| {
+                let mut c = cfg(id, n, k);
+                for s in &mut c.servers {
+                    s.witness = witnesses.contains(&s.id);
+                }
+                c.sabotage = sabotage.clone();
+                Node::new(c, Durable::default(), Time(0)).unwrap()
+            })
             .collect();
         Net {
             n: usize::from(n),
@@ -70,6 +86,8 @@ impl Net {
             drop_acks: Vec::new(),
             lapses: Vec::new(),
             led: vec![false; usize::from(n)],
+            resigns: Vec::new(),
+            overlaps: 0,
         }
     }
 
@@ -96,6 +114,11 @@ impl Net {
                             seq,
                             asked: acks,
                         }),
+                        Body::Lead {
+                            resign: true,
+                            successor,
+                            ..
+                        } => self.resigns.push((self.now, id, successor)),
                         Body::Ack { seq, .. } => {
                             self.acks.push((self.now, id, seq));
                             if let Some(p) = self.drop_acks.iter().position(|&d| d == (id, seq)) {
@@ -131,6 +154,13 @@ impl Net {
                 self.nodes[i].handle_timeout(now);
             }
             self.flush(i);
+        }
+        if (0..self.n)
+            .filter(|&i| self.nodes[i].is_leader(now))
+            .count()
+            > 1
+        {
+            self.overlaps += 1;
         }
         for i in 0..self.n {
             let leads = self.nodes[i].is_leader(now);
@@ -262,4 +292,87 @@ fn a_reload_to_a_longer_heartbeat_while_sparse_survives_one_lost_ack() {
          (asked {l_asked:?}): {:?}",
         &net.lapses[lapses_before..]
     );
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Trigger {
+    Yield,
+    Unhealthy,
+    Drain,
+}
+
+/// Runs one handover from a leader at rest and returns (was it sparse when the
+/// handover began, ms from the trigger to another server leading, successor named).
+fn handover(
+    n: u16,
+    witnesses: &[u16],
+    trigger: Trigger,
+    offset: u64,
+    sabotage: Sabotage,
+) -> (bool, u64, u16) {
+    let mut net = Net::with(n, 3, witnesses, sabotage);
+    net.run(4_000);
+    let leader = net.leader();
+    net.run_to_next_lead(leader, net.now + 200);
+    net.run(net.now + offset);
+    let sparse = !net.leads.last().unwrap().asked.is_empty();
+    let t0 = net.now;
+    let now = net.t();
+    match trigger {
+        Trigger::Yield => assert!(net.nodes[leader].handle_yield(now)),
+        Trigger::Unhealthy => net.nodes[leader].set_health(now, false),
+        Trigger::Drain => net.nodes[leader].set_drained(now, true),
+    }
+    net.flush(leader);
+    let mut took = None;
+    while net.now < t0 + 3_000 {
+        net.step();
+        let now = net.t();
+        if took.is_none() && (0..net.n).any(|i| i != leader && net.nodes[i].is_leader(now)) {
+            took = Some(net.now - t0);
+        }
+    }
+    assert_eq!(net.overlaps, 0, "two leaders at once");
+    let took = took.unwrap_or_else(|| panic!("no new leader after {trigger:?}"));
+    let successor = net.resigns.iter().find(|r| r.0 >= t0).map_or(0, |r| r.2);
+    (sparse, took, successor)
+}
+
+/// Yield, ill health and drain of a leader whose followers acknowledge in turn: the
+/// RESIGN of an unfit leader names a successor (never a witness), the same as dense, and the seat moves no later than with
+/// every follower acknowledging (Sabotage::dense_acks), for N = 3 (with and without a
+/// witness), 4 and 5, the trigger early and late in a heartbeat.
+#[test]
+fn handovers_while_sparse_behave_as_dense() {
+    let dense = Sabotage {
+        dense_acks: true,
+        ..Sabotage::default()
+    };
+    for (n, witnesses) in [
+        (3u16, &[][..]),
+        (3, &[3u16][..]),
+        (4, &[][..]),
+        (5, &[][..]),
+    ] {
+        for trigger in [Trigger::Yield, Trigger::Unhealthy, Trigger::Drain] {
+            for offset in [0u64, 2, 50, 97] {
+                let case = format!("N={n} witnesses={witnesses:?} {trigger:?} +{offset} ms");
+                let (sparse, took, succ) =
+                    handover(n, witnesses, trigger, offset, Sabotage::default());
+                let (was_sparse, took_dense, succ_dense) =
+                    handover(n, witnesses, trigger, offset, dense.clone());
+                assert!(sparse, "{case}: sparse at the trigger");
+                assert!(!was_sparse, "{case}: the control is dense");
+                if !matches!(trigger, Trigger::Yield) {
+                    assert_ne!(succ, 0, "{case}: the RESIGN names a successor");
+                }
+                assert!(!witnesses.contains(&succ), "{case}: successor {succ}");
+                assert_eq!(succ, succ_dense, "{case}: the same successor as dense");
+                assert!(
+                    took <= took_dense,
+                    "{case}: {took} ms to a new leader, dense {took_dense} ms"
+                );
+            }
+        }
+    }
 }
