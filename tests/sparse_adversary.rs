@@ -66,13 +66,20 @@ impl Net {
 
     /// N servers, those in `witnesses` witnesses, every one with `sabotage`.
     fn with(n: u16, k: u32, witnesses: &[u16], sabotage: Sabotage) -> Net {
+        Net::with_cfg(n, k, |c| {
+            for s in &mut c.servers {
+                s.witness = witnesses.contains(&s.id);
+            }
+            c.sabotage = sabotage.clone();
+        })
+    }
+
+    /// N servers, each configuration passed through `f`.
+    fn with_cfg(n: u16, k: u32, f: impl Fn(&mut NodeConfig)) -> Net {
         let nodes = (1..=n)
             .map(|id| {
                 let mut c = cfg(id, n, k);
-                for s in &mut c.servers {
-                    s.witness = witnesses.contains(&s.id);
-                }
-                c.sabotage = sabotage.clone();
+                f(&mut c);
                 Node::new(c, Durable::default(), Time(0)).unwrap()
             })
             .collect();
@@ -375,4 +382,70 @@ fn handovers_while_sparse_behave_as_dense() {
             }
         }
     }
+}
+
+/// A leader that is unfit (unhealthy or drained) asks every follower until it hands
+/// over: it needs every follower's fitness at once to choose its successor.
+#[test]
+fn an_unfit_leader_asks_everyone() {
+    for drain in [false, true] {
+        let mut net = Net::new(3, 3);
+        net.run(4_000);
+        let leader = net.leader();
+        let lid = leader as u16 + 1;
+        assert!(!net.leads.last().unwrap().asked.is_empty(), "sparse first");
+        let t0 = net.now;
+        let now = net.t();
+        if drain {
+            net.nodes[leader].set_drained(now, true);
+        } else {
+            net.nodes[leader].set_health(now, false);
+        }
+        net.run(t0 + 2_000);
+        let sparse: Vec<&Lead> = net
+            .leads
+            .iter()
+            .filter(|l| l.at >= t0 && l.from == lid && !l.asked.is_empty())
+            .collect();
+        assert!(
+            sparse.is_empty(),
+            "drain={drain}: unfit yet sparse: {sparse:?}"
+        );
+        assert!(
+            net.resigns.iter().any(|r| r.0 >= t0 && r.1 == lid),
+            "drain={drain}: handed over"
+        );
+    }
+}
+
+/// With preempt-delay set, a leader with a more preferred server configured may be
+/// preempted at any heartbeat and asks every follower (the handover's choice rests on
+/// whose fit ACKs came); the most preferred, once it leads, goes sparse.
+#[test]
+fn a_leader_that_may_be_preempted_asks_everyone() {
+    let mut net = Net::with_cfg(3, 3, |c| {
+        c.preempt_delay = Some(Duration::from_millis(500));
+        for s in &mut c.servers {
+            s.priority = if s.id == 3 { 10 } else { 0 };
+        }
+    });
+    net.run(10_000);
+    let by_low: Vec<&Lead> = net
+        .leads
+        .iter()
+        .filter(|l| l.from != 3 && !l.asked.is_empty())
+        .collect();
+    assert!(
+        by_low.is_empty(),
+        "sparse below a preferred server: {by_low:?}"
+    );
+    assert_eq!(net.leader(), 2, "server 3 leads at the end");
+    assert!(
+        net.leads
+            .iter()
+            .filter(|l| l.from == 3)
+            .last()
+            .is_some_and(|l| !l.asked.is_empty()),
+        "server 3, the most preferred, goes sparse"
+    );
 }
