@@ -57,6 +57,8 @@ struct Net {
     resigns: Vec<(u64, u16, u16)>,
     /// Milliseconds at which two servers were leader at once.
     overlaps: u32,
+    /// Servers cut off (nothing to or from them, no timers).
+    down: Vec<bool>,
 }
 
 impl Net {
@@ -95,6 +97,7 @@ impl Net {
             led: vec![false; usize::from(n)],
             resigns: Vec::new(),
             overlaps: 0,
+            down: vec![false; usize::from(n)],
         }
     }
 
@@ -139,7 +142,10 @@ impl Net {
                         Dest::All => (0..self.n).filter(|&j| j != i).collect(),
                         Dest::One(p) => vec![usize::from(p) - 1],
                     };
-                    for j in to {
+                    if self.down[i] {
+                        continue;
+                    }
+                    for j in to.into_iter().filter(|&j| !self.down[j]) {
                         self.queue.push_back((self.now + 1, j, msg));
                     }
                 }
@@ -157,6 +163,9 @@ impl Net {
             self.flush(j);
         }
         for i in 0..self.n {
+            if self.down[i] {
+                continue;
+            }
             if self.nodes[i].next_deadline() <= now {
                 self.nodes[i].handle_timeout(now);
             }
@@ -423,13 +432,21 @@ fn an_unfit_leader_asks_everyone() {
 /// whose fit ACKs came); the most preferred, once it leads, goes sparse.
 #[test]
 fn a_leader_that_may_be_preempted_asks_everyone() {
+    // Server 3 (preferred) is away while another is elected, then comes back: the
+    // other leads, settled but for preemption, through the delay (40 heartbeats).
     let mut net = Net::with_cfg(3, 3, |c| {
-        c.preempt_delay = Some(Duration::from_millis(500));
+        c.preempt_delay = Some(Duration::from_secs(4));
         for s in &mut c.servers {
             s.priority = if s.id == 3 { 10 } else { 0 };
         }
     });
-    net.run(10_000);
+    net.down[2] = true;
+    net.run(2_000);
+    assert_ne!(net.leader(), 2);
+    net.down[2] = false;
+    net.run(4_500);
+    assert_ne!(net.leader(), 2, "not preempted yet");
+    net.run(14_000);
     let by_low: Vec<&Lead> = net
         .leads
         .iter()
