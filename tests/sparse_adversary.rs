@@ -59,6 +59,9 @@ struct Net {
     overlaps: u32,
     /// Servers cut off (nothing to or from them, no timers).
     down: Vec<bool>,
+    /// Every LEAD is delivered a second time this many ms late (duplicated and, past
+    /// a heartbeat, reordered behind newer LEADs).
+    dup_leads: Option<u64>,
 }
 
 impl Net {
@@ -98,6 +101,7 @@ impl Net {
             resigns: Vec::new(),
             overlaps: 0,
             down: vec![false; usize::from(n)],
+            dup_leads: None,
         }
     }
 
@@ -145,8 +149,15 @@ impl Net {
                     if self.down[i] {
                         continue;
                     }
+                    let dup = match msg.body {
+                        Body::Lead { .. } => self.dup_leads,
+                        _ => None,
+                    };
                     for j in to.into_iter().filter(|&j| !self.down[j]) {
                         self.queue.push_back((self.now + 1, j, msg));
+                        if let Some(d) = dup {
+                            self.queue.push_back((self.now + d, j, msg));
+                        }
                     }
                 }
                 _ => {}
@@ -157,8 +168,8 @@ impl Net {
     fn step(&mut self) {
         self.now += 1;
         let now = self.t();
-        while self.queue.front().is_some_and(|m| m.0 <= self.now) {
-            let (_, j, msg) = self.queue.pop_front().unwrap();
+        while let Some(p) = self.queue.iter().position(|m| m.0 <= self.now) {
+            let (_, j, msg) = self.queue.remove(p).unwrap();
             let _ = self.nodes[j].handle_datagram(now, &msg);
             self.flush(j);
         }
@@ -465,4 +476,42 @@ fn a_leader_that_may_be_preempted_asks_everyone() {
             .is_some_and(|l| !l.asked.is_empty()),
         "server 3, the most preferred, goes sparse"
     );
+}
+
+/// Every LEAD duplicated and delivered again 150 ms or 250 ms late, behind one or two
+/// newer LEADs: a follower acknowledges an old LEAD only if that LEAD asked it, an old
+/// ACK never moves the leader's record of a follower back (so no false miss), and the
+/// leader stays sparse with its lease throughout.
+#[test]
+fn duplicated_and_reordered_leads_change_nothing_at_rest() {
+    for delay in [150u64, 250] {
+        let mut net = Net::new(3, 3);
+        net.dup_leads = Some(delay);
+        net.run(4_000);
+        let leader = net.leader();
+        let lid = leader as u16 + 1;
+        let t0 = net.now;
+        let lapses = net.lapses.len();
+        net.run(t0 + 5_000);
+        assert_eq!(net.lapses.len(), lapses, "delay {delay}: {:?}", net.lapses);
+        let leads: Vec<&Lead> = net
+            .leads
+            .iter()
+            .filter(|l| l.at > t0 && l.from == lid)
+            .collect();
+        assert!(leads.len() >= 48);
+        let dense: Vec<_> = leads.iter().filter(|l| l.asked.is_empty()).collect();
+        assert!(dense.is_empty(), "delay {delay}: dense again: {dense:?}");
+        for &(at, from, seq) in net.acks.iter().filter(|a| a.0 > t0 + 1) {
+            let lead = net
+                .leads
+                .iter()
+                .find(|l| l.seq == seq && l.from == lid)
+                .unwrap();
+            assert!(
+                lead.asked.contains(from),
+                "delay {delay}: {from} acked LEAD {seq} at {at} unasked"
+            );
+        }
+    }
 }
