@@ -471,8 +471,7 @@ fn a_leader_that_may_be_preempted_asks_everyone() {
     assert!(
         net.leads
             .iter()
-            .filter(|l| l.from == 3)
-            .last()
+            .rfind(|l| l.from == 3)
             .is_some_and(|l| !l.asked.is_empty()),
         "server 3, the most preferred, goes sparse"
     );
