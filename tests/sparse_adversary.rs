@@ -514,3 +514,31 @@ fn duplicated_and_reordered_leads_change_nothing_at_rest() {
         }
     }
 }
+
+/// N = 5 (sets alternate between two pairs): a follower that turns unhealthy while
+/// the next LEAD does not ask it acknowledges that LEAD anyway, once, with UNFIT, and
+/// the leader knows at once; a follower that recovers likewise.
+#[test]
+fn an_unasked_follower_reports_a_change_of_fitness_with_five_servers() {
+    let mut net = Net::new(5, 3);
+    net.run(4_000);
+    let leader = net.leader();
+    for healthy in [false, true] {
+        net.run_to_next_lead(leader, net.now + 200);
+        net.run(net.now + 5);
+        let last = net.leads.last().unwrap().clone();
+        assert_eq!(ids(&last.asked).len(), 2, "sparse: {last:?}");
+        let quiet = last.asked.iter().next().unwrap();
+        let t = net.t();
+        net.nodes[usize::from(quiet) - 1].set_health(t, healthy);
+        let before = net.acks.len();
+        net.run_to_next_lead(leader, net.now + 200);
+        let next = net.leads.last().unwrap().clone();
+        assert!(!next.asked.contains(quiet), "not asked: {next:?}");
+        net.run(net.now + 3);
+        let from_quiet = net.acks[before..].iter().filter(|a| a.1 == quiet).count();
+        assert_eq!(from_quiet, 1, "healthy={healthy}: server {quiet} reported");
+        let now = net.t();
+        assert_eq!(net.nodes[leader].peer_fit(now, quiet), Some(healthy));
+    }
+}
