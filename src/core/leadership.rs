@@ -357,7 +357,18 @@ impl Node {
             && fits
             && self.settled(now)
             && self.leadership.as_ref().is_some_and(|l| {
-                (self.cfg.sabotage.sparse_ignores_misses || l.clean >= l.need) && l.seq >= 1
+                l.seq >= 1
+                    && (self.cfg.sabotage.sparse_ignores_misses
+                        || l.clean >= l.need
+                    // If this LEAD's asked ACKs are lost, the lease rests on what is
+                    // acknowledged already, sent with the lease length of its day: it
+                    // must last until the ACKs of the next LEAD (one heartbeat of the
+                    // current timers, plus an RTT). `fits` alone judged the new timers
+                    // only: after a reload to a longer heartbeat, one lost ACK cost
+                    // the lease (tests/sparse_adversary.rs).
+                    && l
+                        .lease_until()
+                        .is_some_and(|u| u > now + self.cfg.heartbeat + self.cfg.rtt))
             });
         let mut set = PeerSet::EMPTY;
         if !sparse {

@@ -1,0 +1,544 @@
+//! Issue 25, sparse acknowledgements, attacked (an independent review): N bare cores on
+//! an in-memory network with a one-millisecond delay, every output honoured, with
+//! ACKs dropped on demand and timers reloaded mid-run. Each test states a property the
+//! sparse rule claims and would fail if it broke.
+
+use electd::node::{Dest, Durable, Node, NodeConfig, Output, Sabotage, ServerInfo};
+use electd::time::Time;
+use electd::wire::{Body, Message, PeerSet};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+fn cfg(id: u16, n: u16, k: u32) -> NodeConfig {
+    NodeConfig {
+        id,
+        servers: (1..=n)
+            .map(|id| ServerInfo {
+                id,
+                priority: 0,
+                witness: false,
+            })
+            .collect(),
+        fingerprint: 0xF1F1,
+        heartbeat: Duration::from_millis(100),
+        rtt: Duration::from_millis(20),
+        missed_heartbeats: k,
+        drift_ppm: 10_000,
+        max_hold: Duration::from_secs(60),
+        preempt_delay: None,
+        seed: u64::from(id),
+        strict: true,
+        sabotage: Sabotage::default(),
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Lead {
+    at: u64,
+    from: u16,
+    seq: u64,
+    asked: PeerSet,
+}
+
+struct Net {
+    n: usize,
+    nodes: Vec<Node>,
+    now: u64,
+    queue: VecDeque<(u64, usize, Message)>,
+    leads: Vec<Lead>,
+    /// (at, from id, seq) of every ACK sent.
+    acks: Vec<(u64, u16, u64)>,
+    /// ACKs (from id, seq) to drop, each once.
+    drop_acks: Vec<(u16, u64)>,
+    /// (ms, index) at which a server that had led was no longer leader.
+    lapses: Vec<(u64, usize)>,
+    led: Vec<bool>,
+    /// (at, from id, successor id) of every RESIGN sent.
+    resigns: Vec<(u64, u16, u16)>,
+    /// Milliseconds at which two servers were leader at once.
+    overlaps: u32,
+    /// Servers cut off (nothing to or from them, no timers).
+    down: Vec<bool>,
+    /// Every LEAD is delivered a second time this many ms late (duplicated and, past
+    /// a heartbeat, reordered behind newer LEADs).
+    dup_leads: Option<u64>,
+}
+
+impl Net {
+    fn new(n: u16, k: u32) -> Net {
+        Net::with(n, k, &[], Sabotage::default())
+    }
+
+    /// N servers, those in `witnesses` witnesses, every one with `sabotage`.
+    fn with(n: u16, k: u32, witnesses: &[u16], sabotage: Sabotage) -> Net {
+        Net::with_cfg(n, k, |c| {
+            for s in &mut c.servers {
+                s.witness = witnesses.contains(&s.id);
+            }
+            c.sabotage = sabotage.clone();
+        })
+    }
+
+    /// N servers, each configuration passed through `f`.
+    fn with_cfg(n: u16, k: u32, f: impl Fn(&mut NodeConfig)) -> Net {
+        let nodes = (1..=n)
+            .map(|id| {
+                let mut c = cfg(id, n, k);
+                f(&mut c);
+                Node::new(c, Durable::default(), Time(0)).unwrap()
+            })
+            .collect();
+        Net {
+            n: usize::from(n),
+            nodes,
+            now: 0,
+            queue: VecDeque::new(),
+            leads: Vec::new(),
+            acks: Vec::new(),
+            drop_acks: Vec::new(),
+            lapses: Vec::new(),
+            led: vec![false; usize::from(n)],
+            resigns: Vec::new(),
+            overlaps: 0,
+            down: vec![false; usize::from(n)],
+            dup_leads: None,
+        }
+    }
+
+    fn t(&self) -> Time {
+        Time(self.now * 1_000_000)
+    }
+
+    fn flush(&mut self, i: usize) {
+        let now = self.t();
+        let id = i as u16 + 1;
+        while let Some(o) = self.nodes[i].poll_output() {
+            match o {
+                Output::Persist(d) => self.nodes[i].handle_persisted(now, d),
+                Output::Send { dest, msg } => {
+                    match msg.body {
+                        Body::Lead {
+                            seq,
+                            acks,
+                            resign: false,
+                            ..
+                        } => self.leads.push(Lead {
+                            at: self.now,
+                            from: id,
+                            seq,
+                            asked: acks,
+                        }),
+                        Body::Lead {
+                            resign: true,
+                            successor,
+                            ..
+                        } => self.resigns.push((self.now, id, successor)),
+                        Body::Ack { seq, .. } => {
+                            self.acks.push((self.now, id, seq));
+                            if let Some(p) = self.drop_acks.iter().position(|&d| d == (id, seq)) {
+                                self.drop_acks.remove(p);
+                                continue;
+                            }
+                        }
+                        _ => {}
+                    }
+                    let to: Vec<usize> = match dest {
+                        Dest::All => (0..self.n).filter(|&j| j != i).collect(),
+                        Dest::One(p) => vec![usize::from(p) - 1],
+                    };
+                    if self.down[i] {
+                        continue;
+                    }
+                    let dup = match msg.body {
+                        Body::Lead { .. } => self.dup_leads,
+                        _ => None,
+                    };
+                    for j in to.into_iter().filter(|&j| !self.down[j]) {
+                        self.queue.push_back((self.now + 1, j, msg));
+                        if let Some(d) = dup {
+                            self.queue.push_back((self.now + d, j, msg));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn step(&mut self) {
+        self.now += 1;
+        let now = self.t();
+        while let Some(p) = self.queue.iter().position(|m| m.0 <= self.now) {
+            let (_, j, msg) = self.queue.remove(p).unwrap();
+            let _ = self.nodes[j].handle_datagram(now, &msg);
+            self.flush(j);
+        }
+        for i in 0..self.n {
+            if self.down[i] {
+                continue;
+            }
+            if self.nodes[i].next_deadline() <= now {
+                self.nodes[i].handle_timeout(now);
+            }
+            self.flush(i);
+        }
+        if (0..self.n)
+            .filter(|&i| self.nodes[i].is_leader(now))
+            .count()
+            > 1
+        {
+            self.overlaps += 1;
+        }
+        for i in 0..self.n {
+            let leads = self.nodes[i].is_leader(now);
+            if self.led[i] && !leads {
+                self.lapses.push((self.now, i));
+            }
+            self.led[i] = leads;
+        }
+    }
+
+    fn run(&mut self, until: u64) {
+        while self.now < until {
+            self.step();
+        }
+    }
+
+    /// Runs until `until` or just after the next LEAD of `leader` leaves.
+    fn run_to_next_lead(&mut self, leader: usize, until: u64) {
+        let before = self.leads.len();
+        while self.now < until {
+            self.step();
+            if self.leads[before..]
+                .iter()
+                .any(|l| l.from == leader as u16 + 1)
+            {
+                return;
+            }
+        }
+    }
+
+    fn leader(&self) -> usize {
+        let now = self.t();
+        (0..self.n)
+            .find(|&i| self.nodes[i].is_leader(now))
+            .expect("a leader")
+    }
+}
+
+fn ids(s: &PeerSet) -> Vec<u16> {
+    s.iter().collect()
+}
+
+/// N = 3..=7: once settled, every LEAD asks exactly Q-1 followers (never itself),
+/// any two LEADs in a row ask every follower between them, only asked followers ACK,
+/// and the leader keeps its lease throughout on a lossless network.
+#[test]
+fn every_sparse_lead_asks_q_minus_1_and_two_in_a_row_ask_everyone() {
+    for n in 3u16..=7 {
+        let mut net = Net::new(n, 3);
+        net.run(4_000);
+        let leader = net.leader();
+        let lid = leader as u16 + 1;
+        let t0 = net.now;
+        let lapses_before = net.lapses.len();
+        net.run(t0 + 4_000);
+        assert_eq!(net.lapses.len(), lapses_before, "N={n}: {:?}", net.lapses);
+        let q = usize::from(n) / 2 + 1;
+        let leads: Vec<&Lead> = net
+            .leads
+            .iter()
+            .filter(|l| l.at > t0 && l.from == lid)
+            .collect();
+        assert!(leads.len() >= 38, "N={n}: {} LEADs", leads.len());
+        for l in &leads {
+            assert_eq!(ids(&l.asked).len(), q - 1, "N={n}: {l:?}");
+            assert!(!l.asked.contains(lid), "N={n}: asks itself: {l:?}");
+        }
+        for w in leads.windows(2) {
+            for f in (1..=n).filter(|&f| f != lid) {
+                assert!(
+                    w[0].asked.contains(f) || w[1].asked.contains(f),
+                    "N={n}: follower {f} not asked by two LEADs in a row: {w:?}"
+                );
+            }
+        }
+        for &(at, from, seq) in net.acks.iter().filter(|a| a.0 > t0 + 1) {
+            let lead = leads.iter().find(|l| l.seq == seq).unwrap();
+            assert!(
+                lead.asked.contains(from),
+                "N={n}: {from} acked LEAD {seq} at {at} unasked"
+            );
+        }
+    }
+}
+
+/// A timer reload to a longer heartbeat while sparse: the LEAD after the reload is
+/// decided with the new (longer) lease and heartbeat, but if its one asked ACK is lost
+/// the lease rests on the LEAD before, sent with the old, shorter lease, which must
+/// last until the ACK of the LEAD after, one new heartbeat later. Dense, a second
+/// follower's ACK covered it.
+#[test]
+fn a_reload_to_a_longer_heartbeat_while_sparse_survives_one_lost_ack() {
+    let mut net = Net::new(3, 3);
+    net.run(4_000);
+    let leader = net.leader();
+    let last = net.leads.last().unwrap().clone();
+    assert_eq!(ids(&last.asked).len(), 1, "sparse by now: {last:?}");
+    // Just after a LEAD (and its ACK) every server reloads to HBT 300 ms, K 3.
+    net.run_to_next_lead(leader, net.now + 200);
+    net.run(net.now + 5);
+    for node in &mut net.nodes {
+        node.set_timers(
+            Duration::from_millis(300),
+            Duration::from_millis(20),
+            3,
+            10_000,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    }
+    // The next LEAD (at the old deadline, new timers): one ACK of it is lost, the
+    // one it asked for (or, dense, one of the two).
+    net.run_to_next_lead(leader, net.now + 200);
+    let l = net.leads.last().unwrap().clone();
+    assert_eq!(l.from, leader as u16 + 1);
+    let next = l.seq;
+    let lost = l
+        .asked
+        .iter()
+        .next()
+        .unwrap_or(if leader == 0 { 2 } else { 1 });
+    net.drop_acks.push((lost, next));
+    let lapses_before = net.lapses.len();
+    net.run(net.now + 2_000);
+    let l_asked = ids(&l.asked);
+    assert!(
+        net.lapses.len() == lapses_before,
+        "lease lost after a reload to a longer heartbeat and one lost ACK of LEAD {next} \
+         (asked {l_asked:?}): {:?}",
+        &net.lapses[lapses_before..]
+    );
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Trigger {
+    Yield,
+    Unhealthy,
+    Drain,
+}
+
+/// Runs one handover from a leader at rest and returns (was it sparse when the
+/// handover began, ms from the trigger to another server leading, successor named).
+fn handover(
+    n: u16,
+    witnesses: &[u16],
+    trigger: Trigger,
+    offset: u64,
+    sabotage: Sabotage,
+) -> (bool, u64, u16) {
+    let mut net = Net::with(n, 3, witnesses, sabotage);
+    net.run(4_000);
+    let leader = net.leader();
+    net.run_to_next_lead(leader, net.now + 200);
+    net.run(net.now + offset);
+    let sparse = !net.leads.last().unwrap().asked.is_empty();
+    let t0 = net.now;
+    let now = net.t();
+    match trigger {
+        Trigger::Yield => assert!(net.nodes[leader].handle_yield(now)),
+        Trigger::Unhealthy => net.nodes[leader].set_health(now, false),
+        Trigger::Drain => net.nodes[leader].set_drained(now, true),
+    }
+    net.flush(leader);
+    let mut took = None;
+    while net.now < t0 + 3_000 {
+        net.step();
+        let now = net.t();
+        if took.is_none() && (0..net.n).any(|i| i != leader && net.nodes[i].is_leader(now)) {
+            took = Some(net.now - t0);
+        }
+    }
+    assert_eq!(net.overlaps, 0, "two leaders at once");
+    let took = took.unwrap_or_else(|| panic!("no new leader after {trigger:?}"));
+    let successor = net.resigns.iter().find(|r| r.0 >= t0).map_or(0, |r| r.2);
+    (sparse, took, successor)
+}
+
+/// Yield, ill health and drain of a leader whose followers acknowledge in turn: the
+/// RESIGN of an unfit leader names a successor (never a witness), the same as dense, and the seat moves no later than with
+/// every follower acknowledging (Sabotage::dense_acks), for N = 3 (with and without a
+/// witness), 4 and 5, the trigger early and late in a heartbeat.
+#[test]
+fn handovers_while_sparse_behave_as_dense() {
+    let dense = Sabotage {
+        dense_acks: true,
+        ..Sabotage::default()
+    };
+    for (n, witnesses) in [
+        (3u16, &[][..]),
+        (3, &[3u16][..]),
+        (4, &[][..]),
+        (5, &[][..]),
+    ] {
+        for trigger in [Trigger::Yield, Trigger::Unhealthy, Trigger::Drain] {
+            for offset in [0u64, 2, 50, 97] {
+                let case = format!("N={n} witnesses={witnesses:?} {trigger:?} +{offset} ms");
+                let (sparse, took, succ) =
+                    handover(n, witnesses, trigger, offset, Sabotage::default());
+                let (was_sparse, took_dense, succ_dense) =
+                    handover(n, witnesses, trigger, offset, dense.clone());
+                assert!(sparse, "{case}: sparse at the trigger");
+                assert!(!was_sparse, "{case}: the control is dense");
+                if !matches!(trigger, Trigger::Yield) {
+                    assert_ne!(succ, 0, "{case}: the RESIGN names a successor");
+                }
+                assert!(!witnesses.contains(&succ), "{case}: successor {succ}");
+                assert_eq!(succ, succ_dense, "{case}: the same successor as dense");
+                assert!(
+                    took <= took_dense,
+                    "{case}: {took} ms to a new leader, dense {took_dense} ms"
+                );
+            }
+        }
+    }
+}
+
+/// A leader that is unfit (unhealthy or drained) asks every follower until it hands
+/// over: it needs every follower's fitness at once to choose its successor.
+#[test]
+fn an_unfit_leader_asks_everyone() {
+    for drain in [false, true] {
+        let mut net = Net::new(3, 3);
+        net.run(4_000);
+        let leader = net.leader();
+        let lid = leader as u16 + 1;
+        assert!(!net.leads.last().unwrap().asked.is_empty(), "sparse first");
+        let t0 = net.now;
+        let now = net.t();
+        if drain {
+            net.nodes[leader].set_drained(now, true);
+        } else {
+            net.nodes[leader].set_health(now, false);
+        }
+        net.run(t0 + 2_000);
+        let sparse: Vec<&Lead> = net
+            .leads
+            .iter()
+            .filter(|l| l.at >= t0 && l.from == lid && !l.asked.is_empty())
+            .collect();
+        assert!(
+            sparse.is_empty(),
+            "drain={drain}: unfit yet sparse: {sparse:?}"
+        );
+        assert!(
+            net.resigns.iter().any(|r| r.0 >= t0 && r.1 == lid),
+            "drain={drain}: handed over"
+        );
+    }
+}
+
+/// With preempt-delay set, a leader with a more preferred server configured may be
+/// preempted at any heartbeat and asks every follower (the handover's choice rests on
+/// whose fit ACKs came); the most preferred, once it leads, goes sparse.
+#[test]
+fn a_leader_that_may_be_preempted_asks_everyone() {
+    // Server 3 (preferred) is away while another is elected, then comes back: the
+    // other leads, settled but for preemption, through the delay (40 heartbeats).
+    let mut net = Net::with_cfg(3, 3, |c| {
+        c.preempt_delay = Some(Duration::from_secs(4));
+        for s in &mut c.servers {
+            s.priority = if s.id == 3 { 10 } else { 0 };
+        }
+    });
+    net.down[2] = true;
+    net.run(2_000);
+    assert_ne!(net.leader(), 2);
+    net.down[2] = false;
+    net.run(4_500);
+    assert_ne!(net.leader(), 2, "not preempted yet");
+    net.run(14_000);
+    let by_low: Vec<&Lead> = net
+        .leads
+        .iter()
+        .filter(|l| l.from != 3 && !l.asked.is_empty())
+        .collect();
+    assert!(
+        by_low.is_empty(),
+        "sparse below a preferred server: {by_low:?}"
+    );
+    assert_eq!(net.leader(), 2, "server 3 leads at the end");
+    assert!(
+        net.leads
+            .iter()
+            .rfind(|l| l.from == 3)
+            .is_some_and(|l| !l.asked.is_empty()),
+        "server 3, the most preferred, goes sparse"
+    );
+}
+
+/// Every LEAD duplicated and delivered again 150 ms or 250 ms late, behind one or two
+/// newer LEADs: a follower acknowledges an old LEAD only if that LEAD asked it, an old
+/// ACK never moves the leader's record of a follower back (so no false miss), and the
+/// leader stays sparse with its lease throughout.
+#[test]
+fn duplicated_and_reordered_leads_change_nothing_at_rest() {
+    for delay in [150u64, 250] {
+        let mut net = Net::new(3, 3);
+        net.dup_leads = Some(delay);
+        net.run(4_000);
+        let leader = net.leader();
+        let lid = leader as u16 + 1;
+        let t0 = net.now;
+        let lapses = net.lapses.len();
+        net.run(t0 + 5_000);
+        assert_eq!(net.lapses.len(), lapses, "delay {delay}: {:?}", net.lapses);
+        let leads: Vec<&Lead> = net
+            .leads
+            .iter()
+            .filter(|l| l.at > t0 && l.from == lid)
+            .collect();
+        assert!(leads.len() >= 48);
+        let dense: Vec<_> = leads.iter().filter(|l| l.asked.is_empty()).collect();
+        assert!(dense.is_empty(), "delay {delay}: dense again: {dense:?}");
+        for &(at, from, seq) in net.acks.iter().filter(|a| a.0 > t0 + 1) {
+            let lead = net
+                .leads
+                .iter()
+                .find(|l| l.seq == seq && l.from == lid)
+                .unwrap();
+            assert!(
+                lead.asked.contains(from),
+                "delay {delay}: {from} acked LEAD {seq} at {at} unasked"
+            );
+        }
+    }
+}
+
+/// N = 5 (sets alternate between two pairs): a follower that turns unhealthy while
+/// the next LEAD does not ask it acknowledges that LEAD anyway, once, with UNFIT, and
+/// the leader knows at once; a follower that recovers likewise.
+#[test]
+fn an_unasked_follower_reports_a_change_of_fitness_with_five_servers() {
+    let mut net = Net::new(5, 3);
+    net.run(4_000);
+    let leader = net.leader();
+    for healthy in [false, true] {
+        net.run_to_next_lead(leader, net.now + 200);
+        net.run(net.now + 5);
+        let last = net.leads.last().unwrap().clone();
+        assert_eq!(ids(&last.asked).len(), 2, "sparse: {last:?}");
+        let quiet = last.asked.iter().next().unwrap();
+        let t = net.t();
+        net.nodes[usize::from(quiet) - 1].set_health(t, healthy);
+        let before = net.acks.len();
+        net.run_to_next_lead(leader, net.now + 200);
+        let next = net.leads.last().unwrap().clone();
+        assert!(!next.asked.contains(quiet), "not asked: {next:?}");
+        net.run(net.now + 3);
+        let from_quiet = net.acks[before..].iter().filter(|a| a.1 == quiet).count();
+        assert_eq!(from_quiet, 1, "healthy={healthy}: server {quiet} reported");
+        let now = net.t();
+        assert_eq!(net.nodes[leader].peer_fit(now, quiet), Some(healthy));
+    }
+}
