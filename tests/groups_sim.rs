@@ -366,8 +366,21 @@ fn idle_traffic_grows_with_servers_not_groups() {
         "idle datagrams per heartbeat, 5 servers: 1 group {one:.1}, 8 groups {eight:.1}, \
          64 groups {many:.1}; 64 groups without alignment {unaligned:.1}"
     );
-    assert!(many <= 2.0 * one, "64 groups: {many} > 2 x {one}");
-    assert!(eight <= 1.25 * one, "8 groups: {eight} vs {one}");
+    // One group asks only some followers per LEAD (issue 25, sparse acknowledgements:
+    // 4 LEADs and 2 ACKs a heartbeat with 5 servers); groups rotate their asked
+    // followers independently, so with several nearly every follower answers some
+    // group each heartbeat, in one bundle: the bound is one group's traffic with
+    // every follower acknowledging, 2 * (N - 1).
+    assert!(one <= 6.5, "1 group, 5 servers, sparse: {one}");
+    let dense_one = 8.0;
+    assert!(
+        many <= 2.0 * dense_one,
+        "64 groups: {many} > 2 x {dense_one}"
+    );
+    assert!(
+        eight <= 1.25 * dense_one,
+        "8 groups: {eight} vs {dense_one}"
+    );
     assert!(
         unaligned >= 8.0 * one,
         "the control must be far more: {unaligned}"
