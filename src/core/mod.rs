@@ -113,7 +113,9 @@ pub struct Node {
 
     tally: Tally,
     /// The UNFIT flag of this server's last ACK (sparse acknowledgements: a follower
-    /// not asked to acknowledge a LEAD still does when its fitness changed).
+    /// not asked to acknowledge a LEAD still does when its fitness changed). Kept per
+    /// node, not per leadership: a new leadership asks everyone for its first
+    /// `SPARSE_AFTER` heartbeats, so every follower's flag reaches it first anyway.
     last_ack_unfit: Option<bool>,
     leadership: Option<Leadership>,
     resign: Resign,
