@@ -5,178 +5,13 @@
 //! streak of clean heartbeats starts again; one server down, or a lease that could not
 //! survive one lost ACK, keeps every follower acknowledging.
 
-use electd::node::{Dest, Durable, Node, NodeConfig, Output, Sabotage, ServerInfo};
-use electd::time::Time;
-use electd::wire::{Body, Message, PeerSet};
-use std::collections::VecDeque;
-use std::time::Duration;
+mod corenet;
+
+use corenet::{Lead, Net, ids};
+use electd::node::Sabotage;
 
 /// The streak the core waits for (`core::leadership::SPARSE_AFTER`).
 const SPARSE_AFTER: usize = 16;
-
-fn cfg(id: u16, k: u32, sabotage: Sabotage) -> NodeConfig {
-    NodeConfig {
-        id,
-        servers: (1..=3)
-            .map(|id| ServerInfo {
-                id,
-                priority: 0,
-                witness: false,
-            })
-            .collect(),
-        fingerprint: 0xF1F1,
-        heartbeat: Duration::from_millis(100),
-        rtt: Duration::from_millis(20),
-        missed_heartbeats: k,
-        drift_ppm: 10_000,
-        max_hold: Duration::from_secs(60),
-        preempt_delay: None,
-        seed: u64::from(id),
-        strict: true,
-        sabotage,
-    }
-}
-
-/// A LEAD the leader sent: when, its seq, and whom it asked.
-#[derive(Clone, Debug)]
-struct Lead {
-    at: u64,
-    seq: u64,
-    asked: PeerSet,
-}
-
-struct Net {
-    nodes: Vec<Node>,
-    now: u64,
-    /// (deliver at ms, to index, message)
-    queue: VecDeque<(u64, usize, Message)>,
-    /// Servers cut off (nothing to or from them).
-    down: [bool; 3],
-    leads: Vec<Lead>,
-    /// (at, from id, seq) of every ACK sent.
-    acks: Vec<(u64, u16, u64)>,
-    /// Drop the ACK of this seq from this server (one-shot).
-    drop_ack: Option<(u16, u64)>,
-    /// Milliseconds at which server 1 was not leader although it had been.
-    lapses: Vec<u64>,
-    led: bool,
-    /// Extra delay of every ACK, in ms (the network's is 1 ms).
-    ack_delay: u64,
-}
-
-impl Net {
-    fn new(k: u32, sabotage: Sabotage) -> Net {
-        let nodes = (1..=3)
-            .map(|id| Node::new(cfg(id, k, sabotage.clone()), Durable::default(), Time(0)).unwrap())
-            .collect();
-        Net {
-            nodes,
-            now: 0,
-            queue: VecDeque::new(),
-            down: [false; 3],
-            leads: Vec::new(),
-            acks: Vec::new(),
-            drop_ack: None,
-            lapses: Vec::new(),
-            led: false,
-            ack_delay: 0,
-        }
-    }
-
-    fn t(&self) -> Time {
-        Time(self.now * 1_000_000)
-    }
-
-    fn flush(&mut self, i: usize) {
-        let now = self.t();
-        while let Some(o) = self.nodes[i].poll_output() {
-            match o {
-                Output::Persist(d) => self.nodes[i].handle_persisted(now, d),
-                Output::Send { dest, msg } => {
-                    let id = i as u16 + 1;
-                    let mut delay = 1;
-                    match msg.body {
-                        Body::Lead {
-                            seq,
-                            acks,
-                            resign: false,
-                            ..
-                        } => self.leads.push(Lead {
-                            at: self.now,
-                            seq,
-                            asked: acks,
-                        }),
-                        Body::Ack { seq, .. } => {
-                            delay += self.ack_delay;
-                            self.acks.push((self.now, id, seq));
-                            if self.drop_ack == Some((id, seq)) {
-                                self.drop_ack = None;
-                                continue;
-                            }
-                        }
-                        _ => {}
-                    }
-                    if self.down[i] {
-                        continue;
-                    }
-                    let to: Vec<usize> = match dest {
-                        Dest::All => (0..3).filter(|&j| j != i).collect(),
-                        Dest::One(p) => vec![usize::from(p) - 1],
-                    };
-                    for j in to {
-                        if !self.down[j] {
-                            let at = self.now + delay;
-                            let k = self.queue.partition_point(|m| m.0 <= at);
-                            self.queue.insert(k, (at, j, msg));
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// Runs until `until` ms, one millisecond at a time.
-    fn run(&mut self, until: u64) {
-        while self.now < until {
-            self.now += 1;
-            let now = self.t();
-            while self.queue.front().is_some_and(|m| m.0 <= self.now) {
-                let (_, j, msg) = self.queue.pop_front().unwrap();
-                let _ = self.nodes[j].handle_datagram(now, &msg);
-                self.flush(j);
-            }
-            for i in 0..3 {
-                if self.nodes[i].next_deadline() <= now {
-                    self.nodes[i].handle_timeout(now);
-                }
-                self.flush(i);
-            }
-            let leads = self.nodes[0].is_leader(now);
-            if self.led && !leads {
-                self.lapses.push(self.now);
-            }
-            self.led |= leads;
-        }
-    }
-
-    /// Runs 3 s (an election and more than `SPARSE_AFTER` heartbeats) and returns
-    /// the leader's index.
-    fn settle(&mut self) -> usize {
-        self.run(3_000);
-        (0..3)
-            .find(|&i| self.nodes[i].is_leader(self.t()))
-            .expect("a leader within 3 s")
-    }
-
-    fn leads_since(&self, at: u64) -> Vec<&Lead> {
-        self.leads.iter().filter(|l| l.at >= at).collect()
-    }
-}
-
-fn ids(s: &PeerSet) -> Vec<u16> {
-    s.iter().collect()
-}
 
 /// Each LEAD asks one follower, never the same one twice in a row.
 fn assert_alternating(leads: &[&Lead], leader: u16) {
@@ -194,12 +29,12 @@ fn assert_alternating(leads: &[&Lead], leader: u16) {
 
 #[test]
 fn a_leader_at_rest_asks_one_follower_in_turn_and_keeps_its_lease() {
-    let mut net = Net::new(3, Sabotage::default());
+    let mut net = Net::new(3, 3);
     let leader = net.settle();
     let lid = leader as u16 + 1;
     let t0 = net.now;
     net.run(t0 + 5_000);
-    assert!(net.lapses.is_empty() || net.lapses.iter().all(|&t| t < t0));
+    assert!(net.lapses.is_empty() || net.lapses.iter().all(|&(t, _)| t < t0));
     let leads = net.leads_since(t0);
     assert!(leads.len() >= 48, "{} LEADs in 5 s", leads.len());
     assert_alternating(&leads, lid);
@@ -232,8 +67,10 @@ fn a_leader_at_rest_asks_one_follower_in_turn_and_keeps_its_lease() {
 #[test]
 fn a_missing_ack_makes_the_next_lead_ask_everyone() {
     for sabotage in [false, true] {
-        let mut net = Net::new(
+        let mut net = Net::with(
             3,
+            3,
+            &[],
             Sabotage {
                 sparse_ignores_misses: sabotage,
                 ..Sabotage::default()
@@ -247,7 +84,7 @@ fn a_missing_ack_makes_the_next_lead_ask_everyone() {
         let asked = (1..=3u16)
             .find(|&i| i != leader as u16 + 1 && !last.asked.contains(i))
             .unwrap();
-        net.drop_ack = Some((asked, next));
+        net.drop_acks.push((asked, next));
         net.run(net.now + 250);
         let after: Vec<Lead> = net.leads.iter().filter(|l| l.seq > next).cloned().collect();
         assert!(!after.is_empty());
@@ -283,7 +120,7 @@ fn a_missing_ack_makes_the_next_lead_ask_everyone() {
 
 #[test]
 fn a_server_down_keeps_every_follower_acknowledging() {
-    let mut net = Net::new(3, Sabotage::default());
+    let mut net = Net::new(3, 3);
     let leader = net.settle();
     let gone = (0..3).find(|&i| i != leader).unwrap();
     net.down[gone] = true;
@@ -305,7 +142,7 @@ fn a_server_down_keeps_every_follower_acknowledging() {
 #[test]
 fn a_lease_that_cannot_survive_one_lost_ack_stays_dense() {
     // K = 2: lease = 2 x 100 ms x 0.98 = 196 ms < 2 x HBT + RTT = 220 ms.
-    let mut net = Net::new(2, Sabotage::default());
+    let mut net = Net::new(3, 2);
     net.settle();
     net.run(net.now + 3_000);
     assert!(net.leads.len() > 2 * SPARSE_AFTER);
@@ -314,7 +151,7 @@ fn a_lease_that_cannot_survive_one_lost_ack_stays_dense() {
 
 #[test]
 fn a_follower_not_asked_still_reports_a_change_of_fitness() {
-    let mut net = Net::new(3, Sabotage::default());
+    let mut net = Net::new(3, 3);
     let leader = net.settle();
     let last = net.leads.last().unwrap().clone();
     // The follower the next LEAD will not ask (the window moves).
@@ -342,7 +179,7 @@ fn a_follower_not_asked_still_reports_a_change_of_fitness() {
 /// sparse doubles the clean streak needed before it goes sparse again.
 #[test]
 fn misses_while_sparse_double_the_streak_needed() {
-    let mut net = Net::new(3, Sabotage::default());
+    let mut net = Net::new(3, 3);
     let leader = net.settle();
     let mut runs = Vec::new();
     for _ in 0..4 {
@@ -352,7 +189,7 @@ fn misses_while_sparse_double_the_streak_needed() {
         let asked = (1..=3u16)
             .find(|&i| i != leader as u16 + 1 && !last.asked.contains(i))
             .unwrap();
-        net.drop_ack = Some((asked, next));
+        net.drop_acks.push((asked, next));
         // Long enough for the longest dense run expected (256) and a few sparse.
         let until = net.now + 100 * 270;
         net.run(until);
@@ -376,7 +213,7 @@ fn misses_while_sparse_double_the_streak_needed() {
 /// asked only some followers. Here every ACK arrives exactly at the next tick.
 #[test]
 fn acks_read_at_the_tick_count_before_the_next_lead() {
-    let mut net = Net::new(3, Sabotage::default());
+    let mut net = Net::new(3, 3);
     net.ack_delay = 98; // LEAD at t, at the follower t+1, ACK back at t+100: the tick.
     let leader = net.settle();
     let t0 = net.now;
