@@ -64,15 +64,29 @@ fn keys() -> Keys {
 }
 
 fn host(id: u16, preferred: u16, keyed: bool, now: Time, cap: Framing) -> Host {
+    booted(id, preferred, keyed, now, cap, 11 * u64::from(id), 1)
+}
+
+/// As [`host`], with the core's RNG `seed` and the host's `boot` number (a restart
+/// comes with the next one).
+fn booted(
+    id: u16,
+    preferred: u16,
+    keyed: bool,
+    now: Time,
+    cap: Framing,
+    seed: u64,
+    boot: u32,
+) -> Host {
     let cfg = host_cfg(id, false);
     let node_cfg = NodeConfig {
         missed_heartbeats: 2,
-        ..node_cfg(id, 11 * u64::from(id), Some(preferred))
+        ..node_cfg(id, seed, Some(preferred))
     };
     let node = Node::new(node_cfg, Durable::default(), now).unwrap();
     let groups = vec![("default".to_string(), node, Durable::default())];
     let extra = electd::store::Extra {
-        boot: 1,
+        boot,
         ..Default::default()
     };
     let mut h = Host::new(cfg, groups, Default::default(), extra, keyed.then(keys));
@@ -352,22 +366,7 @@ fn a_downgraded_peer_is_heard_and_served_its_level() {
             // Server 3 restarts as an older build (keyed: with its next boot number).
             let mut h = host(3, 1, keyed, net.now, cap);
             if keyed {
-                h = {
-                    let cfg = host_cfg(3, false);
-                    let node_cfg = NodeConfig {
-                        missed_heartbeats: 2,
-                        ..node_cfg(3, 33, Some(1))
-                    };
-                    let node = Node::new(node_cfg, Durable::default(), net.now).unwrap();
-                    let groups = vec![("default".to_string(), node, Durable::default())];
-                    let extra = electd::store::Extra {
-                        boot: 2,
-                        ..Default::default()
-                    };
-                    let mut h = Host::new(cfg, groups, Default::default(), extra, Some(keys()));
-                    h.cap_wire(cap);
-                    h
-                };
+                h = booted(3, 1, true, net.now, cap, 33, 2);
             }
             net.hosts[2] = h;
             net.caps[2] = cap;
@@ -510,18 +509,7 @@ fn a_restarted_new_build_is_back_on_v7_within_a_few_heartbeats() {
             assert_eq!(net.leader(), Some(1), "{tag}");
             let mut h = host(3, 1, keyed, net.now, NEW);
             if keyed {
-                let cfg = host_cfg(3, false);
-                let node_cfg = NodeConfig {
-                    missed_heartbeats: 2,
-                    ..node_cfg(3, 33, Some(1))
-                };
-                let node = Node::new(node_cfg, Durable::default(), net.now).unwrap();
-                let groups = vec![("default".to_string(), node, Durable::default())];
-                let extra = electd::store::Extra {
-                    boot: 2,
-                    ..Default::default()
-                };
-                h = Host::new(cfg, groups, Default::default(), extra, Some(keys()));
+                h = booted(3, 1, true, net.now, NEW, 33, 2);
             }
             net.hosts[2] = h;
             let restart = net.now;
