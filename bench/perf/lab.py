@@ -15,6 +15,7 @@ ELECTD: target/release/electd. EXP:
   trace   perf record of raw_syscalls:sys_enter/sys_exit and the context switches of an
           electd follower, then of a floor receiver that ACKs (ROUNDS, SECS): on-CPU
           time per heartbeat in user code and in each system call, from every event.
+          ROLE=leader traces the leader against the floor sender (ACK and silent).
 Namespaces eflr<pid>h / eflr<pid>s<id>, 10.77.0.<id>/16, deleted at exit."""
 import os, subprocess as sp, sys, time, glob, atexit, signal
 
@@ -273,14 +274,26 @@ elif EXP == "trace":
         ps = [start([ELECTD, "--config", conf, "--id", str(i), "--log-level", "info"], i) for i in (1, 2, 3)]
         time.sleep(4)
         roles = {i: status(i).get("role") for i in (1, 2, 3)}
-        fol = [i for i in (1, 2, 3) if roles[i] == "follower"][0]
+        role = os.environ.get("ROLE", "follower")
         runs = []
-        fpid = ps[fol - 1].pid
-        runs.append(("electd follower", fpid) + trace(fpid, secs))
-        stop(ps)
-        ps = floor("ack")
-        runs.append(("floor receiver (ACK)", ps[1].pid) + trace(ps[1].pid, secs))
-        stop(ps)
+        if role == "leader":
+            time.sleep(2)  # sparse acknowledgements start after 16 clean heartbeats
+            ldr = [i for i in (1, 2, 3) if roles[i] == "leader"][0]
+            lpid = ps[ldr - 1].pid
+            runs.append(("electd leader", lpid) + trace(lpid, secs))
+            stop(ps)
+            for rx in ("ack", "quiet"):
+                ps = floor(rx)
+                runs.append((f"floor sender ({rx})", ps[0].pid) + trace(ps[0].pid, secs))
+                stop(ps)
+        else:
+            fol = [i for i in (1, 2, 3) if roles[i] == "follower"][0]
+            fpid = ps[fol - 1].pid
+            runs.append(("electd follower", fpid) + trace(fpid, secs))
+            stop(ps)
+            ps = floor("ack")
+            runs.append(("floor receiver (ACK)", ps[1].pid) + trace(ps[1].pid, secs))
+            stop(ps)
         for name, pid, text, us in runs:
             acc, calls = parse(text, pid)
             hb = secs * 10
