@@ -16,6 +16,8 @@ ELECTD: target/release/electd. EXP:
           electd follower, then of a floor receiver that ACKs (ROUNDS, SECS): on-CPU
           time per heartbeat in user code and in each system call, from every event.
           ROLE=leader traces the leader against the floor sender (ACK and silent).
+  ab      A/B of electd builds (ELECTD: comma-separated binaries), interleaved rounds
+          (ROUNDS, SECS, HBT): CPU us per heartbeat of the leader and the followers.
 Namespaces eflr<pid>h / eflr<pid>s<id>, 10.77.0.<id>/16, deleted at exit."""
 import os, subprocess as sp, sys, time, glob, atexit, signal
 
@@ -220,6 +222,57 @@ elif EXP == "perf2":
         sh("perf", "record", "-q", "-e", "cpu-clock", "-c", os.environ.get("PERIOD", "10000"), "-g", "-p", str(rpid), "-o", f"{d}/floor-receiver-{rnd}.data", "--", "sleep", secs)
         print(f"round {rnd} floor ack receiver: {r['f'][0]:.0f} us/hb {r['f'][1]:.1f} w/s without perf", flush=True)
         stop(ps)
+elif EXP == "ab":
+    # A/B of electd builds: ELECTD is a comma-separated list of binaries; each round runs
+    # each build in turn (interleaved) as a 3-server cluster at heartbeat 100 ms (HBT ms),
+    # waits until the leader asks in turn, and reads schedstat over SECS: CPU us per
+    # heartbeat of the leader and of the followers (mean of the two), then the medians.
+    import json, socket, statistics
+    secs = float(os.environ.get("SECS", "15")); rounds = int(os.environ.get("ROUNDS", "3"))
+    hbt = int(os.environ.get("HBT", "100"))
+    lab(False)
+    d = f"{OUT}/ab"
+    os.makedirs(d, exist_ok=True)
+    bins = ELECTD.split(",")
+    def status(i):
+        s = socket.socket(socket.AF_UNIX); s.connect(f"{d}/{i}.sock"); s.sendall(b"status\n")
+        buf = b""
+        while not buf.endswith(b"\n"): buf += s.recv(4096)
+        s.close(); return json.loads(buf)
+    res = {b: {"leader": [], "follower": []} for b in bins}
+    for rnd in range(rounds):
+        for b in bins:
+            conf = f"{d}/electd.conf"
+            text = f"cluster flab-{PID}\n" + "".join(f"server {i} 10.77.0.{i}:7400 name s{i}\n" for i in (1, 2, 3))
+            text += f"unicast\nheartbeat {hbt}ms\nrtt 20ms\nmissed-heartbeats 3\nsocket {d}/{{id}}.sock\nstate {d}/{{id}}.state\n"
+            open(conf, "w").write(text)
+            for f in glob.glob(f"{d}/*.state"): os.remove(f)
+            ps = [start([b, "--config", conf, "--id", str(i), "--log-level", "info"], i) for i in (1, 2, 3)]
+            ldr = None
+            for _ in range(200):
+                time.sleep(0.1)
+                try:
+                    st = {i: status(i) for i in (1, 2, 3)}
+                except OSError:
+                    continue
+                l = [i for i in st if st[i].get("role") == "leader"]
+                if l and st[l[0]].get("acks", "in_turn") in ("in_turn",):
+                    ldr = l[0]; break
+                if l and "acks" not in st[l[0]]:
+                    ldr = l[0]; time.sleep(2); break
+            if ldr is None:
+                print(f"{b}: no leader asking in turn", flush=True); stop(ps); continue
+            time.sleep(1)
+            groups = {i: [ps[i - 1].pid] for i in (1, 2, 3)}
+            r = window(groups, secs)
+            scale = 100.0 / hbt
+            lead = r[ldr][0] / scale
+            fol = statistics.mean(r[i][0] / scale for i in (1, 2, 3) if i != ldr)
+            res[b]["leader"].append(lead); res[b]["follower"].append(fol)
+            print(f"round {rnd} {b}: leader {lead:.1f} us/hb, follower {fol:.1f} us/hb", flush=True)
+            stop(ps)
+    for b in bins:
+        print(f"median {b}: leader {statistics.median(res[b]['leader']):.1f} follower {statistics.median(res[b]['follower']):.1f} (rounds {len(res[b]['leader'])})", flush=True)
 elif EXP == "trace":
     # User against kernel time per system call, from tracepoints (raw_syscalls of one
     # pid, and its context switches, recorded by perf): every event, no sampling.
