@@ -78,6 +78,9 @@ pub struct Checker {
     pub won: Vec<(Real, u16, u64)>,
     /// Every planned handoff begun.
     pub handoffs: Vec<Handoff>,
+    /// (server, real time): leases that ended and were renewed at the next status
+    /// report, with no report in between (a lapse the intervals do not show).
+    pub lapses: Vec<(u16, Real)>,
 }
 
 impl Checker {
@@ -103,6 +106,7 @@ impl Checker {
             cmd_last: vec![None; n],
             won: Vec::new(),
             handoffs: Vec::new(),
+            lapses: Vec::new(),
         }
     }
 
@@ -181,6 +185,12 @@ impl Checker {
         let k = match self.open[i] {
             Some(k) => {
                 let l = &mut self.intervals[k];
+                if now >= l.end {
+                    // Renewed only after the end it last reported: no status between
+                    // showed the gap, but the lease had lapsed (S2 keeps the interval
+                    // whole, which only over-approximates it; L-rest reads this).
+                    self.lapses.push((id, l.end));
+                }
                 l.end = l.end.max(end);
                 l.term = term;
                 k

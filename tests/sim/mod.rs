@@ -40,10 +40,12 @@
 //! The files, one concern each: `clock` (time and drift), `options` (the knobs and the
 //! one config fixture), `network`, `disk`, `process` (a server's life cycle),
 //! `supervisors` (the `electctl run` model), `health` (the processor and its check),
-//! `commands` (what `electctl` sends), `observe` (checkers, watch, statuses), `stats`;
+//! `commands` (what `electctl` sends), `observe` (checkers, watch, statuses), `stats`,
+//! `acks` (an adversary on one leader's ACKs, for the lease at rest);
 //! this file holds `Sim`, its event queue and loop, and the drive of a host's outputs.
 #![allow(dead_code)]
 
+mod acks;
 pub mod check;
 mod clock;
 mod commands;
@@ -59,6 +61,7 @@ mod supervisors;
 // What the sim tests name (not every test file names all of it).
 #[allow(unused_imports)]
 pub use self::{
+    acks::AckLossPlan,
     clock::{Clock, Real, ms},
     disk::Disk,
     network::{Filter, Kind, LeadHold, decode, decode_all, encode},

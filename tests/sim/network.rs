@@ -3,6 +3,7 @@
 //! the history, held back by a filter or a per-link hold of one message kind, cut and
 //! partitioned; and delivery into the receiving host.
 
+use super::acks::{AckLoss, Fate};
 use super::{Ev, Real, Sim, ms, tag};
 use electd::host::Transmit;
 use electd::node::Dest;
@@ -91,6 +92,8 @@ pub(super) struct Network {
     lead_holds: Vec<Vec<LinkHolds>>,
     /// Some link holds some kind (a hint: transmit decodes only then).
     any_hold: bool,
+    /// The adversary on one leader's ACKs (`Sim::lose_acks`), while it runs.
+    pub(super) ack_loss: Option<AckLoss>,
 }
 
 impl Network {
@@ -103,6 +106,7 @@ impl Network {
             held_back: Vec::new(),
             lead_holds: vec![vec![[None; 4]; n]; n],
             any_hold: false,
+            ack_loss: None,
         }
     }
 }
@@ -185,6 +189,9 @@ impl Sim {
             }
         }
         self.election_sent += elections * tos.len() as u64;
+        if t.kinds[wire::Kind::Lead as usize] > 0 {
+            self.ack_loss_on_send(host, &t.bytes);
+        }
         let bytes = Rc::new(t.bytes);
         for to in tos {
             self.transmit(host, to, &bytes);
@@ -224,9 +231,15 @@ impl Sim {
         if self.net.cut[from][to] || self.rng.below(1000) < u64::from(self.opts.loss_pm) {
             return;
         }
+        let mut extra = 0;
+        // The ACK-loss adversary (`Sim::lose_acks`), while it runs.
+        match self.ack_loss_fate(from, to, bytes) {
+            Some(Fate::Lost) => return,
+            Some(Fate::Late(d)) => extra = d,
+            None => {}
+        }
         // Issue 20: a LEAD hold on this link catches LEADs only (decoded only while one
         // is set, so runs without holds draw and cost what they did).
-        let mut extra = 0;
         if self.net.any_hold
             && self.net.lead_holds[from][to]
                 .iter()

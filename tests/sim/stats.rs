@@ -60,6 +60,16 @@ pub struct Stats {
     pub acks_sent: u64,
     pub leads_sent: u64,
     pub sparse_leads: u64,
+    /// The ACK-loss adversary (`Sim::lose_acks`): episodes, the leader's LEADs while it
+    /// ran and of those the sparse ones, bursts begun and of those the ones begun on a
+    /// sparse LEAD, and the ACKs it lost or delivered late.
+    pub ack_loss_episodes: u64,
+    pub ack_loss_leads: u64,
+    pub ack_loss_sparse_leads: u64,
+    pub ack_loss_bursts: u64,
+    pub ack_loss_sparse_bursts: u64,
+    pub ack_loss_lost: u64,
+    pub ack_loss_late: u64,
 }
 
 impl Stats {
@@ -105,5 +115,12 @@ impl Stats {
         self.acks_sent += x.acks_sent;
         self.leads_sent += x.leads_sent;
         self.sparse_leads += x.sparse_leads;
+        self.ack_loss_episodes += x.ack_loss_episodes;
+        self.ack_loss_leads += x.ack_loss_leads;
+        self.ack_loss_sparse_leads += x.ack_loss_sparse_leads;
+        self.ack_loss_bursts += x.ack_loss_bursts;
+        self.ack_loss_sparse_bursts += x.ack_loss_sparse_bursts;
+        self.ack_loss_lost += x.ack_loss_lost;
+        self.ack_loss_late += x.ack_loss_late;
     }
 }
