@@ -1122,13 +1122,15 @@ fn a_re_election_of_the_same_leader_is_logged() {
     }
 }
 
-/// The wire framing counters (issue 25, compact bundles): servers of one build switch
-/// to the compact bundle within a heartbeat of hearing each other, so once the cluster
-/// agrees, the datagrams a follower accepts and encodes are compact, the classic ones
-/// stop growing, and the probes that taught the peers were counted (by whoever sent
-/// the first heartbeat: a follower that heard a compact LEAD first needs none).
+/// The wire framing counters (issue 25, compact bundles and their ack maps): servers of
+/// one build switch to the newest framing (versions 7/8, `compact_acks`) within a
+/// heartbeat of hearing each other, so once the cluster agrees, the datagrams a
+/// follower accepts and encodes are counted as `compact_acks`, the `classic` and
+/// `compact` (versions 5/6, the previous build's) ones stop growing, and the probes
+/// that taught the peers were counted (by whoever sent the first heartbeat: a follower
+/// that heard a new LEAD first needs none).
 #[test]
-fn the_wire_framing_counters_show_the_switch_to_compact() {
+fn the_wire_framing_counters_show_the_switch_to_the_newest_framing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let o = Opts::new(Mode::Unicast, 3);
     let c = Cluster::build(&o);
@@ -1144,6 +1146,8 @@ fn the_wire_framing_counters_show_the_switch_to_compact() {
             v("electd_wire_accepted_total{framing=\"classic\"}"),
             v("electd_wire_accepted_total{framing=\"compact\"}"),
             v("electd_wire_probes_total"),
+            v("electd_wire_encoded_total{framing=\"compact_acks\"}"),
+            v("electd_wire_accepted_total{framing=\"compact_acks\"}"),
         )
     };
     let before = read(follower);
@@ -1151,12 +1155,18 @@ fn the_wire_framing_counters_show_the_switch_to_compact() {
     let after = read(follower);
     let probes: u64 = (1..=3).map(|id| read(id).4).sum();
     assert!(probes >= 1, "someone's first heartbeat probed");
+    // At rest a follower of three acknowledges every second heartbeat (sparse
+    // acknowledgements): about 10 ACKs out in 20 heartbeats, 20 LEADs in.
     assert!(
-        after.1 - before.1 >= 10 && after.3 - before.3 >= 10,
-        "20 heartbeats of compact ACKs out and LEADs in: {before:?} -> {after:?}"
+        after.5 - before.5 >= 8 && after.6 - before.6 >= 16,
+        "20 heartbeats of version-7 ACKs out and LEADs in: {before:?} -> {after:?}"
     );
     assert!(
         after.0 == before.0 && after.2 == before.2,
         "no classic datagram at rest: {before:?} -> {after:?}"
+    );
+    assert!(
+        after.1 == before.1 && after.3 == before.3,
+        "no version-5/6 datagram at rest between servers of one build: {before:?} -> {after:?}"
     );
 }

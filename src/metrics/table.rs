@@ -62,16 +62,15 @@ fn by_kind(counts: &[u64; 5]) -> Vec<(&'static str, u64)> {
         .collect()
 }
 
-/// A counter per wire framing, classic first. "compact" counts the compact bundle
-/// with ack maps (versions 7 and 8) as well as versions 5 and 6: the exposition keeps
-/// its two label values (a third, `Framing::CompactAcks.name()`, is for later).
+/// A counter per wire framing, oldest first: `classic` (versions 3 and 4), `compact`
+/// (5 and 6) and `compact_acks` (7 and 8), so an operator can tell a peer still on
+/// the previous build (its `compact` count keeps growing with heartbeats).
 fn by_framing(counts: &[u64; 3]) -> Vec<(&'static str, u64)> {
     use crate::wire::Framing;
-    let compact = counts[Framing::Compact.index()] + counts[Framing::CompactAcks.index()];
-    vec![
-        (Framing::Bundle.name(), counts[Framing::Bundle.index()]),
-        (Framing::Compact.name(), compact),
-    ]
+    [Framing::Bundle, Framing::Compact, Framing::CompactAcks]
+        .into_iter()
+        .map(|f| (f.name(), counts[f.index()]))
+        .collect()
 }
 
 /// The per-group families, first in the text; one sample (or one per label value)
@@ -415,14 +414,14 @@ pub const SERVER: &[Family<Snapshot>] = &[
     Family {
         name: "wire_encoded",
         kind: Type::Counter,
-        help: "Datagrams encoded, by wire framing: classic (versions 3 and 4) or compact (5 and 6, sent to a peer once it has been heard speaking it); a datagram to every peer counts once.",
+        help: "Datagrams encoded, by wire framing: classic (versions 3 and 4), compact (5 and 6) or compact_acks (7 and 8, with the followers a LEAD asks to acknowledge), each sent to a peer once it has been heard speaking it; a datagram to every peer counts once.",
         labels: &["framing"],
         read: Read::Each(|s| by_framing(&s.framing_encoded)),
     },
     Family {
         name: "wire_accepted",
         kind: Type::Counter,
-        help: "Datagrams received and accepted, by wire framing (classic or compact).",
+        help: "Datagrams received and accepted, by wire framing (classic, compact or compact_acks).",
         labels: &["framing"],
         read: Read::Each(|s| by_framing(&s.framing_accepted)),
     },
