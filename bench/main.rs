@@ -14,6 +14,7 @@ mod idle;
 #[path = "../tests/sim/mod.rs"]
 mod sim;
 mod traffic;
+mod wire_layout;
 
 use common::{Cluster, Mode};
 use electd::json::{self, Value};
