@@ -82,6 +82,14 @@ def lab(attrib):
                 napi[key] = sorted(napi_threads() - b)
     return napi
 
+def status_of(d, i):
+    """The `status` answer of server i, whose socket is d/i.sock."""
+    import json, socket
+    s = socket.socket(socket.AF_UNIX); s.connect(f"{d}/{i}.sock"); s.sendall(b"status\n")
+    buf = b""
+    while not buf.endswith(b"\n"): buf += s.recv(4096)
+    s.close(); return json.loads(buf)
+
 def ns(i): return f"{P}s{i}"
 
 def start(cmd, i):
@@ -157,11 +165,7 @@ elif EXP == "perf":
     ps = [start([ELECTD, "--config", conf, "--id", str(i), "--log-level", "info"], i) for i in (1, 2, 3)]
     time.sleep(4)
     import json, socket
-    def status(i):
-        s = socket.socket(socket.AF_UNIX); s.connect(f"{d}/{i}.sock"); s.sendall(b"status\n")
-        buf = b""
-        while not buf.endswith(b"\n"): buf += s.recv(4096)
-        s.close(); return json.loads(buf)
+    status = lambda i: status_of(d, i)
     roles = {i: status(i).get("role") for i in (1, 2, 3)}
     print("electd roles", roles, flush=True)
     fol = [i for i in (1, 2, 3) if roles[i] == "follower"][0]
@@ -195,11 +199,7 @@ elif EXP == "perf2":
     d = f"{OUT}/perf2"
     os.makedirs(d, exist_ok=True)
     import json, socket
-    def status(i):
-        s = socket.socket(socket.AF_UNIX); s.connect(f"{d}/{i}.sock"); s.sendall(b"status\n")
-        buf = b""
-        while not buf.endswith(b"\n"): buf += s.recv(4096)
-        s.close(); return json.loads(buf)
+    status = lambda i: status_of(d, i)
     for rnd in range(rounds):
         conf = f"{d}/electd.conf"
         text = f"cluster flab-{PID}\n" + "".join(f"server {i} 10.77.0.{i}:7400 name s{i}\n" for i in (1, 2, 3))
@@ -234,11 +234,7 @@ elif EXP == "ab":
     d = f"{OUT}/ab"
     os.makedirs(d, exist_ok=True)
     bins = ELECTD.split(",")
-    def status(i):
-        s = socket.socket(socket.AF_UNIX); s.connect(f"{d}/{i}.sock"); s.sendall(b"status\n")
-        buf = b""
-        while not buf.endswith(b"\n"): buf += s.recv(4096)
-        s.close(); return json.loads(buf)
+    status = lambda i: status_of(d, i)
     res = {b: {"leader": [], "follower": []} for b in bins}
     for rnd in range(rounds):
         for b in bins:
@@ -283,11 +279,7 @@ elif EXP == "trace":
     import json, socket, collections, re
     NR = {7: "poll", 0: "read", 1: "write", 44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg",
           232: "epoll_wait", 281: "epoll_pwait", 299: "recvmmsg", 307: "sendmmsg", 228: "clock_gettime", 286: "timerfd_settime"}
-    def status(i):
-        s = socket.socket(socket.AF_UNIX); s.connect(f"{d}/{i}.sock"); s.sendall(b"status\n")
-        buf = b""
-        while not buf.endswith(b"\n"): buf += s.recv(4096)
-        s.close(); return json.loads(buf)
+    status = lambda i: status_of(d, i)
     def trace(pid, secs):
         f = f"{d}/trace-{pid}.data"
         b = cpu([pid])
