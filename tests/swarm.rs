@@ -936,9 +936,36 @@ fn pref_plan(seed: u64, health: bool, o: &mut Options) -> PrefPlan {
 }
 
 /// How long a change reaches every leader once the network is quiet: a heartbeat, an
-/// ACK's two delays, writes and a late timer (as `Quiet::report`).
+/// ACK's two delays, writes and a late timer (as `Quiet::report`). The heartbeat is
+/// counted in real time on the slowest clock (`slow_hbt`): a follower reports its
+/// health only in the ACK of its leader's next LEAD.
 fn report_time(s: &Sim) -> Real {
-    max_hbt(s) + 2 * s.opts.delay_max + 2 * s.opts.persist_max + s.opts.timer_slop + ms(1)
+    slow_hbt(s) + 2 * s.opts.delay_max + 2 * s.opts.persist_max + s.opts.timer_slop + ms(1)
+}
+
+/// The longest heartbeat in real time: HBT/(1 - rho) on a clock that runs slow by the
+/// drift bound (or by more, if a host was given a larger error). A leader's LEADs are
+/// that far apart, and a follower that turns fit between two of them can say so only
+/// in its ACK of the second. Counted at the nominal rate, P-after began judging up to
+/// HBT*rho/(1-rho) before the leader could have heard the last server turn fit: seed
+/// 12914 (rho 5 %, the leader's clock flipped to -rho, HBT 480 ms, so LEADs 505 ms
+/// apart) began 1.7 ms before the LEAD whose ACK first said that server 3 was fit;
+/// at that LEAD's tick the leader, knowing 3 only as unfit (its ACK of the previous
+/// LEAD), handed group 3 to server 2, fit for preempt-delay, as SPEC 14 and the
+/// no-detour rule (most preferred server *known* fit) say, and 2 handed over to 3 a
+/// delay later: a detour the check counted although it began before every server was
+/// fit and heard.
+fn slow_hbt(s: &Sim) -> Real {
+    let slow = s
+        .hosts
+        .iter()
+        .map(|h| -h.clock.error_ppm())
+        .chain([i64::from(s.opts.drift_ppm)])
+        .max()
+        .unwrap_or(0)
+        .clamp(0, 999_999) as u128;
+    let hbt = u128::from(max_hbt(s));
+    (hbt * 1_000_000).div_ceil(1_000_000 - slow) as Real
 }
 
 /// How long after every server is fit and heard each group must be on its preferred
@@ -2715,6 +2742,31 @@ const DEFERRED_MIN_PCT: u64 = 25;
 /// was written, under every fault of the swarm; with `Sabotage::dense_acks`, none
 /// (`sparse_acknowledgements_are_counted`).
 const SPARSE_MIN_PCT: u64 = 10;
+
+/// P-after judges from when the leader could have heard every server fit (`slow_hbt`).
+/// Seed 12914 (outside the default range): group 3 prefers 3, then 2, then 1; a
+/// rolling restart brings 2 back, then 3 606 ms later; the leader (1, its clock at
+/// -rho = -5 %, HBT 480 ms, LEADs 505 ms apart) hears 2 fit for preempt-delay (894 ms)
+/// at the tick of the first LEAD after 3 turned fit, while its only report of 3 is the
+/// ACK of the LEAD before, which said unfit: it hands over to 2 (SPEC 14), and 2 to 3
+/// a delay later. Counted from a heartbeat at the nominal rate, P-after began 1.7 ms
+/// before that tick and called it a detour; counted on the slowest clock it begins
+/// after, and the group moves once, 2 -> 3. The seed must still run P-after (one
+/// rolling restart) and find nothing else.
+#[test]
+fn p_after_waits_for_the_slow_heartbeat() {
+    let o = run_seed(12914, &Breakage::default());
+    assert!(
+        o.violations.is_empty() && o.liveness.is_none(),
+        "seed 12914: {:?} {:?}",
+        o.violations,
+        o.liveness
+    );
+    assert_eq!(
+        o.after_episodes, 1,
+        "seed 12914 no longer runs P-after's episode"
+    );
+}
 
 /// The swarm's count of sparse LEADs measures what it claims: over the same seeds a
 /// build that never asks only some followers (`Sabotage::dense_acks`) shows none, and
