@@ -97,9 +97,14 @@
 //! there within preempt-delay + the L1 bound (+ H-preempt (end)'s slack); then a
 //! rolling restart (one to three servers out by crash, SIGTERM or an unhealthy
 //! processor, back in another order up to preempt-delay apart) is judged the same way.
+//! P-after's "every server fit and heard" counts the leader's heartbeat on the slowest
+//! clock (`slow_hbt`): a follower that turns fit says so only in its ACK of the next
+//! LEAD, so a handover that began before then is no detour (seed 12914).
 //! Negative control: preemption with detours (`Sabotage::preempt_detours`), caught at
-//! seed 305 (seed 61, 22 of the first 2,000 seeds, before issue 25's compact wire and
-//! stop timers moved every schedule; 296 before its reads at the heartbeat).
+//! seed 34, 127 of the 10,000 default seeds (43 before the slow heartbeat moved the
+//! rolling restarts that begin after P-after's end, also 127; 305 before issue 25's
+//! compact wire and stop timers moved every schedule; 296 before its reads at the
+//! heartbeat; seed 61, 22 of the first 2,000 seeds, before that).
 //!
 //! Issue 25, L-rest (`rest_episode`, docs/PROTOCOL.md "Sparse acknowledgements"): at
 //! the end of every seed with one group and no health faults (N >= 3), after every
@@ -936,9 +941,36 @@ fn pref_plan(seed: u64, health: bool, o: &mut Options) -> PrefPlan {
 }
 
 /// How long a change reaches every leader once the network is quiet: a heartbeat, an
-/// ACK's two delays, writes and a late timer (as `Quiet::report`).
+/// ACK's two delays, writes and a late timer (as `Quiet::report`). The heartbeat is
+/// counted in real time on the slowest clock (`slow_hbt`): a follower reports its
+/// health only in the ACK of its leader's next LEAD.
 fn report_time(s: &Sim) -> Real {
-    max_hbt(s) + 2 * s.opts.delay_max + 2 * s.opts.persist_max + s.opts.timer_slop + ms(1)
+    slow_hbt(s) + 2 * s.opts.delay_max + 2 * s.opts.persist_max + s.opts.timer_slop + ms(1)
+}
+
+/// The longest heartbeat in real time: HBT/(1 - rho) on a clock that runs slow by the
+/// drift bound (or by more, if a host was given a larger error). A leader's LEADs are
+/// that far apart, and a follower that turns fit between two of them can say so only
+/// in its ACK of the second. Counted at the nominal rate, P-after began judging up to
+/// HBT*rho/(1-rho) before the leader could have heard the last server turn fit: seed
+/// 12914 (rho 5 %, the leader's clock flipped to -rho, HBT 480 ms, so LEADs 505 ms
+/// apart) began 1.7 ms before the LEAD whose ACK first said that server 3 was fit;
+/// at that LEAD's tick the leader, knowing 3 only as unfit (its ACK of the previous
+/// LEAD), handed group 3 to server 2, fit for preempt-delay, as SPEC 14 and the
+/// no-detour rule (most preferred server *known* fit) say, and 2 handed over to 3 a
+/// delay later: a detour the check counted although it began before every server was
+/// fit and heard.
+fn slow_hbt(s: &Sim) -> Real {
+    let slow = s
+        .hosts
+        .iter()
+        .map(|h| -h.clock.error_ppm())
+        .chain([i64::from(s.opts.drift_ppm)])
+        .max()
+        .unwrap_or(0)
+        .clamp(0, 999_999) as u128;
+    let hbt = u128::from(max_hbt(s));
+    (hbt * 1_000_000).div_ceil(1_000_000 - slow) as Real
 }
 
 /// How long after every server is fit and heard each group must be on its preferred
@@ -2716,6 +2748,31 @@ const DEFERRED_MIN_PCT: u64 = 25;
 /// (`sparse_acknowledgements_are_counted`).
 const SPARSE_MIN_PCT: u64 = 10;
 
+/// P-after judges from when the leader could have heard every server fit (`slow_hbt`).
+/// Seed 12914 (outside the default range): group 3 prefers 3, then 2, then 1; a
+/// rolling restart brings 2 back, then 3 606 ms later; the leader (1, its clock at
+/// -rho = -5 %, HBT 480 ms, LEADs 505 ms apart) hears 2 fit for preempt-delay (894 ms)
+/// at the tick of the first LEAD after 3 turned fit, while its only report of 3 is the
+/// ACK of the LEAD before, which said unfit: it hands over to 2 (SPEC 14), and 2 to 3
+/// a delay later. Counted from a heartbeat at the nominal rate, P-after began 1.7 ms
+/// before that tick and called it a detour; counted on the slowest clock it begins
+/// after, and the group moves once, 2 -> 3. The seed must still run P-after (one
+/// rolling restart) and find nothing else.
+#[test]
+fn p_after_waits_for_the_slow_heartbeat() {
+    let o = run_seed(12914, &Breakage::default());
+    assert!(
+        o.violations.is_empty() && o.liveness.is_none(),
+        "seed 12914: {:?} {:?}",
+        o.violations,
+        o.liveness
+    );
+    assert_eq!(
+        o.after_episodes, 1,
+        "seed 12914 no longer runs P-after's episode"
+    );
+}
+
 /// The swarm's count of sparse LEADs measures what it claims: over the same seeds a
 /// build that never asks only some followers (`Sabotage::dense_acks`) shows none, and
 /// this build shows some, while neither finds a violation.
@@ -3313,9 +3370,13 @@ fn negative_control_preempt_detours() {
     );
 }
 
-/// The first default seed at which the swarm catches `Sabotage::preempt_detours` (305
-/// before issue 25's sparse acknowledgements and wire versions 7/8 moved the schedules).
-const DETOUR_SEED: u64 = 43;
+/// The first default seed at which the swarm catches `Sabotage::preempt_detours` (43
+/// before P-after counted the heartbeat on the slowest clock: its later start moved
+/// the rolling restarts of the seeds whose restart begins at P-after's end, not at 60 s;
+/// seed 34's now brings 3 back before 2 in group 1, and 1169's no longer catches,
+/// 127 of 10,000 either way; 305 before issue 25's sparse acknowledgements and wire
+/// versions 7/8 moved the schedules).
+const DETOUR_SEED: u64 = 34;
 
 /// Issue 25, sparse acknowledgements: a leader that stays sparse after an ACK it asked
 /// for did not come (`Sabotage::sparse_ignores_misses`) keeps asking Q-1 followers, so
