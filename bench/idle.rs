@@ -1430,7 +1430,8 @@ fn syscall_tables(out: &mut String, k: &Knobs, m: &Measured) {
         }
         let _ = write!(out, "| **total** |");
         for c in cols {
-            let _ = write!(out, " **{:.2}** |", c.1.values().sum::<f64>());
+            // `+ 0.0`: an empty column sums to -0.0 (the float sum's identity), printed "-0.00".
+            let _ = write!(out, " **{:.2}** |", c.1.values().sum::<f64>() + 0.0);
         }
         let _ = writeln!(out);
     }
