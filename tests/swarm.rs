@@ -2705,6 +2705,19 @@ fn swarm() {
     );
     assert_eq!(violations, 0);
     assert_eq!(liveness, 0);
+    // The shares below are the whole run's: one replayed seed (`SWARM_SEED`, the line
+    // printed with every failure) may not reach them, and its verdict is the violations
+    // and liveness failures above (seed 12914 alone sent 4,816 compact datagrams
+    // against 717 probes, under the 10x the run's share wants).
+    if results.len() < AGGREGATE_MIN_SEEDS {
+        eprintln!(
+            "swarm: {} seeds, fewer than {AGGREGATE_MIN_SEEDS}: the whole run's shares (wire \
+             versions, stop timers, reads at the heartbeat, sparse acknowledgements) are not \
+             checked",
+            results.len()
+        );
+        return;
+    }
     // The hosts of the swarm are all of this build: most of their heartbeats are
     // compact (rounds mostly are not: a server sends a round's messages to all in
     // version 3 until it has heard every peer in compact, and every seed starts cold
@@ -2737,6 +2750,10 @@ fn swarm() {
         st.leads_sent
     );
 }
+
+/// The fewest seeds whose totals the swarm holds to its shares (wire versions, stop
+/// timers, reads at the heartbeat, sparse acknowledgements); the default run has 10,000.
+const AGGREGATE_MIN_SEEDS: usize = 100;
 
 /// The share of the datagrams reaching a leader that the swarm must see wait for the
 /// leader's next wakeup (issue 25): most of them are ACKs of a leader at rest.
