@@ -96,6 +96,16 @@ def start(cmd, i):
     p = sp.Popen(["ip", "netns", "exec", ns(i)] + cmd, stdin=sp.DEVNULL, stdout=sp.DEVNULL, stderr=sp.DEVNULL)
     procs.append(p); return p
 
+def cluster(electd, d, hbt):
+    """Starts a 3-server electd cluster (one per namespace, 10.77.0.1-3, unicast, heartbeat
+    hbt ms) with its config, sockets and fresh state in d; returns the processes."""
+    conf = f"{d}/electd.conf"
+    text = f"cluster flab-{PID}\n" + "".join(f"server {i} 10.77.0.{i}:7400 name s{i}\n" for i in (1, 2, 3))
+    text += f"unicast\nheartbeat {hbt}ms\nrtt 20ms\nmissed-heartbeats 3\nsocket {d}/{{id}}.sock\nstate {d}/{{id}}.state\n"
+    open(conf, "w").write(text)
+    for f in glob.glob(f"{d}/*.state"): os.remove(f)
+    return [start([electd, "--config", conf, "--id", str(i), "--log-level", "info"], i) for i in (1, 2, 3)]
+
 def stop(ps):
     for p in ps:
         p.terminate()
@@ -157,14 +167,8 @@ elif EXP == "perf":
     d = f"{OUT}/perf-{'attrib' if attrib else 'default'}"
     os.makedirs(d, exist_ok=True)
     # electd cluster
-    conf = f"{d}/electd.conf"
-    text = f"cluster flab-{PID}\n" + "".join(f"server {i} 10.77.0.{i}:7400 name s{i}\n" for i in (1, 2, 3))
-    text += f"unicast\nheartbeat 100ms\nrtt 20ms\nmissed-heartbeats 3\nsocket {d}/{{id}}.sock\nstate {d}/{{id}}.state\n"
-    open(conf, "w").write(text)
-    for f in glob.glob(f"{d}/*.state"): os.remove(f)
-    ps = [start([ELECTD, "--config", conf, "--id", str(i), "--log-level", "info"], i) for i in (1, 2, 3)]
+    ps = cluster(ELECTD, d, 100)
     time.sleep(4)
-    import json, socket
     status = lambda i: status_of(d, i)
     roles = {i: status(i).get("role") for i in (1, 2, 3)}
     print("electd roles", roles, flush=True)
@@ -198,15 +202,9 @@ elif EXP == "perf2":
     napi = lab(False)
     d = f"{OUT}/perf2"
     os.makedirs(d, exist_ok=True)
-    import json, socket
     status = lambda i: status_of(d, i)
     for rnd in range(rounds):
-        conf = f"{d}/electd.conf"
-        text = f"cluster flab-{PID}\n" + "".join(f"server {i} 10.77.0.{i}:7400 name s{i}\n" for i in (1, 2, 3))
-        text += f"unicast\nheartbeat 100ms\nrtt 20ms\nmissed-heartbeats 3\nsocket {d}/{{id}}.sock\nstate {d}/{{id}}.state\n"
-        open(conf, "w").write(text)
-        for f in glob.glob(f"{d}/*.state"): os.remove(f)
-        ps = [start([ELECTD, "--config", conf, "--id", str(i), "--log-level", "info"], i) for i in (1, 2, 3)]
+        ps = cluster(ELECTD, d, 100)
         time.sleep(4)
         roles = {i: status(i).get("role") for i in (1, 2, 3)}
         fol = [i for i in (1, 2, 3) if roles[i] == "follower"][0]
@@ -227,7 +225,7 @@ elif EXP == "ab":
     # each build in turn (interleaved) as a 3-server cluster at heartbeat 100 ms (HBT ms),
     # waits until the leader asks in turn, and reads schedstat over SECS: CPU us per
     # heartbeat of the leader and of the followers (mean of the two), then the medians.
-    import json, socket, statistics
+    import statistics
     secs = float(os.environ.get("SECS", "15")); rounds = int(os.environ.get("ROUNDS", "3"))
     hbt = int(os.environ.get("HBT", "100"))
     lab(False)
@@ -238,12 +236,7 @@ elif EXP == "ab":
     res = {b: {"leader": [], "follower": []} for b in bins}
     for rnd in range(rounds):
         for b in bins:
-            conf = f"{d}/electd.conf"
-            text = f"cluster flab-{PID}\n" + "".join(f"server {i} 10.77.0.{i}:7400 name s{i}\n" for i in (1, 2, 3))
-            text += f"unicast\nheartbeat {hbt}ms\nrtt 20ms\nmissed-heartbeats 3\nsocket {d}/{{id}}.sock\nstate {d}/{{id}}.state\n"
-            open(conf, "w").write(text)
-            for f in glob.glob(f"{d}/*.state"): os.remove(f)
-            ps = [start([b, "--config", conf, "--id", str(i), "--log-level", "info"], i) for i in (1, 2, 3)]
+            ps = cluster(b, d, hbt)
             ldr = None
             for _ in range(200):
                 time.sleep(0.1)
@@ -276,7 +269,7 @@ elif EXP == "trace":
     lab(False)
     d = f"{OUT}/trace"
     os.makedirs(d, exist_ok=True)
-    import json, socket, collections, re
+    import collections, re
     NR = {7: "poll", 0: "read", 1: "write", 44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg",
           232: "epoll_wait", 281: "epoll_pwait", 299: "recvmmsg", 307: "sendmmsg", 228: "clock_gettime", 286: "timerfd_settime"}
     status = lambda i: status_of(d, i)
@@ -311,12 +304,7 @@ elif EXP == "trace":
                 mode = "user"
         return acc, calls
     for rnd in range(rounds):
-        conf = f"{d}/electd.conf"
-        text = f"cluster flab-{PID}\n" + "".join(f"server {i} 10.77.0.{i}:7400 name s{i}\n" for i in (1, 2, 3))
-        text += f"unicast\nheartbeat 100ms\nrtt 20ms\nmissed-heartbeats 3\nsocket {d}/{{id}}.sock\nstate {d}/{{id}}.state\n"
-        open(conf, "w").write(text)
-        for f in glob.glob(f"{d}/*.state"): os.remove(f)
-        ps = [start([ELECTD, "--config", conf, "--id", str(i), "--log-level", "info"], i) for i in (1, 2, 3)]
+        ps = cluster(ELECTD, d, 100)
         time.sleep(4)
         roles = {i: status(i).get("role") for i in (1, 2, 3)}
         role = os.environ.get("ROLE", "follower")
