@@ -470,6 +470,65 @@ fn cold_start_follows_the_preference() {
     eprintln!("cold starts: {runs} of {runs} led by the preferred server from the first election");
 }
 
+/// No detours on a report one heartbeat old (issue 25's seventh round; swarm seed
+/// 12914): the group prefers 2, then 3, then 1, and is led by 1 while 2 and 3 are
+/// unhealthy. 3 recovers; 2 recovers less than a heartbeat before 3 has been fit for
+/// preempt-delay, so the leader's newest report from 2, an ACK of the LEAD before,
+/// still says unfit at the instant it would hand over to 3. Deciding on that report,
+/// it moved the seat twice (1 -> 3 -> 2). It now asks every follower (a LEAD) and
+/// waits up to RTT for the servers preferred to 3: 2's answer says fit, so it waits
+/// for 2's delay and hands over once, straight to 2.
+#[test]
+fn preempt_asks_before_it_hands_over() {
+    let mut wrong = Vec::new();
+    let seeds = 40;
+    for seed in 0..seeds {
+        let replay = format!("{REPLAY} preempt_asks_before  (seed {seed})");
+        let mut o = Options::new(seed, 3);
+        o.prefer = vec![vec![2, 3, 1]];
+        let delay = ms(1000);
+        o.preempt_delay = Some(Duration::from_nanos(delay));
+        let hbt = o.heartbeat.as_nanos() as Real;
+        let mut s = Sim::new(o.clone());
+        s.set_health(2, false);
+        s.set_health(3, false);
+        let first = s.run_until_leader(ms(5000));
+        assert_eq!(first.map(|f| f.0), Some(1), "seed {seed}");
+        s.run_for(ms(500));
+        let t0 = s.now;
+        s.set_health(3, true);
+        // 3's fit ACK reaches the leader within a heartbeat and a one-way delay; 2
+        // turns fit within the heartbeat before 3's delay runs out.
+        let early = s.rand(hbt);
+        s.run_for(delay - hbt + early);
+        s.set_health(2, true);
+        s.run_for(3 * delay + o.hold() + o.l1_bound());
+        s.assert_safe(&replay);
+        let moves: Vec<(u16, Option<u16>)> = s
+            .check
+            .handoffs
+            .iter()
+            .filter(|h| h.at >= t0)
+            .map(|h| (h.from, h.to))
+            .collect();
+        if s.leader() != Some(2) || moves != [(1, Some(2))] {
+            wrong.push(format!(
+                "seed {seed}: leader {:?}, handovers {moves:?}",
+                s.leader()
+            ));
+        }
+    }
+    eprintln!(
+        "preempt-delay, late report: {} of {seeds} groups moved once, straight to the preferred server",
+        seeds as usize - wrong.len()
+    );
+    assert!(
+        wrong.is_empty(),
+        "detours or no move:\n{}\nreplay: {REPLAY} preempt_asks_before -- --nocapture",
+        wrong.join("\n")
+    );
+}
+
 /// SPEC sections 14 and 15 (issue 22, finding 2): no detours. A group that prefers
 /// 2, then 3, then 1 is led by 1 while 2 and 3 are unhealthy; 3 recovers, then 2 a
 /// little later (less than preempt-delay). The leader waits for 2 and hands over once,

@@ -172,6 +172,7 @@ impl Node {
         // Every ACK of this term follows the election: any fit one names a successor.
         self.unfit_from = (term, 0);
         self.unfit_wait = None;
+        self.preempt_ask = None;
         if self.unfit() {
             warn!(
                 "{}elected leader of term {term} as a last resort: no fit server claimed; health failing, handing over as soon as a fit server is known",

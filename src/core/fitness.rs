@@ -227,6 +227,11 @@ impl Node {
                     && (!detours || waited(i))
             });
             let p = top.filter(|&i| waited(i));
+            let p = if detours {
+                p
+            } else {
+                self.asked_before_preempt(now, p)
+            };
             (p, Handover::Preempt)
         } else {
             (None, Handover::Preempt)
@@ -244,6 +249,58 @@ impl Node {
             );
             self.begin_resign(now, Some(to), reason);
         }
+    }
+
+    /// A preemption to `to` goes ahead on fresh reports only (SPEC 14, no detours).
+    /// The first time it is due, this leader sends a LEAD at once (every follower
+    /// acknowledges it: a leader that may be preempted asks everyone) and waits until
+    /// every live server preferred to `to` has acknowledged it, or RTT; then
+    /// `consider_handover` chooses again on the answers, and a preferred server that
+    /// has just turned fit keeps the seat for its own delay. `None` while waiting, and
+    /// when no preemption is due (which ends a wait).
+    fn asked_before_preempt(&mut self, now: Time, to: Option<usize>) -> Option<usize> {
+        let Some(to) = to else {
+            self.preempt_ask = None;
+            return None;
+        };
+        let term = self.leadership.as_ref()?.term;
+        match self.preempt_ask {
+            Some(a) if a.to == to && a.from.0 == term => {
+                if now < a.until && !self.preferred_answered(now, to, a.from) {
+                    return None;
+                }
+                self.preempt_ask = None;
+                Some(to)
+            }
+            _ => {
+                self.send_lead(now);
+                let l = self.leadership.as_ref()?;
+                self.preempt_ask = Some(PreemptAsk {
+                    from: (l.term, l.seq),
+                    to,
+                    until: now + self.cfg.rtt,
+                });
+                None
+            }
+        }
+    }
+
+    /// Every server that would be chosen before `to` and was heard lately has
+    /// acknowledged the LEAD at `from` or a later one.
+    fn preferred_answered(&self, now: Time, to: usize, from: (u64, u64)) -> bool {
+        let window = self.hold + self.cfg.heartbeat;
+        let rank = |i: usize| (self.cfg.servers[i].priority, std::cmp::Reverse(self.ids[i]));
+        let mine = self.cfg.servers[self.me].priority;
+        (0..self.ids.len()).all(|i| {
+            i == self.me
+                || self.witness[i]
+                || self.cfg.servers[i].priority <= mine
+                || rank(i) <= rank(to)
+                || self.peers[i].ack_pos >= from
+                || self.peers[i]
+                    .heard_at
+                    .is_none_or(|t| now.saturating_since(t) > window)
+        })
     }
 
     /// Applies a new `preempt-delay` (SIGHUP). Fitness already heard keeps counting:

@@ -334,6 +334,7 @@ impl Node {
             && self.voted_term <= l.term
             && !self.unfit()
             && self.unfit_wait.is_none_or(|w| w <= now)
+            && self.preempt_ask.is_none()
             && !self.may_be_preempted()
             && now >= self.quiet_until
     }

@@ -88,6 +88,13 @@ pub struct Node {
     /// successor (RTT after it left; sooner once every live server has answered), so
     /// the successor is the best fit server, not the first to answer.
     unfit_wait: Option<Time>,
+    /// A preemption about to hand over: the position of the LEAD this leader sent to
+    /// ask every follower, the server it would hand over to, and until when it waits
+    /// for the answers of the servers preferred to that one (RTT; sooner once every
+    /// live one has answered). A handover decided on reports a heartbeat old went to
+    /// a server less preferred than one that had just turned fit, and the seat moved
+    /// twice (swarm seed 12914).
+    preempt_ask: Option<PreemptAsk>,
     /// When a RESIGN named this server as successor: its preempt-delay counts from then,
     /// so `yield --to` is not undone at once by a preemption (issue 11).
     named_at: Option<Time>,
@@ -190,6 +197,7 @@ impl Node {
             last_resort_from: Some(now),
             unfit_from: (0, 0),
             unfit_wait: None,
+            preempt_ask: None,
             named_at: None,
             successor: None,
             resign_round: false,

@@ -23,17 +23,21 @@ pub enum Timer {
     UnfitWait,
     /// A handoff's RESIGN: the lease end while supervisors stop, then the second copy.
     Resign,
+    /// A preemption waits this long for the answers of the servers preferred to its
+    /// successor before handing over.
+    PreemptWait,
 }
 
 impl Timer {
     /// Every timer, in the order `handle_timeout` considers them.
-    pub const ALL: [Timer; 6] = [
+    pub const ALL: [Timer; 7] = [
         Timer::StepDown,
         Timer::Resign,
         Timer::Heartbeat,
         Timer::Elector,
         Timer::LeaseEnd,
         Timer::UnfitWait,
+        Timer::PreemptWait,
     ];
 }
 
@@ -51,6 +55,11 @@ impl Node {
                 .filter(|&u| u > self.last_now),
             Timer::UnfitWait => self
                 .unfit_wait
+                .filter(|&w| w > self.last_now)
+                .filter(|_| l.is_some() && self.resign == Resign::Idle),
+            Timer::PreemptWait => self
+                .preempt_ask
+                .map(|a| a.until)
                 .filter(|&w| w > self.last_now)
                 .filter(|_| l.is_some() && self.resign == Resign::Idle),
             Timer::Resign => match self.resign {
@@ -93,9 +102,9 @@ impl Node {
             Timer::Resign => self.on_resign_timer(now),
             Timer::Heartbeat => self.send_lead(now),
             Timer::Elector => self.on_elector_timer(now),
-            // Nothing to do: the role is reported from the lease, and the handover
-            // waits in `consider_handover`; they are deadlines so the driver wakes.
-            Timer::LeaseEnd | Timer::UnfitWait => {}
+            // Nothing to do: the role is reported from the lease, and the handovers
+            // wait in `consider_handover`; they are deadlines so the driver wakes.
+            Timer::LeaseEnd | Timer::UnfitWait | Timer::PreemptWait => {}
         }
     }
 }

@@ -438,3 +438,13 @@ pub struct Counters {
     /// Rounds in which this server voted for the successor a RESIGN named.
     pub successor_votes: u64,
 }
+
+/// A preemption waiting for fresh reports (`Node::consider_handover`): `from`, the
+/// position of the LEAD that asked every follower; `to`, the server the seat would
+/// go to; `until`, the end of the wait (RTT after that LEAD).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PreemptAsk {
+    pub(crate) from: (u64, u64),
+    pub(crate) to: usize,
+    pub(crate) until: Time,
+}
