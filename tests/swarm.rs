@@ -957,9 +957,11 @@ fn report_time(s: &Sim) -> Real {
 /// apart) began 1.7 ms before the LEAD whose ACK first said that server 3 was fit;
 /// at that LEAD's tick the leader, knowing 3 only as unfit (its ACK of the previous
 /// LEAD), handed group 3 to server 2, fit for preempt-delay, as SPEC 14 and the
-/// no-detour rule (most preferred server *known* fit) say, and 2 handed over to 3 a
+/// no-detour rule (most preferred server *known* fit) said, and 2 handed over to 3 a
 /// delay later: a detour the check counted although it began before every server was
-/// fit and heard.
+/// fit and heard. (Since the seventh round a preemption first asks every follower and
+/// waits for the answers of the servers preferred to its successor, so that leader
+/// now goes straight to 3; the window stays, as a follower's report is that late.)
 fn slow_hbt(s: &Sim) -> Real {
     let slow = s
         .hosts
@@ -1844,13 +1846,16 @@ struct Quiet {
     side: Vec<u16>,
     /// The cut-off server.
     iso: Option<u16>,
-    /// SPEC 8's L1 bound plus one heartbeat: the time a leader needs to hear a healthy
-    /// follower's ACK (a heartbeat) before it hands over; the handover itself (the
+    /// SPEC 8's L1 bound plus one heartbeat (on the slowest clock, `slow_hbt`): the
+    /// time a leader needs to hear a healthy follower's ACK before it hands over; the
+    /// handover itself (the
     /// supervisor's wait, at most the lease, then a round) fits in L1, which allows
     /// 5*HBT for K*HBT of silence.
     bound: Real,
     /// How long a change of health takes to reach the leader: the next ACK, a
-    /// heartbeat, two delays, a write and a late timer.
+    /// heartbeat on the slowest clock (`slow_hbt`: counted at the nominal rate it
+    /// fell short by HBT*rho/(1-rho), as P-after's `report_time` did), two delays, a
+    /// write and a late timer.
     report: Real,
     /// How long after a server turns unfit it may still be elected: its last claim's
     /// delay, the VOTING window, writes, the VOTE's delay.
@@ -1874,8 +1879,8 @@ impl Quiet {
         Quiet {
             side: (1..=n).filter(|&x| Some(x) != iso).collect(),
             iso,
-            bound: l1_bound(s) + hbt,
-            report: hbt + 2 * d + slack,
+            bound: l1_bound(s) + slow_hbt(s),
+            report: slow_hbt(s) + 2 * d + slack,
             elect: rtt + 2 * d + slack,
             hbt,
             hold: max_hold(s),
