@@ -480,10 +480,32 @@ fn cold_start_follows_the_preference() {
 /// for 2's delay and hands over once, straight to 2.
 #[test]
 fn preempt_asks_before_it_hands_over() {
+    // 2 turns fit within the heartbeat before 3's delay runs out (3's fit ACK
+    // reaches the leader within a heartbeat and a one-way delay of 3 turning fit).
+    preempt_moves_once(40, "preempt_asks_before", |s, delay, hbt| {
+        delay - hbt + s.rand(hbt)
+    });
+}
+
+/// SPEC sections 14 and 15 (issue 22, finding 2): no detours. A group that prefers
+/// 2, then 3, then 1 is led by 1 while 2 and 3 are unhealthy; 3 recovers, then 2 a
+/// little later (less than preempt-delay). The leader waits for 2 and hands over once,
+/// straight to it: its processor starts once. Before the fix it handed over to 3 (fit
+/// for the delay first), which handed over to 2 a moment later: 1 -> 3 -> 2.
+#[test]
+fn preempt_moves_straight_to_the_preferred_server() {
+    preempt_moves_once(20, "preempt_moves_straight", |s, _, _| {
+        ms(200) + s.rand(ms(500))
+    });
+}
+
+/// Over `seeds` runs: a group that prefers 2, then 3, then 1 is led by 1 while 2 and
+/// 3 are unhealthy; 3 recovers, then 2 `gap(sim, delay, hbt)` later; the leader must
+/// hand over once, straight to 2. `name` is the test's name, for the replay line.
+fn preempt_moves_once(seeds: u64, name: &str, gap: impl Fn(&mut Sim, Real, Real) -> Real) {
     let mut wrong = Vec::new();
-    let seeds = 40;
     for seed in 0..seeds {
-        let replay = format!("{REPLAY} preempt_asks_before  (seed {seed})");
+        let replay = format!("{REPLAY} {name}  (seed {seed})");
         let mut o = Options::new(seed, 3);
         o.prefer = vec![vec![2, 3, 1]];
         let delay = ms(1000);
@@ -497,10 +519,8 @@ fn preempt_asks_before_it_hands_over() {
         s.run_for(ms(500));
         let t0 = s.now;
         s.set_health(3, true);
-        // 3's fit ACK reaches the leader within a heartbeat and a one-way delay; 2
-        // turns fit within the heartbeat before 3's delay runs out.
-        let early = s.rand(hbt);
-        s.run_for(delay - hbt + early);
+        let wait = gap(&mut s, delay, hbt);
+        s.run_for(wait);
         s.set_health(2, true);
         s.run_for(3 * delay + o.hold() + o.l1_bound());
         s.assert_safe(&replay);
@@ -519,65 +539,12 @@ fn preempt_asks_before_it_hands_over() {
         }
     }
     eprintln!(
-        "preempt-delay, late report: {} of {seeds} groups moved once, straight to the preferred server",
+        "{name}: {} of {seeds} groups moved back once, straight to the preferred server",
         seeds as usize - wrong.len()
     );
     assert!(
         wrong.is_empty(),
-        "detours or no move:\n{}\nreplay: {REPLAY} preempt_asks_before -- --nocapture",
-        wrong.join("\n")
-    );
-}
-
-/// SPEC sections 14 and 15 (issue 22, finding 2): no detours. A group that prefers
-/// 2, then 3, then 1 is led by 1 while 2 and 3 are unhealthy; 3 recovers, then 2 a
-/// little later (less than preempt-delay). The leader waits for 2 and hands over once,
-/// straight to it: its processor starts once. Before the fix it handed over to 3 (fit
-/// for the delay first), which handed over to 2 a moment later: 1 -> 3 -> 2.
-#[test]
-fn preempt_moves_straight_to_the_preferred_server() {
-    let mut wrong = Vec::new();
-    let seeds = 20;
-    for seed in 0..seeds {
-        let replay = format!("{REPLAY} preempt_moves_straight  (seed {seed})");
-        let mut o = Options::new(seed, 3);
-        o.prefer = vec![vec![2, 3, 1]];
-        let delay = ms(1000);
-        o.preempt_delay = Some(Duration::from_nanos(delay));
-        let mut s = Sim::new(o.clone());
-        s.set_health(2, false);
-        s.set_health(3, false);
-        let first = s.run_until_leader(ms(5000));
-        assert_eq!(first.map(|f| f.0), Some(1), "seed {seed}");
-        s.run_for(ms(500));
-        let t0 = s.now;
-        s.set_health(3, true);
-        let gap = ms(200) + s.rand(ms(500));
-        s.run_for(gap);
-        s.set_health(2, true);
-        s.run_for(3 * delay + o.hold() + o.l1_bound());
-        s.assert_safe(&replay);
-        let moves: Vec<(u16, Option<u16>)> = s
-            .check
-            .handoffs
-            .iter()
-            .filter(|h| h.at >= t0)
-            .map(|h| (h.from, h.to))
-            .collect();
-        if s.leader() != Some(2) || moves != [(1, Some(2))] {
-            wrong.push(format!(
-                "seed {seed}: leader {:?}, handovers {moves:?}",
-                s.leader()
-            ));
-        }
-    }
-    eprintln!(
-        "preempt-delay: {} of {seeds} groups moved back once, straight to the preferred server",
-        seeds as usize - wrong.len()
-    );
-    assert!(
-        wrong.is_empty(),
-        "detours or no move:\n{}\nreplay: {REPLAY} preempt_moves_straight -- --nocapture",
+        "detours or no move:\n{}\nreplay: {REPLAY} {name} -- --nocapture",
         wrong.join("\n")
     );
 }
