@@ -36,16 +36,20 @@ impl Tally {
     }
 }
 
+/// A LEAD that is not a RESIGN, as the follower's path reads it.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct LeadIn {
+    pub term: u64,
+    pub seq: u64,
+    /// The hold it promises, in ms (`faith_hold`).
+    pub hold_ms: u32,
+    /// The followers asked to acknowledge it; empty: every follower.
+    pub asked: PeerSet,
+}
+
 impl Node {
-    pub(super) fn on_lead(
-        &mut self,
-        now: Time,
-        s: usize,
-        term: u64,
-        seq: u64,
-        hold_ms: u32,
-        asked: PeerSet,
-    ) {
+    pub(super) fn on_lead(&mut self, now: Time, s: usize, lead: LeadIn) {
+        let LeadIn { term, seq, .. } = lead;
         if term < self.term {
             self.counters.stale_leads += 1;
             return;
@@ -62,7 +66,7 @@ impl Node {
         if self.leadership.is_some() {
             self.on_lead_while_leader(now, s, term);
         }
-        self.on_lead_while_follower(now, s, term, seq, hold_ms, asked);
+        self.on_lead_while_follower(now, s, lead);
     }
 
     /// LEADER, a LEAD of another server at or above our term: step down (an error if
@@ -93,15 +97,13 @@ impl Node {
     /// server to (`asked` empty: every follower), or if this server's fitness changed
     /// since its last ACK (the leader learns it a heartbeat sooner than at its next
     /// turn).
-    fn on_lead_while_follower(
-        &mut self,
-        now: Time,
-        s: usize,
-        term: u64,
-        seq: u64,
-        hold_ms: u32,
-        asked: PeerSet,
-    ) {
+    fn on_lead_while_follower(&mut self, now: Time, s: usize, lead: LeadIn) {
+        let LeadIn {
+            term,
+            seq,
+            hold_ms,
+            asked,
+        } = lead;
         self.term = term;
         let hold = self.faith_hold(hold_ms);
         self.update_promise(now, hold);

@@ -36,7 +36,7 @@ pub use types::*;
 use crate::rng::SplitMix64;
 use crate::time::Time;
 use crate::wire::{Body, Message, PeerSet};
-use candidate::Tally;
+use candidate::{LeadIn, Tally};
 use elector::{Claim, ElectorState, Slate};
 use leadership::{Leadership, lease_len};
 use log::{debug, error, info, warn};
@@ -276,7 +276,13 @@ impl Node {
                         // Before the ACK leaves: its UNFIT flag counts the servers heard.
                         self.vouch(now, s, alive);
                     }
-                    self.on_lead(now, s, msg.term, seq, hold_ms, acks);
+                    let lead = LeadIn {
+                        term: msg.term,
+                        seq,
+                        hold_ms,
+                        asked: acks,
+                    };
+                    self.on_lead(now, s, lead);
                     if newest && self.leader == Some(s) {
                         self.note_fitness(now, s, !lead_unfit);
                         self.peers[s].report = Some((now, !lead_unfit));
