@@ -257,28 +257,40 @@ impl Node {
     /// every live server preferred to `to` has acknowledged it, or RTT; then
     /// `consider_handover` chooses again on the answers, and a preferred server that
     /// has just turned fit keeps the seat for its own delay. `None` while waiting, and
-    /// when no preemption is due (which ends a wait).
+    /// when no preemption is due (which ends a wait). A successor that changes during
+    /// the wait is judged on the same LEAD's answers: at most one such LEAD per RTT,
+    /// however the reports change.
     fn asked_before_preempt(&mut self, now: Time, to: Option<usize>) -> Option<usize> {
         let Some(to) = to else {
             self.preempt_ask = None;
             return None;
         };
         let term = self.leadership.as_ref()?.term;
-        match self.preempt_ask {
-            Some(a) if a.to == to && a.from.0 == term => {
-                if now < a.until && !self.preferred_answered(now, to, a.from) {
+        match self.preempt_ask.as_mut() {
+            Some(a) if a.from.0 == term && (now < a.until || a.to == to) => {
+                a.to = to;
+                let (from, until) = (a.from, a.until);
+                if now < until && !self.preferred_answered(now, to, from) {
                     return None;
                 }
                 self.preempt_ask = None;
                 Some(to)
             }
             _ => {
+                let until = now + self.cfg.rtt;
+                // Set before the LEAD leaves: a leader with an ask under way is not
+                // settled, so the LEAD asks every follower (`asked_acks`).
+                self.preempt_ask = Some(PreemptAsk {
+                    from: (term, u64::MAX),
+                    to,
+                    until,
+                });
                 self.send_lead(now);
                 let l = self.leadership.as_ref()?;
                 self.preempt_ask = Some(PreemptAsk {
                     from: (l.term, l.seq),
                     to,
-                    until: now + self.cfg.rtt,
+                    until,
                 });
                 None
             }
