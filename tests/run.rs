@@ -36,9 +36,11 @@ fn wrapped_command_never_runs_on_two_servers() {
     let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
     // Stopped when dropped, on a failed assertion too.
     let mut sups = common::Supervisors((1..=3).map(|id| supervise(&c, id, &log)).collect());
-    let seed = u64::from(std::process::id());
+    // The pid alone could not be replayed: the seed is printed with the variable that
+    // replays it.
+    let seed = common::env_seed("ELECTD_RUN_SEED");
     let mut rng = electd::rng::SplitMix64::new(seed);
-    eprintln!("seed {seed}");
+    eprintln!("seed {seed} (replay: ELECTD_RUN_SEED={seed})");
     let mut faults = 0;
     for round in 0..8 {
         let (leader, _) = c.agreement(Duration::from_secs(5));
@@ -82,7 +84,7 @@ fn wrapped_command_never_runs_on_two_servers() {
     eprintln!("{faults} faults, {} command runs", spans.len());
     assert!(
         spans.len() > faults / 2,
-        "the command moved between servers: {spans:?}"
+        "seed {seed}: the command moved between servers: {spans:?}"
     );
     for (i, a) in spans.iter().enumerate() {
         for b in &spans[i + 1..] {
