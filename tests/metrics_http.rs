@@ -1151,8 +1151,17 @@ fn the_wire_framing_counters_show_the_switch_to_the_newest_framing() {
         )
     };
     let before = read(follower);
+    // 20 heartbeats, or longer (up to 60) while a loaded machine stalled the daemons:
+    // the counts below are what 20 heartbeats bring, not a rate.
     std::thread::sleep(Duration::from_millis(o.hbt_ms * 20));
-    let after = read(follower);
+    let mut after = read(follower);
+    for _ in 0..40 {
+        if after.5 - before.5 >= 8 && after.6 - before.6 >= 16 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(o.hbt_ms));
+        after = read(follower);
+    }
     let probes: u64 = (1..=3).map(|id| read(id).4).sum();
     assert!(probes >= 1, "someone's first heartbeat probed");
     // At rest a follower of three acknowledges every second heartbeat (sparse
