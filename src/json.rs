@@ -12,7 +12,11 @@ pub enum Value {
     Null,
     /// `true` or `false`.
     Bool(bool),
-    /// Any number (integers up to 2^53 are exact).
+    /// A non-negative integer written with digits only, exact up to `u64::MAX`: the
+    /// boot clock's nanoseconds (`lease_until_ns`, `now_ns`) pass 2^53 after 104 days
+    /// of uptime, where an `f64` rounds them.
+    Int(u64),
+    /// Any other number.
     Num(f64),
     /// A string.
     Str(String),
@@ -34,7 +38,10 @@ impl Value {
     /// The value as an unsigned integer, if it is one.
     pub fn as_u64(&self) -> Option<u64> {
         match self {
-            Value::Num(n) if *n >= 0.0 && n.fract() == 0.0 => Some(*n as u64),
+            Value::Int(n) => Some(*n),
+            Value::Num(n) if *n >= 0.0 && n.fract() == 0.0 && *n < 18_446_744_073_709_551_616.0 => {
+                Some(*n as u64)
+            }
             _ => None,
         }
     }
@@ -157,6 +164,11 @@ impl Parser<'_> {
             self.i += 1;
         }
         let text = std::str::from_utf8(&self.s[start..self.i]).map_err(|_| "bad number")?;
+        if text.bytes().all(|b| b.is_ascii_digit()) {
+            if let Ok(n) = text.parse() {
+                return Ok(Value::Int(n));
+            }
+        }
         text.parse()
             .map(Value::Num)
             .map_err(|_| format!("bad number at byte {start}"))
@@ -389,6 +401,17 @@ mod tests {
                 .and_then(Value::as_u64),
             Some(310)
         );
+        // Past 2^53 (104 days of uptime in boot-clock nanoseconds) exactly, and up to
+        // u64::MAX; beyond, a number that is not a u64.
+        for n in [9_007_199_254_740_993u64, 31_557_600_000_000_001, u64::MAX] {
+            let v = parse(&format!("{{\"lease_until_ns\":{n}}}")).unwrap();
+            assert_eq!(v.get("lease_until_ns").and_then(Value::as_u64), Some(n));
+        }
+        assert_eq!(parse("18446744073709551616").unwrap().as_u64(), None);
+        assert_eq!(parse("1e300").unwrap().as_u64(), None);
+        assert_eq!(parse("2.5").unwrap().as_u64(), None);
+        assert_eq!(parse("-1").unwrap().as_u64(), None);
+        assert_eq!(parse("4.0").unwrap().as_u64(), Some(4));
         for bad in [
             "",
             "{",

@@ -138,3 +138,78 @@ fn exited_command_is_restarted_with_backoff() {
         "{terms:?}"
     );
 }
+
+/// A server up for three years: every process runs in a time namespace whose boot and
+/// monotonic clocks are three years ahead, so the boot-clock nanoseconds of every
+/// status and supervisor line (`now_ns`, `lease_until_ns`) pass 2^53, where an f64
+/// no longer holds them exactly (electctl's JSON parser read every number as one, and
+/// rounded them by up to 8 ns here). The cluster elects, `electctl run` runs the
+/// command on the leader alone, and three yields move it, never two at once, each stop
+/// graceful, with the command's own stamps on the namespace's clock.
+#[test]
+fn a_server_up_for_three_years_runs_its_command_once_at_a_time() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const YEARS3: u64 = 3 * 365 * 86_400;
+    let Some(tns) = common::TimeNs::create(YEARS3) else {
+        return;
+    };
+    let mut o = common::Opts::new(Mode::Unicast, 3);
+    o.run = 0;
+    let bound = o.failover_bound();
+    let mut c = Cluster::build(&o);
+    c.prefix = tns.prefix();
+    for id in 1..=3 {
+        c.spawn(id);
+    }
+    let (mut leader, mut term) = c.agreement(bound);
+    let st = c.status(leader).expect("status");
+    let now_ns = st.get("now_ns").and_then(electd::json::Value::as_u64);
+    assert!(
+        now_ns.is_some_and(|n| n > YEARS3 * 1_000_000_000 && n > 1 << 53),
+        "the daemon's boot clock is three years ahead: {now_ns:?}"
+    );
+    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let mut sups = common::Supervisors((1..=3).map(|id| supervise(&c, id, &log)).collect());
+    let runs_on = |host: u16| {
+        common::wait_for("the leader's command", bound * 2, || {
+            spans(&log)
+                .into_iter()
+                .find(|s| s.host == host && !s.stopped)
+        })
+    };
+    runs_on(leader);
+    for _ in 0..3 {
+        let out = c.request(leader, "yield").unwrap_or_default();
+        assert!(out.contains("ok"), "yield on {leader}: {out}");
+        let (next, _) = c.new_leader_since(leader, term, Instant::now(), bound);
+        runs_on(next);
+        (leader, term) = c.agreement(bound);
+    }
+    sups.stop();
+    let spans = spans(&log);
+    eprintln!(
+        "three years up: {} command runs, the first started at {} ns",
+        spans.len(),
+        spans.first().map_or(0, |s| s.start)
+    );
+    assert!(
+        spans.len() >= 4,
+        "the command moved with each yield: {spans:?}"
+    );
+    assert!(
+        spans.iter().all(|s| s.start > 1 << 53),
+        "the commands stamped the namespace's clock: {spans:?}"
+    );
+    for (i, a) in spans.iter().enumerate() {
+        for b in &spans[i + 1..] {
+            assert!(
+                !(a.start < b.end && b.start < a.end),
+                "two commands ran at once: {a:?} and {b:?}"
+            );
+        }
+    }
+    assert!(
+        spans.iter().all(|s| s.stopped),
+        "every command was stopped by SIGTERM within the grace: {spans:?}"
+    );
+}

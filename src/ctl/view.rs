@@ -7,6 +7,7 @@ fn show(v: &Value, key: &str) -> String {
     match v.get(key) {
         None | Some(Value::Null) => "-".into(),
         Some(Value::Str(s)) => s.clone(),
+        Some(Value::Int(n)) => format!("{n}"),
         Some(Value::Num(n)) => format!("{n}"),
         Some(other) => format!("{other:?}"),
     }

@@ -149,6 +149,10 @@ pub struct Cluster {
     netns: Option<String>,
     /// One namespace per server (chaos tests), overriding `netns`.
     hosts_ns: Vec<String>,
+    /// A command that every daemon and `electctl run` is started through (its
+    /// arguments, then the program): `unshare --time --boottime S --fork --kill-child`
+    /// for a server up for years. Empty: started directly.
+    pub prefix: Vec<String>,
 }
 
 pub fn free_udp_port() -> u16 {
@@ -245,6 +249,7 @@ impl Cluster {
             env: o.env.clone(),
             netns: None,
             hosts_ns: Vec::new(),
+            prefix: Vec::new(),
         };
         for id in 1..=o.run.min(n) {
             c.spawn(id);
@@ -334,7 +339,7 @@ impl Cluster {
                 c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_electd")]);
                 c
             }
-            None => Command::new(env!("CARGO_BIN_EXE_electd")),
+            None => prefixed(&self.prefix, env!("CARGO_BIN_EXE_electd")),
         };
         let child = cmd
             .args([
@@ -560,6 +565,73 @@ pub fn output_within(child: Child, within: Duration) -> std::process::Output {
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
     waiter.join().unwrap().unwrap()
+}
+
+/// A time namespace whose boot and monotonic clocks run `offset` seconds ahead: a
+/// server up for that long. Held by a `sleep` of its own (killed on drop, with the
+/// `unshare` that started it); processes join it through `prefix()` (`nsenter`, which
+/// execs the program, so its pid is the program's). None when this is not root or
+/// util-linux cannot (CI must be able to).
+pub struct TimeNs {
+    holder: Child,
+    member: u32,
+}
+
+impl TimeNs {
+    pub fn create(offset: u64) -> Option<TimeNs> {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let off = offset.to_string();
+        let holder = root
+            .then(|| {
+                Command::new("unshare")
+                    .args(["--time", "--boottime", &off, "--monotonic", &off])
+                    .args(["--fork", "--kill-child", "sleep", "100000"])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .ok()
+            })
+            .flatten();
+        let Some(holder) = holder else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI runs as root with util-linux's unshare and nsenter"
+            );
+            eprintln!("SKIPPED: a time namespace needs root and util-linux");
+            return None;
+        };
+        let pid = holder.id();
+        let mut ns = TimeNs { holder, member: 0 };
+        let children = format!("/proc/{pid}/task/{pid}/children");
+        ns.member = wait_for("the time namespace's sleep", Duration::from_secs(5), || {
+            std::fs::read_to_string(&children)
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        });
+        Some(ns)
+    }
+
+    /// The command that starts a program in this namespace (`Cluster::prefix`).
+    pub fn prefix(&self) -> Vec<String> {
+        vec![
+            "nsenter".into(),
+            format!("--time=/proc/{}/ns/time", self.member),
+            "--".into(),
+        ]
+    }
+}
+
+impl Drop for TimeNs {
+    fn drop(&mut self) {
+        // --kill-child: the sleep goes with its unshare.
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+    }
 }
 
 /// A network namespace of our own (unique per run, deleted on drop) with loopback up and
@@ -935,6 +1007,18 @@ pub fn supervise_with(
         .unwrap()
 }
 
+/// `program` started through `prefix` (`Cluster::prefix`), or directly.
+fn prefixed(prefix: &[String], program: &str) -> Command {
+    match prefix.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
 /// The `electctl run` command of `supervise_with`, before its stderr is chosen and it
 /// is spawned (tests/stalls.rs points stderr at a FIFO nobody reads).
 pub fn supervise_cmd(
@@ -944,7 +1028,7 @@ pub fn supervise_cmd(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_electctl"));
+    let mut cmd = prefixed(&c.prefix, env!("CARGO_BIN_EXE_electctl"));
     cmd.arg("--socket")
         .arg(c.sock(id))
         .arg("run")
