@@ -277,6 +277,10 @@ impl Node {
                 Some(to)
             }
             _ => {
+                debug!(
+                    "{}preemption by server {} due: asking every follower first",
+                    self.log_tag, self.ids[to]
+                );
                 let until = now + self.cfg.rtt;
                 // Set before the LEAD leaves: a leader with an ask under way is not
                 // settled, so the LEAD asks every follower (`asked_acks`).
