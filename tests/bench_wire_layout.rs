@@ -565,3 +565,21 @@ fn short_and_corrupt_input_never_panics() {
     wire_layout::wire_layout(&mut out, "x", &[0x45, 0, 0]);
     wire_layout::wire_layout(&mut out, "x", &[]);
 }
+
+/// The floor of the idle benchmark (bench/floor.rs) sends datagrams of electd's idle
+/// sizes: a sparse idle LEAD and an ACK in the framing servers of one build use at
+/// rest (version 7, `CompactAcks`). It sent 42 and 36 bytes, version 3's sizes, three
+/// framings after electd had moved to 22 and 17.
+#[test]
+fn the_floor_sends_electds_idle_sizes() {
+    #[allow(dead_code)]
+    #[path = "../bench/floor.rs"]
+    mod floor;
+    let lead = encode(Framing::CompactAcks, idle_lead(&[2]), false);
+    let ack = encode(Framing::CompactAcks, idle_ack(), false);
+    assert_eq!(
+        (floor::LEAD_LEN, floor::ACK_LEN),
+        (lead.len(), ack.len()),
+        "bench/floor.rs: the floor's datagram sizes against electd's idle LEAD and ACK"
+    );
+}
