@@ -29,7 +29,11 @@ fn seed() -> u64 {
 
 /// Starts every server of `c`, in an order drawn from `rng`; with `spread`, each at an
 /// offset drawn from 0..=K*HBT after the first (so any two within K*HBT of each other).
-fn start_all(c: &mut Cluster, rng: &mut SplitMix64, spread: bool, hold: Duration) {
+/// Returns the spread measured: from the first server's control socket answering to
+/// the last one's (each `spawn` returns once it does, polled every 5 ms). A loaded
+/// machine starts a process late, so the servers may really start further apart than
+/// drawn: the premise of SPEC 14's cold start (within K*HBT) is judged on this.
+fn start_all(c: &mut Cluster, rng: &mut SplitMix64, spread: bool, hold: Duration) -> Duration {
     let mut order: Vec<u16> = (1..=c.n).collect();
     for i in (1..order.len()).rev() {
         order.swap(i, rng.below(i as u64 + 1) as usize);
@@ -45,17 +49,28 @@ fn start_all(c: &mut Cluster, rng: &mut SplitMix64, spread: bool, hold: Duration
         .collect();
     offsets.sort_unstable();
     let t0 = std::time::Instant::now();
+    let mut ready = Vec::new();
     for (id, off) in order.iter().zip(&offsets) {
         let at = t0 + Duration::from_millis(*off);
         if let Some(wait) = at.checked_duration_since(std::time::Instant::now()) {
             std::thread::sleep(wait);
         }
         c.spawn(*id);
+        ready.push(std::time::Instant::now());
     }
+    ready[ready.len() - 1] - ready[0]
+}
+
+/// How far apart the servers may have started for SPEC 14's cold start to apply, on
+/// the spread `start_all` measured: K*HBT less the 5 ms that polling each socket may
+/// add to each end.
+fn within_premise(spread: Duration, hold: Duration) -> bool {
+    spread + Duration::from_millis(5) <= hold
 }
 
 /// Runs `runs` cold starts of `c` and returns, per run, each group's leader (group
-/// `None`: a file without groups).
+/// `None`: a file without groups) and whether the servers started within the premise
+/// (`within_premise`).
 fn cold_starts(
     c: &mut Cluster,
     groups: &[Option<&str>],
@@ -63,19 +78,27 @@ fn cold_starts(
     spread: bool,
     seed: u64,
     hbt_ms: u64,
-) -> Vec<Vec<u16>> {
+) -> Vec<(Vec<u16>, bool)> {
     let mut rng = SplitMix64::new(seed);
     let hold = Duration::from_millis(3 * hbt_ms);
     let mut out = Vec::new();
     for _ in 0..runs {
-        start_all(c, &mut rng, spread, hold);
+        let apart = start_all(c, &mut rng, spread, hold);
         // The quiet period (K*HBT), the first round after it, the spread, and slack.
         let within = Duration::from_secs(5) + 4 * hold;
         let leaders: Vec<u16> = groups
             .iter()
             .map(|g| c.agreement_in(*g, within).0)
             .collect();
-        out.push(leaders);
+        if !within_premise(apart, hold) {
+            eprintln!(
+                "cold start: the servers started {} ms apart, more than K*HBT ({} ms) \
+                 less 5 ms: outside SPEC 14's premise, not judged (leaders {leaders:?})",
+                apart.as_millis(),
+                hold.as_millis()
+            );
+        }
+        out.push((leaders, within_premise(apart, hold)));
         for id in 1..=c.n {
             c.kill(id);
         }
@@ -83,15 +106,19 @@ fn cold_starts(
     out
 }
 
-/// Tallies runs against `want`; prints the figure; returns how many were honoured.
-fn report(what: &str, got: &[Vec<u16>], want: &[u16], seed: u64) -> usize {
-    let ok = got.iter().filter(|g| g[..] == want[..]).count();
+/// Tallies the runs within the premise against `want`; prints the figure; returns a
+/// failure (`what: ok of judged`) if one of them did not honour it, or if none was
+/// within the premise (the check would then have covered nothing).
+fn report(what: &str, got: &[(Vec<u16>, bool)], want: &[u16], seed: u64) -> Option<String> {
+    let judged: Vec<&Vec<u16>> = got.iter().filter(|g| g.1).map(|g| &g.0).collect();
+    let ok = judged.iter().filter(|g| g[..] == want[..]).count();
     eprintln!(
-        "cold start ({what}): {ok} of {} honoured the preference {want:?} (seed {seed}); \
-         leaders per run: {got:?}",
-        got.len()
+        "cold start ({what}): {ok} of {} honoured the preference {want:?} ({} outside the \
+         premise; seed {seed}); leaders per run: {got:?}",
+        judged.len(),
+        got.len() - judged.len()
     );
-    ok
+    (judged.is_empty() || ok < judged.len()).then(|| format!("{what}: {ok} of {}", judged.len()))
 }
 
 /// README's example: `balance on` and three groups over three servers, started all at
@@ -111,10 +138,7 @@ fn balance_spreads_one_group_per_server_from_a_cold_start() {
         for (what, spread) in [("all at once", false), ("within K*HBT", true)] {
             let what = format!("{mode:?}, {what}");
             let got = cold_starts(&mut c, &groups, runs, spread, seed, common::HBT_MS);
-            let ok = report(&format!("balance, {what}"), &got, &[1, 2, 3], seed);
-            if ok < runs {
-                failed.push(format!("{what}: {ok} of {runs}"));
-            }
+            failed.extend(report(&format!("balance, {what}"), &got, &[1, 2, 3], seed));
         }
     }
     assert!(
@@ -143,10 +167,12 @@ fn the_highest_priority_leads_from_a_cold_start() {
     let mut failed = Vec::new();
     for (what, spread) in [("all at once", false), ("within K*HBT", true)] {
         let got = cold_starts(&mut c, &[None], runs, spread, seed, common::HBT_MS);
-        let ok = report(&format!("priority 20/10/10, {what}"), &got, &[1], seed);
-        if ok < runs {
-            failed.push(format!("{what}: {ok} of {runs}"));
-        }
+        failed.extend(report(
+            &format!("priority 20/10/10, {what}"),
+            &got,
+            &[1],
+            seed,
+        ));
     }
     assert!(
         failed.is_empty(),
@@ -207,10 +233,7 @@ fn five_servers_and_a_one_second_heartbeat_follow_the_preference_from_a_cold_sta
                 if balance { "balance" } else { "priority" }
             );
             let got = cold_starts(&mut c, &groups, runs, spread, seed, hbt_ms);
-            let ok = report(&what, &got, &want, seed);
-            if ok < runs {
-                failed.push(format!("{what}: {ok} of {runs}"));
-            }
+            failed.extend(report(&what, &got, &want, seed));
         }
     }
     assert!(
