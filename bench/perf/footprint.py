@@ -11,7 +11,7 @@ functions executed, with their self Ir per heartbeat and their size in the binar
   python3 bench/perf/footprint.py BIN_DIR [leader|follower]
 
 BIN_DIR holds electd and electctl. Env: SECS (10), SETTLE (10 s after the leader asks in turn), HBT (100, ms),
-PORT (7611).
+PORT (7611), TOP (25: functions listed, by Ir and by code lines touched).
 Needs valgrind and binutils (nm). Deterministic: a build gives the same figures every
 run, so two builds compare without a quiet machine. Every process it starts is
 stopped by its id; the state and sockets go to a temporary directory."""
@@ -107,6 +107,7 @@ obj = None
 fn = None
 addr = 0
 lines = collections.defaultdict(set)
+fn_lines = collections.defaultdict(set)
 self_ir = collections.Counter()
 total = 0
 after_calls = False
@@ -137,6 +138,7 @@ for l in text.splitlines():
     elif a[0] in "+-":
         addr += int(a)
     lines[obj].add(addr >> 6)
+    fn_lines[fn].add(addr >> 6)
     if after_calls:
         after_calls = False  # the call's inclusive cost, not this function's
         continue
@@ -154,5 +156,11 @@ print(f"{ROLE}: {total / hb:.0f} Ir per heartbeat; {len(all_lines)} code lines "
       + ", ".join(f"{os.path.basename(k or '?')} {len(v)} lines" for k, v in lines.items()))
 body = sum(sizes.get(n, 0) for n in self_ir)
 print(f"{len(self_ir)} functions executed, {body} bytes of their bodies in the binary")
-for n, c in self_ir.most_common(25):
+TOP = int(os.environ.get("TOP", "25"))
+for n, c in self_ir.most_common(TOP):
     print(f"  {c / hb:7.0f} Ir  {sizes.get(n, 0):6d} B  {re.sub(r'17h[0-9a-f]{16}E$', '', n or '?')[:110]}")
+# The same functions by the code lines they touch (a line shared by two is counted in
+# both): what a cold wakeup pays for, if the cost follows the lines.
+print(f"by code lines touched (of {len(all_lines)}):")
+for n, ls in sorted(fn_lines.items(), key=lambda kv: -len(kv[1]))[:TOP]:
+    print(f"  {len(ls):5d} lines  {self_ir[n] / hb:7.0f} Ir  {re.sub(r'17h[0-9a-f]{16}E$', '', n or '?')[:110]}")
