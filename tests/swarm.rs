@@ -114,7 +114,18 @@
 //! its lease without a gap (`Checker::lapses` included) and nobody may be elected. It
 //! draws from the run's generator only then, so no other check or schedule moves.
 //! Negative control: a leader sparse again right after a miss
-//! (`Sabotage::sparse_ignores_misses`), caught at seed 6.
+//! (`Sabotage::sparse_ignores_misses`), caught at seed 6 (1,835 of the 10,000 default
+//! seeds; 1,799 before the reload below moved half the episodes' schedules).
+//! In half the episodes (`rest_reload`, from a generator of its own, so the others keep
+//! their schedules), just after a sparse LEAD before the first or the second burst,
+//! every server is reloaded to a longer heartbeat (1 to K+1 times the leader's, K 3 or
+//! 4) and the burst begins at the next sparse LEAD, the first decided with the new
+//! timers; from the reload on, delays stay within RTT/4 (the premise then needs the
+//! next LEAD's ACKs within RTT of its due time on the leader's clock, lateness and
+//! rate error included). Negative control: a leader sparse while the lease it holds,
+//! from before the reload, ends before the next LEAD's ACKs can come
+//! (`Sabotage::sparse_ignores_lease_held`), caught at seed 36 (553 of the 10,000
+//! default seeds; with `SWARM_NO_REST_RELOAD=1`, none).
 //!
 //! A run that handles 20 million events (an ELECT storm) stops with a livelock
 //! violation.
@@ -126,12 +137,12 @@
 //! S2-support check off (to see a breakage reach an overlap), `SIM_TRACE=1` prints the last events
 //! of a failing seed (`SIM_TRACE_LINES`, `SIM_DUMP_NODES=1` for the nodes' state), and
 //! `SWARM_KEEP_MIXED=1` keeps per-server timers after the faults (see the mixed-RTT
-//! liveness finding).
+//! liveness finding), and `SWARM_NO_REST_RELOAD=1` takes L-rest's reload out.
 
 mod sim;
 
 use electd::node::Sabotage;
-use sim::{AckLossPlan, Kind, LeadHold, Options, Real, Sim, Timers, ms};
+use sim::{AckLossPlan, AckLossReload, Kind, LeadHold, Options, Real, Sim, Timers, ms};
 use std::io::Write;
 use std::time::Duration;
 
@@ -767,8 +778,11 @@ const SPARSE_AFTER: u32 = 16;
 /// LEAD's ACKs), each begun at the next sparse LEAD, or after 2*16+4 dense ones (the
 /// streak needed doubles at each miss of a sparse LEAD, and may have grown under the
 /// faults). A lost ACK is dropped, or (a tenth or a quarter of them in two thirds of
-/// the episodes) delivered a heartbeat to K+2 heartbeats late. Runs at the end of the seeds without health faults and with one group, on
-/// the quiet network the end state was checked on (N >= 3: with two servers N-Q is 0).
+/// the episodes) delivered a heartbeat to K+2 heartbeats late. In half the episodes
+/// every server is reloaded to a longer heartbeat just after a sparse LEAD, before one
+/// of the bursts (`rest_reload`, where the premise's timing at the reload is stated).
+/// Runs at the end of the seeds without health faults and with one group, on the quiet
+/// network the end state was checked on (N >= 3: with two servers N-Q is 0).
 fn rest_episode(s: &mut Sim, out: &mut Outcome) -> Option<String> {
     let n = s.opts.n;
     if n < 3 || s.opts.groups > 1 {
@@ -798,25 +812,34 @@ fn rest_episode(s: &mut Sim, out: &mut Outcome) -> Option<String> {
     } else {
         vec![other, k + 1]
     };
+    let late_pm = [0, 100, 250][s.rand(3) as usize];
+    let reload = rest_reload(s, hbt, k, rtt);
+    // The longest heartbeat and K of the episode, before or after its reload.
+    let (hbt_max, k_max) = reload.as_ref().map_or((hbt, k), |r| {
+        let t = r.timers;
+        (hbt.max(t.heartbeat.as_nanos() as u64), k.max(t.k))
+    });
     let plan = AckLossPlan {
         bursts,
         max_wait: if k >= 3 { 2 * SPARSE_AFTER + 4 } else { 2 },
-        late_pm: [0, 100, 250][s.rand(3) as usize],
+        late_pm,
         late_by: hbt,
         late_spread: (u64::from(k) + 1) * hbt,
+        reload,
     };
     if !s.lose_acks(l, plan) {
         return None;
     }
     out.rest_episodes += 1;
+    let reloads = s.stats.ack_loss_reloads;
     let t0 = s.now;
-    let limit = t0 + 200 * hbt;
+    let limit = t0 + 200 * hbt_max;
     while s.losing_acks() && s.now < limit && s.check.violations.is_empty() {
-        s.run_for(hbt);
+        s.run_for(hbt_max);
     }
     s.stop_losing_acks();
     // A lease that rests on the LEAD before the last burst ends within a hold of it.
-    s.run_for(2 * u64::from(k) * hbt);
+    s.run_for(2 * u64::from(k_max) * hbt_max);
     if !s.check.violations.is_empty() {
         return None;
     }
@@ -847,15 +870,69 @@ fn rest_episode(s: &mut Sim, out: &mut Outcome) -> Option<String> {
         reach = reach.max(b);
     }
     let reach = silent.map_or(reach, |at| at.min(reach));
+    let reloaded = if s.stats.ack_loss_reloads > reloads {
+        let t = s.hosts[usize::from(l) - 1].timers;
+        format!(
+            ", reloaded while sparse to K={}, heartbeat {} us, RTT {} us",
+            t.k,
+            t.heartbeat.as_micros(),
+            t.rtt.as_micros()
+        )
+    } else {
+        String::new()
+    };
     Some(format!(
-        "L-rest: leader {l} (term {term}, {n} servers, K={k}, heartbeat {} us) lost its \
-         lease at {} ms while each LEAD lost at most {} ACKs (from {} ms); elected since: \
-         {elected:?}",
+        "L-rest: leader {l} (term {term}, {n} servers, K={k}, heartbeat {} us{reloaded}) lost \
+         its lease at {} ms while each LEAD lost at most {} ACKs (from {} ms); elected \
+         since: {elected:?}",
         hbt / 1000,
         reach / ms(1),
         n - (n / 2 + 1),
         t0 / ms(1),
     ))
+}
+
+/// L-rest's reload (`AckLossReload`), in half the episodes, from a generator of its own
+/// (the other episodes keep their schedules); `SWARM_NO_REST_RELOAD=1` turns it off.
+/// Before the first or the second burst, just after a sparse LEAD, every server is
+/// reloaded within half a heartbeat to a longer heartbeat (1 to K+1 times the leader's,
+/// to the nanosecond), K of 3 or 4 (K = 2 never goes sparse) and an RTT drawn as
+/// `draw_timers` draws one. The leader's lease then rests on LEADs sent with the old,
+/// shorter lease: past (K-1)*HBT - RTT of the old timers, a leader that goes sparse on
+/// the new timers alone loses its lease to the asked ACKs of the first LEAD after the
+/// reload (`Sabotage::sparse_ignores_lease_held`). The premise then needs the next
+/// LEAD's ACKs back within RTT of its due time on the leader's clock, its timer's
+/// lateness and the clock's rate error included: the lease-held gate of
+/// `Node::asked_acks` allows that and no more. So from the reload on each way takes
+/// at most RTT/4 of the shortest RTT before and after (a round trip of RTT/2 real
+/// time; timers at most 1 ms late, rates within 5 %, RTT at least 20 ms).
+fn rest_reload(s: &Sim, hbt: u64, k: u32, rtt: u64) -> Option<AckLossReload> {
+    let mut rng =
+        electd::rng::SplitMix64::new(s.opts.seed.wrapping_mul(0xD1B5_4A32_D192_ED03) ^ 0x2E10);
+    if std::env::var_os("SWARM_NO_REST_RELOAD").is_some() || rng.below(2) == 0 {
+        return None;
+    }
+    let before = rng.below(2) as usize;
+    let heartbeat = hbt + 1 + rng.below(u64::from(k) * hbt);
+    let new_rtt = match rng.below(3) {
+        0 => ms(20),
+        1 => heartbeat / 5,
+        _ => heartbeat / 4 + rng.below(1_000_000),
+    };
+    let timers = Timers {
+        heartbeat: Duration::from_nanos(heartbeat),
+        rtt: Duration::from_nanos(new_rtt),
+        k: 3 + rng.below(2) as u32,
+    };
+    let after = (0..s.opts.n).map(|_| rng.below(hbt / 2)).collect();
+    Some(AckLossReload {
+        before,
+        timers,
+        after,
+        delay_max: rtt.min(new_rtt) / 4,
+        late_by: heartbeat,
+        late_spread: (u64::from(timers.k) + 1) * heartbeat,
+    })
 }
 
 // ----- issue 22: preference ---------------------------------------------------------
@@ -2694,13 +2771,16 @@ fn swarm() {
     eprintln!(
         "swarm lease at rest (L-rest, issue 25): {rest} episodes of bounded ACK loss, {} \
          LEADs ({} sparse), {} bursts ({} begun on a sparse LEAD), {} ACKs lost and {} \
-         late; {lapses} lapses",
+         late; {} reloads to a longer heartbeat while sparse ({} followed by a sparse \
+         LEAD); {lapses} lapses",
         st.ack_loss_leads,
         st.ack_loss_sparse_leads,
         st.ack_loss_bursts,
         st.ack_loss_sparse_bursts,
         st.ack_loss_lost,
-        st.ack_loss_late
+        st.ack_loss_late,
+        st.ack_loss_reloads,
+        st.ack_loss_reload_sparse
     );
     // Straight to stderr, past the test harness's capture: the line belongs in CI logs.
     let _ = writeln!(
@@ -3406,7 +3486,8 @@ const DETOUR_SEED: u64 = 34;
 /// losing the asked ACKs of K-1 LEADs in a row costs its lease, where asking everyone
 /// after the first miss keeps it. No end-state check sees that (3,000 seeds, no
 /// failure, before L-rest); L-rest's episode of bounded ACK loss does: first at seed
-/// 6, in 1,799 of the 10,000 default seeds (`SWARM_COUNT=1`); with the episode taken
+/// 6, in 1,835 of the 10,000 default seeds (`SWARM_COUNT=1`; 1,799 before L-rest's
+/// reload moved the schedules of the episodes it runs in); with the episode taken
 /// out, in none. The catching seed is asserted, and that it passes without the
 /// breakage.
 #[test]
@@ -3430,3 +3511,36 @@ fn negative_control_sparse_ignores_misses() {
 
 /// The first default seed at which the swarm catches `Sabotage::sparse_ignores_misses`.
 const SPARSE_IGNORES_MISSES_SEED: u64 = 6;
+
+/// Issue 25's lease-held gate: a leader that goes sparse whenever the new timers allow
+/// it (`Sabotage::sparse_ignores_lease_held`), even while the lease it holds rests on
+/// LEADs sent before a reload to a longer heartbeat and ends before the next LEAD's
+/// ACKs can come, loses that lease to the asked ACKs of the first LEAD after the
+/// reload. L-rest's reload (`rest_reload`) catches it; with the reload off
+/// (`SWARM_NO_REST_RELOAD=1`) no default seed does. The catching seed is asserted, and
+/// that it passes without the breakage.
+#[test]
+fn negative_control_sparse_ignores_lease_held() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            sparse_ignores_lease_held: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_sparse_ignores_lease_held",
+        "sparse on a lease held from before a reload",
+        &broken,
+        &["L-rest"],
+        SPARSE_IGNORES_LEASE_HELD_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches
+/// `Sabotage::sparse_ignores_lease_held` (553 of the 10,000 default seeds): seven
+/// servers, K = 4 and a 100 ms heartbeat reloaded to K = 3 and 470 ms, so the lease
+/// acknowledged before the reload (about 400 ms) ends before the ACKs of the second
+/// LEAD after it.
+const SPARSE_IGNORES_LEASE_HELD_SEED: u64 = 36;

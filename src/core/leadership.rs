@@ -367,9 +367,9 @@ impl Node {
                     // current timers, plus an RTT). `fits` alone judged the new timers
                     // only: after a reload to a longer heartbeat, one lost ACK cost
                     // the lease (tests/sparse_adversary.rs).
-                    && l
-                        .lease_until()
-                        .is_some_and(|u| u > now + self.cfg.heartbeat + self.cfg.rtt))
+                    && (self.cfg.sabotage.sparse_ignores_lease_held
+                        || l.lease_until()
+                            .is_some_and(|u| u > now + self.cfg.heartbeat + self.cfg.rtt)))
             });
         let mut set = PeerSet::EMPTY;
         if !sparse {

@@ -72,6 +72,11 @@ pub struct Sabotage {
     /// only some followers after an ACK it asked for did not come (a liveness
     /// breakage only: one lost ACK can cost the lease).
     pub sparse_ignores_misses: bool,
+    /// Issue 25's sparse acknowledgements without their lease-held gate: a leader asks
+    /// only some followers even while the lease it already holds ends before the next
+    /// LEAD's ACKs can come (after a reload to a longer heartbeat; a liveness breakage
+    /// only: one lost ACK can cost the lease).
+    pub sparse_ignores_lease_held: bool,
 }
 
 impl Sabotage {
@@ -87,6 +92,7 @@ impl Sabotage {
             preempt_detours: false,
             dense_acks: false,
             sparse_ignores_misses: false,
+            sparse_ignores_lease_held: false,
             ..*self
         } != Sabotage::default()
     }

@@ -20,8 +20,14 @@
 //! everyone, a majority acknowledges it, and a sparse LEAD leaves only while the lease
 //! already held outlasts the next LEAD's ACKs. `Sabotage::sparse_ignores_misses` stays
 //! sparse after a miss, loses the asked ACKs of K-1 LEADs in a row, and lapses.
+//!
+//! A plan may also reload every server's timers (`AckLossReload`) just after a sparse
+//! LEAD, before a burst: the lease then rests on LEADs sent with the old timers while
+//! the next LEAD is decided with the new ones. `Sabotage::sparse_ignores_lease_held`
+//! goes sparse there on the new timers alone and, after a reload to a heartbeat long
+//! enough, loses its lease to that LEAD's asked ACKs.
 
-use super::{Real, Sim};
+use super::{Real, Sim, Timers};
 use electd::wire;
 
 /// What the adversary does with a datagram it catches.
@@ -46,6 +52,32 @@ pub struct AckLossPlan {
     /// late_spread`.
     pub late_by: Real,
     pub late_spread: Real,
+    /// A reload of every server's timers just after a LEAD that asks only some
+    /// followers, before a burst (an operator's reload while the leader is at rest).
+    pub reload: Option<AckLossReload>,
+}
+
+/// A reload the adversary makes mid-episode (`AckLossPlan::reload`): at the first LEAD
+/// that asks only some followers while burst `before` waits to begin, every server is
+/// reloaded to `timers` within half a heartbeat, so the next LEAD is the first the
+/// leader decides with them; that burst then begins as any other, at the next sparse
+/// LEAD. If no sparse LEAD comes before the burst begins, there is no reload.
+#[derive(Clone, Debug)]
+pub struct AckLossReload {
+    /// The index of the burst the reload comes before.
+    pub before: usize,
+    /// The new timers, the same on every server.
+    pub timers: Timers,
+    /// Per server index: how long after that LEAD left its reload comes (each shorter
+    /// than the heartbeat before the reload, so the leader's lands before its next
+    /// LEAD).
+    pub after: Vec<Real>,
+    /// The longest one-way delay from the reload on (the premise's timing under the
+    /// new timers: docs/PROTOCOL.md, "Sparse acknowledgements").
+    pub delay_max: Real,
+    /// `late_by` and `late_spread` from the reload on (in heartbeats of the new timers).
+    pub late_by: Real,
+    pub late_spread: Real,
 }
 
 /// The adversary's state while it runs.
@@ -66,6 +98,9 @@ pub(super) struct AckLoss {
     /// Per server index, the newest seq of an ACK of this leadership that reached the
     /// leader.
     reached: Vec<u64>,
+    /// The plan's reload was made, and the next LEAD is the first after it.
+    reloaded: bool,
+    first_after: bool,
 }
 
 impl Sim {
@@ -87,6 +122,8 @@ impl Sim {
             waited: 0,
             doomed: Vec::new(),
             reached: vec![0; n],
+            reloaded: false,
+            first_after: false,
         });
         self.stats.ack_loss_episodes += 1;
         true
@@ -144,8 +181,25 @@ impl Sim {
         self.stats.ack_loss_leads += 1;
         self.stats.ack_loss_sparse_leads += u64::from(sparse);
         a.doomed.retain(|d| d.0 + 64 > seq);
+        if std::mem::take(&mut a.first_after) {
+            self.stats.ack_loss_reload_sparse += u64::from(sparse);
+        }
         if a.left == 0 {
             if a.next >= a.plan.bursts.len() {
+                return;
+            }
+            let reload_now =
+                sparse && !a.reloaded && a.plan.reload.as_ref().is_some_and(|r| r.before == a.next);
+            if reload_now {
+                // This LEAD and its ACKs pass: the burst waits for the next sparse LEAD,
+                // the first decided with the new timers when it comes at once.
+                a.reloaded = true;
+                a.first_after = true;
+                a.waited = 0;
+                let r = a.plan.reload.clone().expect("planned");
+                a.plan.late_by = r.late_by;
+                a.plan.late_spread = r.late_spread;
+                self.reload_all(&r);
                 return;
             }
             if !sparse && a.waited < a.plan.max_wait {
@@ -183,6 +237,17 @@ impl Sim {
             if let Some(a) = self.net.ack_loss.as_mut() {
                 a.doomed.push((seq, f, late));
             }
+        }
+    }
+
+    /// Reloads every server as `r` plans, from now, and cuts the delays to its premise.
+    fn reload_all(&mut self, r: &AckLossReload) {
+        self.stats.ack_loss_reloads += 1;
+        self.opts.delay_max = self.opts.delay_max.min(r.delay_max);
+        self.opts.delay_min = self.opts.delay_min.min(self.opts.delay_max);
+        let ids: Vec<u16> = self.hosts.iter().map(|h| h.id).collect();
+        for (id, after) in ids.into_iter().zip(&r.after) {
+            self.reload_at(id, self.now + after, r.timers);
         }
     }
 

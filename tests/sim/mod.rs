@@ -61,7 +61,7 @@ mod supervisors;
 // What the sim tests name (not every test file names all of it).
 #[allow(unused_imports)]
 pub use self::{
-    acks::AckLossPlan,
+    acks::{AckLossPlan, AckLossReload},
     clock::{Clock, Real, ms},
     disk::Disk,
     network::{Filter, Kind, LeadHold, decode, decode_all, encode},

@@ -70,6 +70,10 @@ pub struct Stats {
     pub ack_loss_sparse_bursts: u64,
     pub ack_loss_lost: u64,
     pub ack_loss_late: u64,
+    /// Its reloads to a longer heartbeat while sparse (`AckLossPlan::reload`), and how
+    /// many of the LEADs right after one asked only some followers.
+    pub ack_loss_reloads: u64,
+    pub ack_loss_reload_sparse: u64,
 }
 
 impl Stats {
@@ -122,5 +126,7 @@ impl Stats {
         self.ack_loss_sparse_bursts += x.ack_loss_sparse_bursts;
         self.ack_loss_lost += x.ack_loss_lost;
         self.ack_loss_late += x.ack_loss_late;
+        self.ack_loss_reloads += x.ack_loss_reloads;
+        self.ack_loss_reload_sparse += x.ack_loss_reload_sparse;
     }
 }
