@@ -813,7 +813,8 @@ fn rest_episode(s: &mut Sim, out: &mut Outcome) -> Option<String> {
         vec![other, k + 1]
     };
     let late_pm = [0, 100, 250][s.rand(3) as usize];
-    let reload = rest_reload(s, hbt, k, rtt);
+    let lease_len = h_lease_len(s, l);
+    let reload = rest_reload(s, hbt, k, rtt, lease_len);
     // The longest heartbeat and K of the episode, before or after its reload.
     let (hbt_max, k_max) = reload.as_ref().map_or((hbt, k), |r| {
         let t = r.timers;
@@ -892,6 +893,13 @@ fn rest_episode(s: &mut Sim, out: &mut Outcome) -> Option<String> {
     ))
 }
 
+/// The lease length, in ns, of server `l`'s core as configured now.
+fn h_lease_len(s: &Sim, l: u16) -> u64 {
+    s.hosts[usize::from(l) - 1]
+        .node()
+        .map_or(0, |x| x.lease_len().as_nanos() as u64)
+}
+
 /// L-rest's reload (`AckLossReload`), in half the episodes, from a generator of its own
 /// (the other episodes keep their schedules); `SWARM_NO_REST_RELOAD=1` turns it off.
 /// Before the first or the second burst, just after a sparse LEAD, every server is
@@ -906,18 +914,35 @@ fn rest_episode(s: &mut Sim, out: &mut Outcome) -> Option<String> {
 /// `Node::asked_acks` allows that and no more. So from the reload on each way takes
 /// at most RTT/4 of the shortest RTT before and after (a round trip of RTT/2 real
 /// time; timers at most 1 ms late, rates within 5 %, RTT at least 20 ms).
-fn rest_reload(s: &Sim, hbt: u64, k: u32, rtt: u64) -> Option<AckLossReload> {
+///
+/// In a third of them the new heartbeat is aimed at the gate's edge: the lease held
+/// from the LEAD just sent (`lease_len`, the old lease length) outlasts the next LEAD's
+/// due time plus the new heartbeat and RTT by at most RTT/4 + 2 ms, so the first LEAD
+/// decided with the new timers may just be allowed to go sparse, and its ACK is lost;
+/// and every delay from the reload on is RTT/2, the longest the premise allows. The
+/// gate must leave room for what the premise allows beyond RTT on the leader's clock:
+/// its timer late, its clock's rate. Without that room (`u > now + HBT + RTT` exactly)
+/// 9 of the 10,000 default seeds lapsed here.
+fn rest_reload(s: &Sim, hbt: u64, k: u32, rtt: u64, lease_len: u64) -> Option<AckLossReload> {
     let mut rng =
         electd::rng::SplitMix64::new(s.opts.seed.wrapping_mul(0xD1B5_4A32_D192_ED03) ^ 0x2E10);
     if std::env::var_os("SWARM_NO_REST_RELOAD").is_some() || rng.below(2) == 0 {
         return None;
     }
     let before = rng.below(2) as usize;
-    let heartbeat = hbt + 1 + rng.below(u64::from(k) * hbt);
-    let new_rtt = match rng.below(3) {
-        0 => ms(20),
-        1 => heartbeat / 5,
-        _ => heartbeat / 4 + rng.below(1_000_000),
+    let aim = rng.below(3) == 0;
+    let (heartbeat, new_rtt) = if aim {
+        let new_rtt = if rng.below(2) == 0 { ms(20) } else { rtt };
+        let edge = lease_len.saturating_sub(hbt + new_rtt + rng.below(new_rtt / 4 + 2_000_000));
+        (edge.max(hbt + 1), new_rtt)
+    } else {
+        let heartbeat = hbt + 1 + rng.below(u64::from(k) * hbt);
+        let new_rtt = match rng.below(3) {
+            0 => ms(20),
+            1 => heartbeat / 5,
+            _ => heartbeat / 4 + rng.below(1_000_000),
+        };
+        (heartbeat, new_rtt)
     };
     let timers = Timers {
         heartbeat: Duration::from_nanos(heartbeat),
@@ -929,7 +954,8 @@ fn rest_reload(s: &Sim, hbt: u64, k: u32, rtt: u64) -> Option<AckLossReload> {
         before,
         timers,
         after,
-        delay_max: rtt.min(new_rtt) / 4,
+        delay_max: rtt.min(new_rtt) / 2,
+        delay_fixed: aim,
         late_by: heartbeat,
         late_spread: (u64::from(timers.k) + 1) * heartbeat,
     })

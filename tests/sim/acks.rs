@@ -75,6 +75,9 @@ pub struct AckLossReload {
     /// The longest one-way delay from the reload on (the premise's timing under the
     /// new timers: docs/PROTOCOL.md, "Sparse acknowledgements").
     pub delay_max: Real,
+    /// Every delay from the reload on is `delay_max`, the longest the premise allows
+    /// (aimed at the lease-held gate's edge: `rest_reload`).
+    pub delay_fixed: bool,
     /// `late_by` and `late_spread` from the reload on (in heartbeats of the new timers).
     pub late_by: Real,
     pub late_spread: Real,
@@ -244,7 +247,11 @@ impl Sim {
     fn reload_all(&mut self, r: &AckLossReload) {
         self.stats.ack_loss_reloads += 1;
         self.opts.delay_max = self.opts.delay_max.min(r.delay_max);
-        self.opts.delay_min = self.opts.delay_min.min(self.opts.delay_max);
+        self.opts.delay_min = if r.delay_fixed {
+            self.opts.delay_max
+        } else {
+            self.opts.delay_min.min(self.opts.delay_max)
+        };
         let ids: Vec<u16> = self.hosts.iter().map(|h| h.id).collect();
         for (id, after) in ids.into_iter().zip(&r.after) {
             self.reload_at(id, self.now + after, r.timers);
