@@ -48,6 +48,15 @@ fn leads_of_1(net: &Net, from: u64, to: u64) -> Vec<u64> {
         .collect()
 }
 
+/// The most LEADs server 1 sent within any `window` ms from `from` on.
+fn densest(net: &Net, from: u64, window: u64) -> usize {
+    let at = leads_of_1(net, from, u64::MAX);
+    at.iter()
+        .map(|&t| at.iter().filter(|&&u| u >= t && u < t + window).count())
+        .max()
+        .unwrap_or(0)
+}
+
 /// Runs until server 1 sends a LEAD less than half a heartbeat after its previous
 /// one (the preemption's ask), at most `limit` ms; returns when it left.
 fn run_to_ask(net: &mut Net, limit: u64) -> Option<u64> {
@@ -102,4 +111,57 @@ fn preempt_delay_off_during_the_ask_leaves_the_leader_settled() {
             late.len()
         );
     }
+}
+
+/// "At most one extra LEAD per RTT, however the reports change" (the doc of
+/// `asked_before_preempt`). 3 is fit for the delay; 2, preferred to 3, flaps: its
+/// health changes every `flip` ms, and LEADs are duplicated `dup` ms late, so that
+/// it reports fit and unfit alternately (a follower acknowledges each copy). Each
+/// report that says unfit made 3 the successor again and each that says fit ended
+/// the ask: with flip 2 ms and dup 3 ms the leader sent 678 LEADs in 3 s (5 within
+/// one RTT) and never handed over, though 3 had been fit for the delay throughout.
+/// Now the ask outlives a moment without a successor: 2 has answered it, its newest
+/// report says unfit, and the seat goes to 3.
+#[test]
+fn a_flapping_preferred_server_costs_at_most_one_ask_per_rtt() {
+    let rtt = 20;
+    let mut worst = Vec::new();
+    for (flip, dup) in [
+        (2, Some(3)),
+        (3, Some(4)),
+        (1, Some(2)),
+        (5, None),
+        (50, None),
+    ] {
+        let mut net = led_by_1(dup);
+        let t0 = net.now;
+        set_health(&mut net, 2, true);
+        set_health(&mut net, 1, true);
+        // 2 turns fit 300 ms before 3's delay runs out, then flaps.
+        net.run(t0 + DELAY_MS - 300);
+        let t1 = net.now;
+        let mut healthy = true;
+        while net.now < t1 + 3_000 && net.resigns.is_empty() {
+            if (net.now - t1) % flip == 0 {
+                healthy = !healthy;
+                set_health(&mut net, 1, healthy);
+            }
+            net.step();
+        }
+        let d = densest(&net, t1, rtt);
+        let n = leads_of_1(&net, t1, net.now + 1).len();
+        eprintln!(
+            "flip {flip} ms, dup {dup:?}: {n} LEADs of 1 in {} ms, at most {d} within {rtt} ms; resigns {:?}",
+            net.now - t1,
+            net.resigns
+        );
+        // A heartbeat and one ask may fall into one RTT.
+        if d > 2 || net.resigns.is_empty() {
+            worst.push(format!(
+                "flip {flip} ms dup {dup:?}: {d} LEADs within RTT ({n} in all), RESIGNs {:?}",
+                net.resigns
+            ));
+        }
+    }
+    assert!(worst.is_empty(), "{}", worst.join("\n"));
 }

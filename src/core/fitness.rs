@@ -264,12 +264,19 @@ impl Node {
     /// every live server preferred to `to` has acknowledged it, or RTT; then
     /// `consider_handover` chooses again on the answers, and a preferred server that
     /// has just turned fit keeps the seat for its own delay. `None` while waiting, and
-    /// when no preemption is due (which ends a wait). A successor that changes during
-    /// the wait is judged on the same LEAD's answers: at most one such LEAD per RTT,
-    /// however the reports change.
+    /// when no preemption is due (which ends a wait once its RTT has passed). A
+    /// successor that changes during the wait, or is gone for a moment, is judged on
+    /// the same LEAD's answers: at most one such LEAD per RTT, however the reports
+    /// change.
     fn asked_before_preempt(&mut self, now: Time, to: Option<usize>) -> Option<usize> {
         let Some(to) = to else {
-            self.preempt_ask = None;
+            // A wait under way outlives a moment without a successor: one that comes
+            // back within RTT is judged on the same LEAD's answers. Ending it here let
+            // a preferred server whose reports alternate fit and unfit send a LEAD per
+            // report (tests/preempt_ask.rs).
+            if self.preempt_ask.is_some_and(|a| now >= a.until) {
+                self.preempt_ask = None;
+            }
             return None;
         };
         let term = self.leadership.as_ref()?.term;
