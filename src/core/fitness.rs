@@ -187,11 +187,13 @@ impl Node {
         if self.resign != Resign::Idle || !self.is_leader(now) {
             return;
         }
-        if self.unfit() || self.cfg.preempt_delay.is_none() {
-            // No preemption can be under way. An ask left behind by preempt-delay
-            // turned off (SIGHUP) kept this leader unsettled (every follower
-            // acknowledging every LEAD) for the rest of its term; one left behind by
-            // turning unfit would hand over at once, on old answers, once fit again.
+        // An ask left behind by preempt-delay turned off (SIGHUP) kept this leader
+        // unsettled (every follower acknowledging every LEAD) for the rest of its
+        // term. One left behind by turning unfit would hand over at once, on old
+        // answers, once fit again: it ends once its RTT has passed, as when no
+        // preemption is due (`asked_before_preempt`: one LEAD per RTT).
+        let expired = self.preempt_ask.is_some_and(|a| now >= a.until);
+        if self.cfg.preempt_delay.is_none() || (self.unfit() && expired) {
             self.preempt_ask = None;
         }
         let mine = self.cfg.servers[self.me].priority;
