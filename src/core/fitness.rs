@@ -187,6 +187,15 @@ impl Node {
         if self.resign != Resign::Idle || !self.is_leader(now) {
             return;
         }
+        // An ask left behind by preempt-delay turned off (SIGHUP) kept this leader
+        // unsettled (every follower acknowledging every LEAD) for the rest of its
+        // term. One left behind by turning unfit would hand over at once, on old
+        // answers, once fit again: it ends once its RTT has passed, as when no
+        // preemption is due (`asked_before_preempt`: one LEAD per RTT).
+        let expired = self.preempt_ask.is_some_and(|a| now >= a.until);
+        if self.cfg.preempt_delay.is_none() || (self.unfit() && expired) {
+            self.preempt_ask = None;
+        }
         let mine = self.cfg.servers[self.me].priority;
         let best = |want: &dyn Fn(usize) -> bool| {
             (0..self.ids.len())
@@ -257,12 +266,19 @@ impl Node {
     /// every live server preferred to `to` has acknowledged it, or RTT; then
     /// `consider_handover` chooses again on the answers, and a preferred server that
     /// has just turned fit keeps the seat for its own delay. `None` while waiting, and
-    /// when no preemption is due (which ends a wait). A successor that changes during
-    /// the wait is judged on the same LEAD's answers: at most one such LEAD per RTT,
-    /// however the reports change.
+    /// when no preemption is due (which ends a wait once its RTT has passed). A
+    /// successor that changes during the wait, or is gone for a moment, is judged on
+    /// the same LEAD's answers: at most one such LEAD per RTT, however the reports
+    /// change.
     fn asked_before_preempt(&mut self, now: Time, to: Option<usize>) -> Option<usize> {
         let Some(to) = to else {
-            self.preempt_ask = None;
+            // A wait under way outlives a moment without a successor: one that comes
+            // back within RTT is judged on the same LEAD's answers. Ending it here let
+            // a preferred server whose reports alternate fit and unfit send a LEAD per
+            // report (tests/preempt_ask.rs).
+            if self.preempt_ask.is_some_and(|a| now >= a.until) {
+                self.preempt_ask = None;
+            }
             return None;
         };
         let term = self.leadership.as_ref()?.term;
