@@ -855,21 +855,7 @@ fn rest_episode(s: &mut Sim, out: &mut Outcome) -> Option<String> {
         return None;
     }
     out.rest_lapses += 1;
-    let mut mine: Vec<(Real, Real)> = s
-        .check
-        .intervals
-        .iter()
-        .filter(|x| x.holder == l && x.end > t0 && x.start <= t1)
-        .map(|x| (x.start, x.end))
-        .collect();
-    mine.sort_unstable();
-    let mut reach = t0;
-    for (a, b) in mine {
-        if a > reach {
-            break;
-        }
-        reach = reach.max(b);
-    }
+    let reach = s.checks(0).lease_reach(l, t0, t1);
     let reach = silent.map_or(reach, |at| at.min(reach));
     let reloaded = if s.stats.ack_loss_reloads > reloads {
         let t = s.hosts[usize::from(l) - 1].timers;

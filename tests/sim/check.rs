@@ -378,6 +378,12 @@ impl Checker {
 
     /// True when `id`'s leases cover real time [from, to] without a gap.
     pub fn lease_covers(&self, id: u16, from: Real, to: Real) -> bool {
+        self.lease_reach(id, from, to) > to
+    }
+
+    /// How far from `from` `id`'s leases reach without a gap, looking at those that
+    /// overlap [from, to] (`from` itself when none covers it).
+    pub fn lease_reach(&self, id: u16, from: Real, to: Real) -> Real {
         let mut mine: Vec<_> = self
             .intervals
             .iter()
@@ -388,11 +394,11 @@ impl Checker {
         let mut reach = from;
         for (a, b) in mine {
             if a > reach {
-                return false;
+                break;
             }
             reach = reach.max(b);
         }
-        reach > to
+        reach
     }
 
     /// Leases that started at or after `t`.
