@@ -199,6 +199,15 @@ impl Transport {
         match (dest, self.group_addr) {
             (Dest::All, Some(g)) => one(g),
             (Dest::All, None) => unreachable!("sent above"),
+            // One datagram reaches the whole group anyway.
+            (Dest::Only(_), Some(g)) => one(g),
+            (Dest::Only(set), None) => {
+                for &(id, a) in &self.peers {
+                    if set.contains(id) {
+                        one(a)
+                    }
+                }
+            }
             (Dest::One(id), _) => {
                 if let Some(&(_, a)) = self.peers.iter().find(|p| p.0 == id) {
                     one(a)

@@ -9,7 +9,7 @@ mod hostnet;
 
 use electd::auth::Keys;
 use electd::host::{ClientId, Host, HostConfig, Notice};
-use electd::node::{Dest, Durable, Node};
+use electd::node::{Durable, Node};
 use electd::time::Time;
 use hostnet::{HBT, host_cfg, ms, node_cfg};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -180,10 +180,7 @@ impl Net {
                     }
                     for j in 0..3 {
                         let to = j as u16 + 1;
-                        let deliver = match t.to {
-                            Dest::All => to != id,
-                            Dest::One(x) => x == to,
-                        };
+                        let deliver = t.to.reaches(id, to);
                         if deliver {
                             let now = self.now;
                             self.call(j, |h| {

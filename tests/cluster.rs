@@ -384,7 +384,9 @@ fn watch_reports_changes() {
 /// leader receives the followers' ACKs and sends one LEAD per follower a heartbeat.
 /// Before the change each follower also received the other three's ACKs. Since issue
 /// 25 a leader at rest asks Q-1 = 2 followers per LEAD, in turn: each follower sends
-/// an ACK every second heartbeat and the leader receives two a heartbeat.
+/// an ACK every second heartbeat and the leader receives two a heartbeat; and it sends
+/// each LEAD only to the two it asks (targeted heartbeats): two LEADs a heartbeat, and
+/// each follower receives one every second heartbeat.
 #[test]
 fn idle_acks_go_to_the_leader_only() {
     let c = Cluster::start(Mode::Unicast, 5);
@@ -397,13 +399,14 @@ fn idle_acks_go_to_the_leader_only() {
     let ack_sent = |id| c.metric(id, "electd_messages_sent_total{kind=\"ack\"}");
     let ack_got = |id| c.metric(id, "electd_messages_received_total{kind=\"ack\"}");
     let lead_sent = |id| c.metric(id, "electd_messages_sent_total{kind=\"lead\"}");
-    let before: Vec<(u64, u64, u64)> = (1..=5)
-        .map(|id| (ack_sent(id), ack_got(id), lead_sent(id)))
+    let lead_got = |id| c.metric(id, "electd_messages_received_total{kind=\"lead\"}");
+    let before: Vec<(u64, u64, u64, u64)> = (1..=5)
+        .map(|id| (ack_sent(id), ack_got(id), lead_sent(id), lead_got(id)))
         .collect();
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs(2));
-    let after: Vec<(u64, u64, u64)> = (1..=5)
-        .map(|id| (ack_sent(id), ack_got(id), lead_sent(id)))
+    let after: Vec<(u64, u64, u64, u64)> = (1..=5)
+        .map(|id| (ack_sent(id), ack_got(id), lead_sent(id), lead_got(id)))
         .collect();
     let beats = t0.elapsed().as_millis() as f64 / HBT_MS as f64;
     let near = |got: u64, want: f64| (got as f64) >= want * 0.7 && (got as f64) <= want * 1.3 + 2.0;
@@ -414,10 +417,11 @@ fn idle_acks_go_to_the_leader_only() {
     );
     for id in 1..=5u16 {
         let i = usize::from(id) - 1;
-        let (s, g, lead) = (
+        let (s, g, lead, lead_in) = (
             after[i].0 - before[i].0,
             after[i].1 - before[i].1,
             after[i].2 - before[i].2,
+            after[i].3 - before[i].3,
         );
         if id == l {
             assert!(
@@ -425,7 +429,7 @@ fn idle_acks_go_to_the_leader_only() {
                 "leader {id} received {g} ACKs in {beats} beats"
             );
             assert!(
-                near(lead, 4.0 * beats),
+                near(lead, 2.0 * beats),
                 "leader {id} sent {lead} LEADs in {beats} beats"
             );
             assert_eq!(s, 0, "the leader sent ACKs");
@@ -433,6 +437,10 @@ fn idle_acks_go_to_the_leader_only() {
             assert!(
                 near(s, beats / 2.0),
                 "follower {id} sent {s} ACKs in {beats} beats"
+            );
+            assert!(
+                near(lead_in, beats / 2.0),
+                "follower {id} received {lead_in} LEADs in {beats} beats"
             );
             assert_eq!(
                 g, 0,

@@ -365,10 +365,9 @@ fn idle_traffic_does_not_grow_with_groups() {
         "8 groups, 3 servers: leader {leader:.2} datagrams/heartbeat ({msgs:.1} LEAD messages), follower {follower:.2}"
     );
     assert_eq!(agreed(&c).unwrap(), a, "nobody moved while measuring");
-    assert!(
-        msgs > 8.0 * 2.0 * 0.8,
-        "the leader sends every group's LEAD"
-    );
+    // At least one LEAD message per group a heartbeat: a group at rest sends its
+    // LEAD only to the follower it asks (targeted heartbeats), one that is not to both.
+    assert!(msgs > 8.0 * 0.8, "the leader sends every group's LEAD");
     assert!(
         leader > 1.5 && follower > 0.8,
         "metrics read: {leader} {follower}"

@@ -8,7 +8,7 @@
 mod hostnet;
 
 use electd::host::{ClientId, Host, Notice, Release, SupervisorLine};
-use electd::node::{Dest, Durable, Node, NodeConfig, Role};
+use electd::node::{Durable, Node, NodeConfig, Role};
 use electd::time::Time;
 use electd::wire::{self, Body};
 use hostnet::{HBT, HostNet, host_cfg, ms, node_cfg};
@@ -173,10 +173,7 @@ impl HostNet for Net {
                     }
                     for j in 0..3 {
                         let to = j as u16 + 1;
-                        let deliver = match t.to {
-                            Dest::All => to != id,
-                            Dest::One(x) => x == to,
-                        };
+                        let deliver = t.to.reaches(id, to);
                         if deliver {
                             let now = self.now;
                             self.hosts[j]

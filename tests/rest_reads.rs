@@ -8,7 +8,7 @@
 mod hostnet;
 
 use electd::host::{ClientId, Host};
-use electd::node::{Dest, Durable, Node, NodeConfig};
+use electd::node::{Durable, Node, NodeConfig};
 use electd::time::Time;
 use hostnet::{HBT, HostNet, host_cfg, ms, node_cfg};
 use std::net::SocketAddr;
@@ -120,10 +120,7 @@ impl HostNet for Net {
                     }
                     for j in 0..3 {
                         let to = j as u16 + 1;
-                        let deliver = match t.to {
-                            Dest::All => to != id,
-                            Dest::One(x) => x == to,
-                        };
+                        let deliver = t.to.reaches(id, to);
                         if deliver {
                             let now = self.now;
                             self.hosts[j]

@@ -60,6 +60,31 @@ fn a_leader_at_rest_asks_one_follower_in_turn_and_keeps_its_lease() {
     // - RTT left just before the next LEAD.
     let n = &net.nodes[leader];
     assert!(n.is_leader(net.t()));
+    // Targeted heartbeats: a LEAD reaches only the follower it asks, which ACKs it.
+    let not_asked: u64 = net.nodes.iter().map(|n| n.counters().acks_not_asked).sum();
+    assert_eq!(
+        not_asked, 0,
+        "a follower received a LEAD that did not ask it"
+    );
+}
+
+/// As above on a multicast network: every LEAD reaches every follower, and the one
+/// it does not ask sends nothing.
+#[test]
+fn on_multicast_a_follower_not_asked_reads_the_lead_and_sends_nothing() {
+    let mut net = Net::new(3, 3);
+    net.multicast = true;
+    let leader = net.settle();
+    let t0 = net.now;
+    net.run(t0 + 5_000);
+    let leads = net.leads_since(t0);
+    assert_alternating(&leads, leader as u16 + 1);
+    let acks = net.acks.iter().filter(|a| a.0 > t0 + 1).count();
+    assert!(
+        acks <= leads.len() + 1,
+        "{acks} ACKs for {} LEADs",
+        leads.len()
+    );
     let not_asked: u64 = net.nodes.iter().map(|n| n.counters().acks_not_asked).sum();
     assert!(not_asked >= 45, "{not_asked} ACKs not sent");
 }
@@ -149,9 +174,12 @@ fn a_lease_that_cannot_survive_one_lost_ack_stays_dense() {
     assert!(net.leads.iter().all(|l| l.asked.is_empty()));
 }
 
+/// Multicast: a follower that the next LEAD does not ask reports a change of fitness
+/// with it, at once. (Unicast: at its next turn, below.)
 #[test]
 fn a_follower_not_asked_still_reports_a_change_of_fitness() {
     let mut net = Net::new(3, 3);
+    net.multicast = true;
     let leader = net.settle();
     let last = net.leads.last().unwrap().clone();
     // The follower the next LEAD will not ask (the window moves).
@@ -173,6 +201,30 @@ fn a_follower_not_asked_still_reports_a_change_of_fitness() {
         Some(false),
         "leader {lid} knows"
     );
+}
+
+/// Unicast (targeted heartbeats): the follower that the next LEAD does not ask does
+/// not receive it; it reports a change of fitness with the LEAD after, its turn, two
+/// heartbeats at most after the change.
+#[test]
+fn unicast_a_follower_reports_a_change_of_fitness_at_its_turn() {
+    let mut net = Net::new(3, 3);
+    let leader = net.settle();
+    let last = net.leads.last().unwrap().clone();
+    let quiet = last.asked.iter().next().unwrap();
+    let t = net.t();
+    net.nodes[usize::from(quiet) - 1].set_health(t, false);
+    let before = net.acks.len();
+    net.run(net.now + 100);
+    assert!(
+        net.acks[before..].iter().all(|a| a.1 != quiet),
+        "server {quiet} acked a LEAD it should not have received"
+    );
+    net.run(net.now + 110);
+    let from_quiet = net.acks[before..].iter().filter(|a| a.1 == quiet).count();
+    assert_eq!(from_quiet, 1, "server {quiet} did not report at its turn");
+    let now = net.t();
+    assert_eq!(net.nodes[leader].peer_fit(now, quiet), Some(false));
 }
 
 /// Steady loss of the ACKs sparse LEADs ask for keeps a leader dense: each miss while

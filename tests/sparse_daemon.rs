@@ -20,7 +20,9 @@ fn metric(c: &Cluster, id: u16, name: &str) -> u64 {
 /// Issue 25, sparse acknowledgements, on real daemons: once the leader of three has had
 /// a streak of clean heartbeats it reports `"acks":"in_turn"`, and each follower is
 /// asked every second LEAD, so each sends about one ACK every two heartbeats (before:
-/// one a heartbeat) while the lease is renewed at each heartbeat.
+/// one a heartbeat) while the lease is renewed at each heartbeat. In unicast a LEAD
+/// goes only to the follower it asks (targeted heartbeats): each receives about every
+/// second LEAD, and none that does not ask it.
 #[test]
 fn followers_at_rest_acknowledge_in_turn() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -35,25 +37,36 @@ fn followers_at_rest_acknowledge_in_turn() {
     let followers: Vec<u16> = (1..=3).filter(|&i| i != leader).collect();
     let name = "electd_acks_not_asked_total";
     let sent = "electd_datagrams_sent_total";
-    let before: Vec<(u64, u64)> = followers
+    let got = "electd_messages_received_total{kind=\"lead\"}";
+    let before: Vec<(u64, u64, u64)> = followers
         .iter()
-        .map(|&f| (metric(&c, f, name), metric(&c, f, sent)))
+        .map(|&f| (metric(&c, f, name), metric(&c, f, sent), metric(&c, f, got)))
         .collect();
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs(3));
     let heartbeats = t0.elapsed().as_secs_f64() / (o.hbt_ms as f64 / 1000.0);
-    for (&f, &(skipped0, sent0)) in followers.iter().zip(&before) {
+    for (&f, &(skipped0, sent0, got0)) in followers.iter().zip(&before) {
         let skipped = metric(&c, f, name) - skipped0;
         let sent = metric(&c, f, sent) - sent0;
+        let got = metric(&c, f, got) - got0;
         eprintln!(
-            "follower {f}: {skipped} LEADs not asking it, {sent} datagrams sent, in \
-             {heartbeats:.1} heartbeats"
+            "follower {f}: {got} LEADs received, {skipped} not asking it, {sent} \
+             datagrams sent, in {heartbeats:.1} heartbeats"
         );
         // About half of the LEADs each; slack for a miss on a loaded machine (a miss
         // makes 16-32 LEADs ask everyone).
         assert!(
-            skipped as f64 >= heartbeats * 0.25,
-            "follower {f} was asked by nearly every LEAD: {skipped} not in {heartbeats:.1}"
+            (got as f64) <= heartbeats * 0.75 + 2.0,
+            "follower {f} received {got} LEADs in {heartbeats:.1} heartbeats: not only \
+             those that ask it"
+        );
+        assert!(
+            (got as f64) >= heartbeats * 0.3,
+            "follower {f} received {got} LEADs in {heartbeats:.1} heartbeats"
+        );
+        assert_eq!(
+            skipped, 0,
+            "follower {f} received LEADs that did not ask it"
         );
         assert!(
             (sent as f64) <= heartbeats * 0.75 + 2.0,

@@ -121,11 +121,7 @@ impl Net {
 
     /// True when `s` reaches server `to`.
     fn reaches(s: &Sent, to: u16) -> bool {
-        s.from != to
-            && match s.to {
-                Dest::All => true,
-                Dest::One(x) => x == to,
-            }
+        s.to.reaches(s.from, to)
     }
 
     fn elections(&self) -> u64 {
@@ -175,10 +171,7 @@ impl HostNet for Net {
                     });
                     for j in 0..3 {
                         let to = j as u16 + 1;
-                        let deliver = match t.to {
-                            Dest::All => to != id,
-                            Dest::One(x) => x == to,
-                        };
+                        let deliver = t.to.reaches(id, to);
                         if !deliver {
                             continue;
                         }
@@ -445,6 +438,7 @@ fn mixed_clusters_elect_and_keep_a_leader() {
                 for s in late {
                     let to = match s.to {
                         Dest::One(x) => caps[usize::from(x - 1)],
+                        Dest::Only(_) => unreachable!("a unicast host sends to each alone"),
                         Dest::All => (1..=3u16)
                             .filter(|&x| x != s.from)
                             .map(|x| caps[usize::from(x - 1)])

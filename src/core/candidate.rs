@@ -110,6 +110,7 @@ impl Node {
         // The ACK below leaves only once the term and the promise are on disk.
         self.persist();
         self.watch_leader(now, s, term, seq, hold);
+        self.wait_for_next_turn(&asked);
         self.tally.clear();
         // UNFIT also when this server hears too few servers to be elected: a leader
         // that counted it fit would hand over to a server no round can choose.

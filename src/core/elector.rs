@@ -561,6 +561,29 @@ impl Node {
         }
     }
 
+    /// After a LEAD that asked this follower and not every one (issue 25, targeted
+    /// heartbeats): the timer that starts a round is its faith plus one heartbeat. A
+    /// unicast leader sends such a LEAD only to the followers it asks, each every
+    /// second heartbeat, so this follower's next LEAD comes two heartbeats later, or
+    /// three when that one is lost: with the timer at its faith, one lost LEAD let it
+    /// start a round against a healthy leader at K = 3. The faith itself (whom it votes
+    /// for, and so the lease) is unchanged, and a crash is still found in time: the
+    /// newest LEAD asked Q-1 followers, so any majority of survivors holds one that it
+    /// did not ask, whose timer is at its faith (multicast: it had the LEAD unasked) or
+    /// at the faith of the LEAD before plus a heartbeat, which is where the asked
+    /// ones' faith ends. Its ELECT then opens the round at every follower whose faith
+    /// is over, and the newest of them wins it, as without targeting.
+    pub(super) fn wait_for_next_turn(&mut self, asked: &PeerSet) {
+        if self.elector == ElectorState::Watching
+            && self.leader.is_some_and(|l| l != self.me)
+            && !asked.is_empty()
+            && asked.contains(self.ids[self.me])
+            && !self.cfg.sabotage.no_turn_wait
+        {
+            self.elector_deadline = self.faith_until + self.cfg.heartbeat;
+        }
+    }
+
     /// WATCHING, LEAD accepted: the timer is the faith.
     fn on_lead_while_watching(&mut self) {
         self.elector = ElectorState::Watching;

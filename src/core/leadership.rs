@@ -499,7 +499,15 @@ impl Node {
                 acks,
             },
         );
-        self.send(Dest::All, msg);
+        // A LEAD that asks only some followers goes only to them (issue 25): a follower
+        // not asked would read it only to keep its faith, which the LEAD it is asked
+        // for next renews a heartbeat later (see `asked_acks`).
+        let dest = if acks.is_empty() || self.cfg.sabotage.untargeted {
+            Dest::All
+        } else {
+            Dest::Only(acks)
+        };
+        self.send(dest, msg);
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::elector::ElectorState;
 use crate::time::Time;
-use crate::wire::Message;
+use crate::wire::{Message, PeerSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -77,6 +77,13 @@ pub struct Sabotage {
     /// LEAD's ACKs can come (after a reload to a longer heartbeat; a liveness breakage
     /// only: one lost ACK can cost the lease).
     pub sparse_ignores_lease_held: bool,
+    /// A LEAD that asks only some followers still goes to every server, as before
+    /// issue 25's targeted heartbeats (for comparison; changes only traffic).
+    pub untargeted: bool,
+    /// A follower asked by a targeted LEAD starts a round at its faith's end, not a
+    /// heartbeat later (a liveness breakage only: one lost LEAD can open a round
+    /// against a healthy leader).
+    pub no_turn_wait: bool,
 }
 
 impl Sabotage {
@@ -93,6 +100,8 @@ impl Sabotage {
             dense_acks: false,
             sparse_ignores_misses: false,
             sparse_ignores_lease_held: false,
+            untargeted: false,
+            no_turn_wait: false,
             ..*self
         } != Sabotage::default()
     }
@@ -262,6 +271,23 @@ pub enum Dest {
     All,
     /// One server.
     One(u16),
+    /// A steady leader's LEAD that asks only these followers to acknowledge it: only
+    /// they need it (docs/PROTOCOL.md, "Targeted heartbeats"). A host whose datagrams
+    /// reach every server at once (multicast) sends it as `All`; a unicast host sends
+    /// it to each of them alone.
+    Only(PeerSet),
+}
+
+impl Dest {
+    /// True when a datagram `from` sends to this destination reaches server `to`, on a
+    /// network where each server gets only what is sent to it (unicast).
+    pub fn reaches(self, from: u16, to: u16) -> bool {
+        match self {
+            Dest::All => to != from,
+            Dest::One(x) => x == to,
+            Dest::Only(set) => set.contains(to),
+        }
+    }
 }
 
 /// Something the core noticed that a driver or checker may want.

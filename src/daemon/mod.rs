@@ -355,7 +355,8 @@ impl Daemon {
                 let _ = wake.wake();
             }))
             .map_err(|e| Fatal::System(format!("state writer thread: {e}")))?;
-        let sources = matches!(cfg.transport, Mode::Unicast).then(|| {
+        let unicast = matches!(cfg.transport, Mode::Unicast);
+        let sources = unicast.then(|| {
             cfg.servers
                 .iter()
                 .filter_map(|s| transport.peer_addr(s.id).map(|a| (s.id, a)))
@@ -366,6 +367,7 @@ impl Daemon {
             fingerprint: cfg.fingerprint(),
             max_hold: cfg.max_hold,
             sources,
+            unicast,
             several: cfg.has_groups(),
             rtt: cfg.rtt,
         };

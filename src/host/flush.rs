@@ -152,8 +152,25 @@ impl Host {
         for g in 0..self.groups.len() {
             while let Some(out) = self.groups[g].node.poll_output() {
                 match out {
+                    // Each named follower alone, so it shares the datagram with what
+                    // else goes to it (another group's heartbeat or ACK).
+                    Output::Send {
+                        dest: Dest::Only(set),
+                        msg,
+                    } if self.cfg.unicast => {
+                        let entry = wire::Entry {
+                            group: g as u8,
+                            msg,
+                        };
+                        for id in set.iter() {
+                            self.outbox.push((Dest::One(id), entry));
+                        }
+                    }
                     Output::Send { dest, msg } => self.outbox.push((
-                        dest,
+                        match dest {
+                            Dest::Only(_) => Dest::All,
+                            d => d,
+                        },
                         wire::Entry {
                             group: g as u8,
                             msg,

@@ -46,6 +46,11 @@ pub struct HostConfig {
     /// Unicast mode: each server's configured address; a datagram's source must be its
     /// sender's (SPEC section 10). None in multicast mode: no source check.
     pub sources: Option<Vec<(u16, SocketAddr)>>,
+    /// Unicast mode: a datagram reaches only the server it is sent to, so a LEAD for
+    /// some followers (`Dest::Only`, issue 25's targeted heartbeats) goes to each of
+    /// them alone. False in multicast mode: one datagram reaches every server, and it
+    /// goes to all.
+    pub unicast: bool,
     /// With several groups, log lines of a group are tagged "group NAME: ".
     pub several: bool,
     /// The round-trip bound (told to supervisors for their `--grace` checks).

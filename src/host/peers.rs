@@ -206,10 +206,16 @@ impl PeerFramings {
     }
 
     /// The framing for `dest`: the level `Dest::One(p)` is known to read, or for
-    /// `Dest::All` the lowest level known among `peers`; never above the top level.
+    /// `Dest::All` the lowest level known among `peers` (for `Dest::Only`, among
+    /// those it names; the host sends those one by one); never above the top level.
     pub fn framing(&self, dest: Dest, peers: impl Iterator<Item = u16>) -> Framing {
         let known = match dest {
             Dest::One(p) => self.of(p).framing(),
+            Dest::Only(set) => set
+                .iter()
+                .map(|p| self.of(p).framing())
+                .min()
+                .unwrap_or(self.top),
             Dest::All => peers
                 .map(|p| self.of(p).framing())
                 .min()
@@ -229,7 +235,7 @@ impl PeerFramings {
             )
         });
         let i = match dest {
-            Dest::All => 0,
+            Dest::All | Dest::Only(_) => 0,
             Dest::One(p) => usize::from(p),
         };
         let Some(n) = self.sent.get_mut(i).filter(|_| heartbeat_only) else {

@@ -67,6 +67,9 @@ pub struct Net {
     pub dup_leads: Option<u64>,
     /// Extra delay of every ACK, in ms (the network's is 1 ms).
     pub ack_delay: u64,
+    /// Every datagram reaches every server, a LEAD for some followers too (a
+    /// multicast host); otherwise a targeted LEAD reaches only the followers it names.
+    pub multicast: bool,
 }
 
 impl Net {
@@ -108,6 +111,7 @@ impl Net {
             down: vec![false; usize::from(n)],
             dup_leads: None,
             ack_delay: 0,
+            multicast: false,
         }
     }
 
@@ -151,6 +155,10 @@ impl Net {
                     let to: Vec<usize> = match dest {
                         Dest::All => (0..self.n).filter(|&j| j != i).collect(),
                         Dest::One(p) => vec![usize::from(p) - 1],
+                        Dest::Only(_) if self.multicast => {
+                            (0..self.n).filter(|&j| j != i).collect()
+                        }
+                        Dest::Only(set) => set.iter().map(|p| usize::from(p) - 1).collect(),
                     };
                     if self.down[i] {
                         continue;

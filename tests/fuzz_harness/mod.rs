@@ -201,6 +201,9 @@ pub fn cluster(data: &[u8]) -> (u32, u32, u32) {
                                 .filter(|&j| j != i)
                                 .for_each(|j| net.push((j, b.clone()))),
                             Dest::One(id) => net.push((usize::from(id) - 1, b)),
+                            Dest::Only(set) => set
+                                .iter()
+                                .for_each(|id| net.push((usize::from(id) - 1, b.clone()))),
                         }
                     }
                     Output::Persist(d) => {

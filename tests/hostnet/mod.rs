@@ -51,6 +51,7 @@ pub fn host_cfg(id: u16, several: bool) -> HostConfig {
         fingerprint: 0xF1F1,
         max_hold: Duration::from_secs(60),
         sources: None,
+        unicast: true,
         several,
         rtt: Duration::from_millis(20),
     }

@@ -164,6 +164,7 @@ impl Sim {
         let tos: Vec<usize> = match t.to {
             Dest::All => (0..self.opts.n).filter(|&to| to != host).collect(),
             Dest::One(id) => vec![self.idx(id)],
+            Dest::Only(set) => set.iter().map(|id| self.idx(id)).collect(),
         };
         let elections = t.kinds[wire::Kind::Elect as usize] + t.kinds[wire::Kind::Vote as usize];
         let framing = wire::Framing::of(&t.bytes).index();

@@ -80,6 +80,9 @@ pub struct Options {
     /// learns its host's health up to `rise_max` later (SPEC section 13).
     pub checks: bool,
     pub rise_max: Real,
+    /// Multicast: every datagram reaches every server, a LEAD for some followers too
+    /// (the host's `unicast` off). Unicast otherwise: issue 25's targeted heartbeats.
+    pub multicast: bool,
     /// `preempt-delay` (SPEC section 14), the same on every server.
     pub preempt_delay: Option<Duration>,
     /// Per link one-way delay bounds, `[from - 1][to - 1]`, instead of
@@ -193,6 +196,7 @@ impl Options {
             monotonic_suspend: false,
             checks: false,
             rise_max: 0,
+            multicast: false,
             preempt_delay: None,
             link_delays: vec![],
             ignore_health: false,
@@ -317,12 +321,13 @@ impl Options {
 /// The config fixture's other half: the shell's `HostConfig` of a server whose groups
 /// run `cfgs` (from `Options::node_configs`). No keys and no source check: the
 /// simulated network carries only the cluster's own datagrams.
-pub fn host_config(cfgs: &[NodeConfig]) -> HostConfig {
+pub fn host_config(cfgs: &[NodeConfig], unicast: bool) -> HostConfig {
     HostConfig {
         id: cfgs[0].id,
         fingerprint: cfgs[0].fingerprint,
         max_hold: cfgs[0].max_hold,
         sources: None,
+        unicast,
         several: cfgs.len() > 1,
         rtt: cfgs[0].rtt,
     }

@@ -131,7 +131,7 @@ impl Sim {
             let node = Node::new(cfg.clone(), h.disk.group(g), local).expect("valid config");
             groups.push((format!("g{g}"), node, h.disk.group(g)));
         }
-        let hc = host_config(&self.cfgs[host]);
+        let hc = host_config(&self.cfgs[host], !self.opts.multicast);
         // No keys and no boot numbers in the simulator.
         let mut sh = shell::Host::new(hc, groups, Default::default(), Default::default(), None);
         // With `checks` the daemon learns its processor's health from a check (fall 1,
