@@ -389,6 +389,24 @@ fn first_turn_after_a_dense_lead_lost_opens_no_round() {
     }
 }
 
+/// The negative control of the fix: the first sparse LEAD after a dense one sent only
+/// to the followers it names (`Sabotage::first_sparse_targeted`, the code the review
+/// found) opens the round again.
+#[test]
+fn negative_control_first_sparse_targeted_opens_a_round() {
+    let caught = [3, 4, 5].into_iter().any(|n| {
+        let (elects, same) = lose_first_turn_after_dense(
+            Sabotage {
+                first_sparse_targeted: true,
+                ..Sabotage::default()
+            },
+            n,
+        );
+        elects > 0 || !same
+    });
+    assert!(caught, "the control caught nothing: the test cannot fail");
+}
+
 /// The same schedule with every LEAD to every server (unicast before the change):
 /// no round, so the round above is the change's.
 #[test]
@@ -460,8 +478,20 @@ fn a_crash_after_the_first_sparse_lead_is_found_as_soon_as_without_targeting() {
 /// current code; passes once the host sends a `Dest::Only` LEAD also to every peer not
 /// known to read the ack map (or to all while one is not).
 fn old_follower_loses_one(sabotage: Sabotage) -> (u64, bool) {
+    old_follower_loses_one_with(sabotage, false)
+}
+
+/// As above; `named_only`: the hosts send a targeted LEAD to the named followers
+/// alone, an older one too (`HostSabotage::named_only`, the code the review found).
+fn old_follower_loses_one_with(sabotage: Sabotage, named_only: bool) -> (u64, bool) {
     // Server 3 is an older build; let the others settle with 1 or 2 leading.
     let (mut net, l) = settled(3, sabotage, &[(3, Framing::Compact)]);
+    for h in net.hosts.iter_mut() {
+        h.set_sabotage(electd::host::HostSabotage {
+            named_only,
+            ..Default::default()
+        });
+    }
     let lid = l as u16 + 1;
     let term = net.term(l);
     let old = if lid == 3 { 2 } else { 3 };
@@ -506,6 +536,17 @@ fn an_older_follower_losing_one_lead_opens_no_round() {
         "an older-build follower opened a round after one lost LEAD"
     );
     assert!(same, "a term changed");
+}
+
+/// The negative control of the fix: an older follower sent only the LEADs that name
+/// it opens a round again.
+#[test]
+fn negative_control_named_only_opens_a_round_at_an_older_follower() {
+    let (elects, same) = old_follower_loses_one_with(Sabotage::default(), true);
+    assert!(
+        elects > 0 || !same,
+        "the control caught nothing: the test cannot fail"
+    );
 }
 
 #[test]
@@ -571,7 +612,12 @@ fn crash_with_longer_follower_heartbeat(sabotage: Sabotage) -> Duration {
 /// passes once the extra room is the leader's heartbeat (e.g. carried in the LEAD, or
 /// derived from the interval between the LEADs that name this follower) rather than
 /// the follower's own.
+///
+/// Not fixed yet (the eighth round's note): a known delay during a rolling reload that
+/// leaves followers at a longer heartbeat than their leader's. Run it with
+/// `--ignored`.
 #[test]
+#[ignore = "known: the room is the follower's own heartbeat (a crash found HBT_f - HBT_l later during such a reload)"]
 fn a_follower_with_a_longer_heartbeat_finds_a_crash_as_soon_as_without_targeting() {
     let t = crash_with_longer_follower_heartbeat(Sabotage::default());
     let u = crash_with_longer_follower_heartbeat(Sabotage {
@@ -647,7 +693,12 @@ fn previous_release_follower_loses_one(sabotage: Sabotage) -> (u64, bool) {
 /// Fails on the current code; passes once a leader targets only followers known to
 /// wait for their turn (which needs a sign on the wire, e.g. a flag in the ACK or a new
 /// version: the ack map alone does not say it), or while any follower is not known to.
+///
+/// Not fixed (the eighth round's note; README, upgrading): during a rolling upgrade
+/// from that release a lost LEAD can re-elect the healthy leader in a higher term.
+/// Run it with `--ignored`.
 #[test]
+#[ignore = "known: a v7/v8 follower of the release before targeting cannot be told apart on the wire"]
 fn a_previous_release_follower_losing_one_lead_opens_no_round() {
     let (elects, same) = previous_release_follower_loses_one(Sabotage::default());
     assert_eq!(

@@ -456,6 +456,16 @@ impl Node {
         }
         let seq = self.leadership.as_ref().map_or(1, |l| l.seq + 1);
         let asked = self.asked_acks(now, seq);
+        // Targeted only after a sparse LEAD: the first sparse LEAD after one that asked
+        // everyone goes to everyone, so the follower it does not name has it, and
+        // arms its timer from it, not from the dense LEAD a heartbeat older (which
+        // left it with no room for a lost turn, and opened its round a heartbeat
+        // before the named followers' faith ended after a crash: the review's
+        // tests/targeted_adversary.rs).
+        let targeted = !asked.is_empty()
+            && !self.cfg.sabotage.untargeted
+            && (self.cfg.sabotage.first_sparse_targeted
+                || self.leadership.as_ref().is_some_and(|l| l.asks_some()));
         let (term, seq) = {
             let l = self
                 .leadership
@@ -467,7 +477,7 @@ impl Node {
             l.update_lease(self.quorum);
             (l.term, l.seq)
         };
-        self.send_lead_msg(term, seq, false, None, asked);
+        self.send_lead_msg(term, seq, false, None, asked, targeted);
         // A healthy leader never starts a round against itself.
         self.watch_leader(now, self.me, term, seq, hold);
     }
@@ -479,6 +489,7 @@ impl Node {
         resign: bool,
         to: Option<usize>,
         acks: PeerSet,
+        targeted: bool,
     ) {
         // Rounded up: a follower's faith must never end before the lease the leader
         // computes from its own exact hold (issue 10, finding 2).
@@ -502,10 +513,10 @@ impl Node {
         // A LEAD that asks only some followers goes only to them (issue 25): a follower
         // not asked would read it only to keep its faith, which the LEAD it is asked
         // for next renews a heartbeat later (see `asked_acks`).
-        let dest = if acks.is_empty() || self.cfg.sabotage.untargeted {
-            Dest::All
-        } else {
+        let dest = if targeted {
             Dest::Only(acks)
+        } else {
+            Dest::All
         };
         self.send(dest, msg);
     }

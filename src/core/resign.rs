@@ -62,7 +62,7 @@ impl Node {
             // be handed over too, rather than refusing a yield of a server that reports
             // leader (found by tests/groups.rs, yielding one group repeatedly).
             self.resign = Resign::Idle;
-            self.send_lead_msg(term, seq, true, to, PeerSet::EMPTY);
+            self.send_lead_msg(term, seq, true, to, PeerSet::EMPTY, false);
         }
         let Some(l) = self.leadership.take() else {
             return false;
@@ -130,7 +130,7 @@ impl Node {
             }
             Resign::Again { term, seq, to, .. } => {
                 self.resign = Resign::Idle;
-                self.send_lead_msg(term, seq, true, to, PeerSet::EMPTY);
+                self.send_lead_msg(term, seq, true, to, PeerSet::EMPTY, false);
             }
             Resign::Idle => {}
         }
@@ -162,7 +162,7 @@ impl Node {
             };
             return;
         }
-        self.send_lead_msg(term, seq + 1, true, to, PeerSet::EMPTY);
+        self.send_lead_msg(term, seq + 1, true, to, PeerSet::EMPTY, false);
         self.resign = Resign::Again {
             term,
             seq: seq + 2,

@@ -84,6 +84,10 @@ pub struct Sabotage {
     /// heartbeat later (a liveness breakage only: one lost LEAD can open a round
     /// against a healthy leader).
     pub no_turn_wait: bool,
+    /// The first sparse LEAD after one that asked everyone goes only to the followers
+    /// it names too (a liveness breakage only: the follower it skips has no room for
+    /// a lost turn, and opens its round early after a crash).
+    pub first_sparse_targeted: bool,
 }
 
 impl Sabotage {
@@ -102,6 +106,7 @@ impl Sabotage {
             sparse_ignores_lease_held: false,
             untargeted: false,
             no_turn_wait: false,
+            first_sparse_targeted: false,
             ..*self
         } != Sabotage::default()
     }

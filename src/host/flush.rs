@@ -153,7 +153,11 @@ impl Host {
             while let Some(out) = self.groups[g].node.poll_output() {
                 match out {
                     // Each named follower alone, so it shares the datagram with what
-                    // else goes to it (another group's heartbeat or ACK).
+                    // else goes to it (another group's heartbeat or ACK); and every peer
+                    // not known to read the ack map (a build before version 7, or not
+                    // heard yet): it reads every LEAD as asking it, so it never waits
+                    // the heartbeat of room for its next turn, and must have every one
+                    // (the review's `an_older_follower_losing_one_lead_opens_no_round`).
                     Output::Send {
                         dest: Dest::Only(set),
                         msg,
@@ -162,8 +166,14 @@ impl Host {
                             group: g as u8,
                             msg,
                         };
-                        for id in set.iter() {
-                            self.outbox.push((Dest::One(id), entry));
+                        for (id, _) in self.groups[g].node.peers() {
+                            if set.contains(id)
+                                || (!self.sabotage.named_only
+                                    && self.wire.framing(Dest::One(id), std::iter::empty())
+                                        < Framing::CompactAcks)
+                            {
+                                self.outbox.push((Dest::One(id), entry));
+                            }
                         }
                     }
                     Output::Send { dest, msg } => self.outbox.push((

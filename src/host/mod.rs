@@ -178,6 +178,9 @@ pub struct HostSabotage {
     pub misroute_groups: bool,
     /// No heartbeat alignment: each group's LEAD leaves on its own timer (SPEC 15).
     pub no_align: bool,
+    /// A targeted LEAD goes only to the followers it names, also to a peer not known
+    /// to read the ack map (which never waits for its turn: a liveness breakage only).
+    pub named_only: bool,
     /// A write is confirmed to the cores as soon as it is handed out, before it is
     /// durable: what waited for it leaves at once (breaks SPEC section 4).
     pub confirm_early: bool,

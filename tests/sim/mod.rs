@@ -387,6 +387,7 @@ impl Sim {
             departure_confirms: self.opts.departure_confirms,
             timers_late: self.opts.timers_late,
             defer_always: self.opts.defer_always,
+            named_only: false,
         }
     }
 
