@@ -175,19 +175,26 @@ fn a_lease_that_cannot_survive_one_lost_ack_stays_dense() {
     assert!(net.leads.iter().all(|l| l.asked.is_empty()));
 }
 
-/// Multicast: a follower that the next LEAD does not ask reports a change of fitness
-/// with it, at once. (Unicast: at its next turn, below.)
-#[test]
-fn a_follower_not_asked_still_reports_a_change_of_fitness() {
+/// A settled cluster of three (`multicast` or unicast) whose follower that the next
+/// LEAD will not ask (the window moves) turns unhealthy now: the net, the leader, that
+/// follower's id and how many ACKs had been sent.
+fn quiet_follower_turns_unhealthy(multicast: bool) -> (Net, usize, u16, usize) {
     let mut net = Net::new(3, 3);
-    net.multicast = true;
+    net.multicast = multicast;
     let leader = net.settle();
     let last = net.leads.last().unwrap().clone();
-    // The follower the next LEAD will not ask (the window moves).
     let quiet = last.asked.iter().next().unwrap();
     let t = net.t();
     net.nodes[usize::from(quiet) - 1].set_health(t, false);
     let before = net.acks.len();
+    (net, leader, quiet, before)
+}
+
+/// Multicast: a follower that the next LEAD does not ask reports a change of fitness
+/// with it, at once. (Unicast: at its next turn, below.)
+#[test]
+fn a_follower_not_asked_still_reports_a_change_of_fitness() {
+    let (mut net, leader, quiet, before) = quiet_follower_turns_unhealthy(true);
     net.run(net.now + 100);
     let from_quiet: Vec<_> = net.acks[before..].iter().filter(|a| a.1 == quiet).collect();
     assert_eq!(
@@ -209,13 +216,7 @@ fn a_follower_not_asked_still_reports_a_change_of_fitness() {
 /// heartbeats at most after the change.
 #[test]
 fn unicast_a_follower_reports_a_change_of_fitness_at_its_turn() {
-    let mut net = Net::new(3, 3);
-    let leader = net.settle();
-    let last = net.leads.last().unwrap().clone();
-    let quiet = last.asked.iter().next().unwrap();
-    let t = net.t();
-    net.nodes[usize::from(quiet) - 1].set_health(t, false);
-    let before = net.acks.len();
+    let (mut net, leader, quiet, before) = quiet_follower_turns_unhealthy(false);
     net.run(net.now + 100);
     assert!(
         net.acks[before..].iter().all(|a| a.1 != quiet),
