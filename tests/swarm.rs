@@ -675,6 +675,12 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
         return out;
     }
     let bound = l1_bound(&s);
+    // L1's premise is a majority that has run past its quiet period (docs/PROTOCOL.md,
+    // "L1 after a reload to shorter timers"): a server that restarted with a hold
+    // promise on disk longer than K*HBT (made under longer timers before a reload) may
+    // not vote until it has passed, and SPEC 8's "run for at least K*HBT" was that
+    // period only while the promise was no longer than K*HBT (swarm seed 22471).
+    let l1_from = majority_quiet_end(&s).max(stable);
     // Issue 22, P-after: from once every server is fit and heard, each group's leader
     // changes at most once, to its preferred server, within preempt-delay and the bound.
     let after = pp.on.then(|| {
@@ -690,7 +696,7 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
         if !out.violations.is_empty() || out.liveness.is_some() {
             break;
         }
-        out.liveness = group_liveness(&s, g, stable, bound);
+        out.liveness = group_liveness(&s, g, l1_from, bound);
     }
     if let Some(w) = after.filter(|_| out.violations.is_empty() && out.liveness.is_none()) {
         let (moved, found) = w.judge(&s, "after the faults");
@@ -733,6 +739,20 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
         }
     }
     out
+}
+
+/// The instant by which a majority of the servers is up and past its quiet period
+/// (max(K*HBT, the hold promise on disk at its start)); 0 when no majority is up.
+fn majority_quiet_end(s: &Sim) -> Real {
+    let mut ends: Vec<Real> = s
+        .hosts
+        .iter()
+        .filter(|h| h.up())
+        .map(|h| h.quiet_end())
+        .collect();
+    ends.sort_unstable();
+    let majority = s.opts.n / 2 + 1;
+    ends.get(majority - 1).copied().unwrap_or(0)
 }
 
 /// L1 from `stable` and one leader that every server follows at the end, in group `g`.
@@ -3574,3 +3594,33 @@ fn negative_control_sparse_ignores_lease_held() {
 /// to a longer heartbeat, after which the lease acknowledged before it ends before the
 /// ACKs of the LEAD after the first sparse one.
 const SPARSE_IGNORES_LEASE_HELD_SEED: u64 = 200;
+
+/// L1 counts from the moment a majority is past its quiet period (docs/PROTOCOL.md,
+/// "L1 after a reload to shorter timers"), not from "run for K*HBT": seed 22471 restarts
+/// a server whose state file holds a 750 ms hold promised under the timers before a
+/// reload to K*HBT = 200 ms, and its first round, at its quiet period plus SPEC 14's
+/// wait, came 942 ms after the old premise held (bound 660 ms). With the premise
+/// corrected the seed passes; a first round three heartbeats late is still caught there
+/// and within the default seeds.
+#[test]
+fn negative_control_late_first_round() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            late_first_round: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_late_first_round",
+        "first round three heartbeats late",
+        &broken,
+        &["L1"],
+        LATE_FIRST_ROUND_SEED,
+        true,
+    );
+}
+
+/// A restart after a reload to shorter timers, with a hold promise on disk longer than
+/// K*HBT (it failed L1 before L1 counted from the quiet period's end).
+const LATE_FIRST_ROUND_SEED: u64 = 22471;

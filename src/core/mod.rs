@@ -173,7 +173,10 @@ impl Node {
         // not at 5*HBT but at quiet + min(quiet, 5*HBT) (never before 5*HBT): with K <= 5
         // every server started within K*HBT has claimed by then. L1 still holds: from
         // the moment a majority has run for K*HBT, the first timer is at most 5*HBT away.
-        let first_round = (quiet + quiet.min(cfg.heartbeat * 5)).max(cfg.heartbeat * 5);
+        let mut first_round = (quiet + quiet.min(cfg.heartbeat * 5)).max(cfg.heartbeat * 5);
+        if cfg.sabotage.late_first_round {
+            first_round += cfg.heartbeat * 3;
+        }
         let voted_for = index[usize::from(durable.voted_for)].map(usize::from);
         let term = durable.term.max(durable.voted_term);
         Ok(Node {

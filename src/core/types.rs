@@ -88,6 +88,10 @@ pub struct Sabotage {
     /// it names too (a liveness breakage only: the follower it skips has no room for
     /// a lost turn, and opens its round early after a crash).
     pub first_sparse_targeted: bool,
+    /// A (re)started server opens its first round three heartbeats after the time
+    /// SPEC 14 gives (a liveness breakage only: shows that L1, counted from the end of
+    /// a majority's quiet period, still catches a late first round).
+    pub late_first_round: bool,
 }
 
 impl Sabotage {
@@ -107,6 +111,7 @@ impl Sabotage {
             untargeted: false,
             no_turn_wait: false,
             first_sparse_targeted: false,
+            late_first_round: false,
             ..*self
         } != Sabotage::default()
     }

@@ -111,6 +111,11 @@ impl Host {
     pub fn up(&self) -> bool {
         self.shell.is_some()
     }
+
+    /// When its quiet period after its last start ends (real time).
+    pub fn quiet_end(&self) -> Real {
+        self.quiet_end
+    }
 }
 
 impl Sim {
