@@ -3731,3 +3731,64 @@ fn negative_control_sparse_ignores_lease_held() {
 /// to a longer heartbeat, after which the lease acknowledged before it ends before the
 /// ACKs of the LEAD after the first sparse one.
 const SPARSE_IGNORES_LEASE_HELD_SEED: u64 = 200;
+
+/// Targeted heartbeats (docs/PROTOCOL.md): a follower that a sparse LEAD names arms its
+/// round timer at its faith plus a heartbeat (`Node::wait_for_next_turn`). Without
+/// that room (`Sabotage::no_turn_wait`) one lost LEAD addressed to it, with the next
+/// one late by the network's jitter, finds it in a round against its healthy leader.
+/// No other check of the swarm sees it; L-turn's episode of single lost LEADs at rest
+/// does. The catching seed is asserted, and that it passes without the breakage.
+#[test]
+fn negative_control_no_turn_wait() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            no_turn_wait: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_no_turn_wait",
+        "named follower's timer at its faith",
+        &broken,
+        &["L-turn"],
+        NO_TURN_WAIT_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::no_turn_wait` (88 of
+/// the 10,000 default seeds, `SWARM_COUNT=1`): leader 1 of 3, K = 3; LEAD 630 (the
+/// first sparse one, to everyone) named follower 2, its next turn (632) was lost, and
+/// its timer at 630's faith opened a round (136,101 ms) before LEAD 633 came.
+const NO_TURN_WAIT_SEED: u64 = 311;
+
+/// Targeted heartbeats: the first sparse LEAD after a dense one goes to every follower.
+/// Sent only to the ones it names (`Sabotage::first_sparse_targeted`), the follower it
+/// does not name keeps its timer at the dense LEAD's faith, and one lost LEAD at its
+/// next turn opens a round against the healthy leader. L-turn catches it; the catching
+/// seed is asserted, and that it passes without the breakage.
+#[test]
+fn negative_control_first_sparse_targeted() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            first_sparse_targeted: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_first_sparse_targeted",
+        "first sparse LEAD targeted",
+        &broken,
+        &["L-turn"],
+        FIRST_SPARSE_TARGETED_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::first_sparse_targeted`
+/// (235 of the 10,000 default seeds): leader 1 of 5, K = 3; the first sparse LEAD
+/// (seq 262, naming 2 and 3) went to them alone, the next one's copy to 4 was lost, and
+/// 4's timer, at the faith of the dense LEAD 261, opened a round before LEAD 264.
+const FIRST_SPARSE_TARGETED_SEED: u64 = 103;
