@@ -132,6 +132,20 @@
 //! default seeds; seed 36 and 364 before targeted heartbeats; with
 //! `SWARM_NO_REST_RELOAD=1`, none).
 //!
+//! Targeted heartbeats, L-turn (`turn_episode`, docs/PROTOCOL.md "Targeted
+//! heartbeats"): after L-rest, in the same seeds when the leader's K is 3 or more, the
+//! LEAD-loss adversary (`Sim::lose_leads`) loses the copies of the second and the
+//! third sparse LEAD of a run to the followers it names (at most N-Q), never two LEADs
+//! in a row addressed to one follower, the LEAD before the gap as early as it can come
+//! and the one after it RTT/2 late, on the quiet network (every process running,
+//! same timers and clock rates, every delay within RTT/2): no server may send an ELECT.
+//! The premise is checked from what the network recorded (`TurnRecord`), not from
+//! the daemon's state. Negative controls: a named follower's timer at its faith
+//! (`Sabotage::no_turn_wait`), caught at seed 311 (88 of the 10,000 default seeds),
+//! and the first sparse LEAD after a dense one sent only to the followers it names
+//! (`Sabotage::first_sparse_targeted`), caught at seed 103 (235 of them); no other
+//! check of the swarm sees either.
+//!
 //! A run that handles 20 million events (an ELECT storm) stops with a livelock
 //! violation.
 //!
@@ -214,6 +228,9 @@ struct Outcome {
     /// them the leader's lease lapsed (a failure).
     rest_episodes: usize,
     rest_lapses: usize,
+    /// L-turn: episodes of LEADs lost at rest run, and the drops they made.
+    turn_episodes: usize,
+    turn_drops: usize,
 }
 
 /// Which of issue 10's adversaries a seed turns on, besides the Options knobs.
@@ -724,6 +741,13 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
         out.events = s.events;
         out.violations = s.check.violations.clone();
     }
+    // Needless rounds at rest under single lost LEADs ("L-turn", targeted heartbeats):
+    // after L-rest, so that no other check or schedule moves.
+    if out.violations.is_empty() && out.liveness.is_none() {
+        out.liveness = turn_episode(&mut s, &mut out);
+        out.events = s.events;
+        out.violations = s.check.violations.clone();
+    }
     out.stats = s.stats.clone();
     if (!out.violations.is_empty() || out.liveness.is_some()) && s.opts.trace {
         s.dump_trace();
@@ -977,6 +1001,133 @@ fn rest_reload(s: &Sim, hbt: u64, k: u32, rtt: u64, lease_len: u64) -> Option<Ac
         late_by: heartbeat,
         late_spread: (u64::from(timers.k) + 1) * heartbeat,
     })
+}
+
+// ----- targeted heartbeats: no needless round under one lost LEAD --------------------
+
+/// "L-turn" (docs/PROTOCOL.md, "Targeted heartbeats"): no server opens a round (sends
+/// an ELECT) against a leader it follows while, from the outside, nothing gave it
+/// reason to: every process runs unpaused (none crashes, pauses or is suspended:
+/// `Sim::incarnations`), no timers are reloaded and no clock changes its rate, every
+/// link loses nothing but copies of the leader's LEADs and delivers every datagram
+/// within RTT/2 of the shortest RTT configured, and no follower loses two LEADs in a
+/// row of those addressed to it. The LEAD-loss adversary (`Sim::lose_leads`, which
+/// records those facts as the network saw them: `TurnRecord`) keeps to that premise
+/// and loses the copies of the second or the third sparse LEAD of a run to the
+/// followers it names (both, in a random order), the LEAD before such a gap as early
+/// as it can come and the one after it as late (RTT/2).
+///
+/// The premise is narrower than "while the leader is healthy" on purpose: the check
+/// runs on the quiet network at the end of a seed, after L-rest, not under the swarm's
+/// faults. Under them the leader's health and reachability are not facts the network
+/// alone can state (a late copy of an old LEAD, an aimed delivery, a LEAD hold, a lost
+/// ACK that moves the leader's lease, an `elect` command, a supervisor stall or a
+/// drain each give a server a reason of its own to start a round), and a premise that
+/// enumerated those would restate the daemon's rules. Runs in the seeds L-rest runs
+/// in (one group, no health faults, N >= 3) whose leader has K >= 3 (at K = 2 a lease
+/// never allows a sparse LEAD: no LEAD is targeted). Draws from a generator of its
+/// own; it runs last, so nothing else moves.
+fn turn_episode(s: &mut Sim, out: &mut Outcome) -> Option<String> {
+    let n = s.opts.n;
+    if n < 3 || s.opts.groups > 1 {
+        return None;
+    }
+    let all_run = (1..=n as u16).all(|id| s.is_up(id) && !s.is_paused(id));
+    let l = s.leader().filter(|_| all_run)?;
+    if !(1..=n as u16).all(|id| s.status(id).is_some_and(|st| st.leader == Some(l))) {
+        return None;
+    }
+    let h = &s.hosts[usize::from(l) - 1];
+    let (hbt, k) = (h.timers.heartbeat.as_nanos() as u64, h.timers.k);
+    if k < 3 {
+        return None;
+    }
+    let rtt = s
+        .hosts
+        .iter()
+        .map(|h| h.timers.rtt.as_nanos() as u64)
+        .min()
+        .unwrap_or_default();
+    let slow = rtt / 2;
+    s.opts.delay_max = s.opts.delay_max.min(slow);
+    s.opts.delay_min = s.opts.delay_min.min(s.opts.delay_max);
+    let mut rng =
+        electd::rng::SplitMix64::new(s.opts.seed.wrapping_mul(0x94D0_49BB_1331_11EB) ^ 0x7475);
+    let drops = if rng.below(2) == 0 {
+        vec![1, 2]
+    } else {
+        vec![2, 1]
+    };
+    let plan = sim::LeadLossPlan {
+        drops,
+        fast: s.opts.delay_min,
+        slow,
+    };
+    let term = s.status(l).map_or(0, |st| st.term);
+    let won = s.check.won.len();
+    let incs = s.incarnations();
+    let reloads = s.stats.reloads;
+    let rates: Vec<i64> = s.hosts.iter().map(|h| h.clock.error_ppm()).collect();
+    if !s.lose_leads(l, plan) {
+        return None;
+    }
+    out.turn_episodes += 1;
+    let t0 = s.now;
+    // Each drop doubles the streak of clean heartbeats the leader needs before it is
+    // sparse again (16 at least; L-rest's misses may have doubled it twice already).
+    let limit = t0 + 400 * hbt;
+    while s.losing_leads() && s.now < limit && s.check.violations.is_empty() {
+        s.run_for(hbt);
+    }
+    // The faith of the last LEAD before a gap, and a round after it, are over.
+    s.run_for(2 * u64::from(k) * hbt);
+    let rec = s.stop_losing_leads();
+    out.turn_drops += rec.drops;
+    if !s.check.violations.is_empty() {
+        return None;
+    }
+    let ran = (1..=n as u16).all(|id| s.is_up(id) && !s.is_paused(id)) && s.incarnations() == incs;
+    let same = s.stats.reloads == reloads
+        && s.hosts
+            .iter()
+            .map(|h| h.clock.error_ppm())
+            .eq(rates.iter().copied());
+    if !ran || !same || rec.two_in_a_row.is_some() || rec.max_delay > slow {
+        return Some(format!(
+            "L-turn: the adversary broke its premise (all ran {ran}, same timers and rates \
+             {same}, two LEADs in a row lost {:?}, longest delay {} us of {} us)",
+            rec.two_in_a_row,
+            rec.max_delay / 1000,
+            slow / 1000
+        ));
+    }
+    let elected = s.check.won[won..].first().copied();
+    if rec.elects.is_empty() && elected.is_none() {
+        return None;
+    }
+    let mode = if s.opts.multicast {
+        "multicast"
+    } else {
+        "unicast"
+    };
+    Some(format!(
+        "L-turn: leader {l} (term {term}, {n} servers, K={k}, heartbeat {} us, RTT/2 {} us, \
+         {mode}) ran with every link up; {} of its {} LEADs ({} sparse) lost to a follower, \
+         never two in a row addressed to one ({} drops from {} ms); yet ELECTs were sent: \
+         {:?} (t ms, server, term); elected since: {elected:?}",
+        hbt / 1000,
+        slow / 1000,
+        rec.lost,
+        rec.leads,
+        rec.sparse,
+        rec.drops,
+        t0 / ms(1),
+        rec.elects
+            .iter()
+            .take(4)
+            .map(|e| (e.0 / ms(1), e.1, e.2))
+            .collect::<Vec<_>>(),
+    ))
 }
 
 // ----- issue 22: preference ---------------------------------------------------------
@@ -2830,6 +2981,12 @@ fn swarm() {
         st.ack_loss_reloads,
         st.ack_loss_reload_sparse
     );
+    let turns: usize = results.iter().map(|r| r.1.turn_episodes).sum();
+    let turn_drops: usize = results.iter().map(|r| r.1.turn_drops).sum();
+    eprintln!(
+        "swarm needless rounds (L-turn, targeted heartbeats): {turns} episodes of LEADs lost \
+         at rest, {turn_drops} sparse LEADs lost to the followers they name"
+    );
     // Straight to stderr, past the test harness's capture: the line belongs in CI logs.
     let _ = writeln!(
         std::io::stderr(),
@@ -3624,3 +3781,64 @@ fn negative_control_late_first_round() {
 /// A restart after a reload to shorter timers, with a hold promise on disk longer than
 /// K*HBT (it failed L1 before L1 counted from the quiet period's end).
 const LATE_FIRST_ROUND_SEED: u64 = 22471;
+
+/// Targeted heartbeats (docs/PROTOCOL.md): a follower that a sparse LEAD names arms its
+/// round timer at its faith plus a heartbeat (`Node::wait_for_next_turn`). Without
+/// that room (`Sabotage::no_turn_wait`) one lost LEAD addressed to it, with the next
+/// one late by the network's jitter, finds it in a round against its healthy leader.
+/// No other check of the swarm sees it; L-turn's episode of single lost LEADs at rest
+/// does. The catching seed is asserted, and that it passes without the breakage.
+#[test]
+fn negative_control_no_turn_wait() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            no_turn_wait: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_no_turn_wait",
+        "named follower's timer at its faith",
+        &broken,
+        &["L-turn"],
+        NO_TURN_WAIT_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::no_turn_wait` (88 of
+/// the 10,000 default seeds, `SWARM_COUNT=1`): leader 1 of 3, K = 3; LEAD 630 (the
+/// first sparse one, to everyone) named follower 2, its next turn (632) was lost, and
+/// its timer at 630's faith opened a round (136,101 ms) before LEAD 633 came.
+const NO_TURN_WAIT_SEED: u64 = 311;
+
+/// Targeted heartbeats: the first sparse LEAD after a dense one goes to every follower.
+/// Sent only to the ones it names (`Sabotage::first_sparse_targeted`), the follower it
+/// does not name keeps its timer at the dense LEAD's faith, and one lost LEAD at its
+/// next turn opens a round against the healthy leader. L-turn catches it; the catching
+/// seed is asserted, and that it passes without the breakage.
+#[test]
+fn negative_control_first_sparse_targeted() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            first_sparse_targeted: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_first_sparse_targeted",
+        "first sparse LEAD targeted",
+        &broken,
+        &["L-turn"],
+        FIRST_SPARSE_TARGETED_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::first_sparse_targeted`
+/// (235 of the 10,000 default seeds): leader 1 of 5, K = 3; the first sparse LEAD
+/// (seq 262, naming 2 and 3) went to them alone, the next one's copy to 4 was lost, and
+/// 4's timer, at the faith of the dense LEAD 261, opened a round before LEAD 264.
+const FIRST_SPARSE_TARGETED_SEED: u64 = 103;

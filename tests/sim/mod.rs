@@ -41,7 +41,8 @@
 //! one config fixture), `network`, `disk`, `process` (a server's life cycle),
 //! `supervisors` (the `electctl run` model), `health` (the processor and its check),
 //! `commands` (what `electctl` sends), `observe` (checkers, watch, statuses), `stats`,
-//! `acks` (an adversary on one leader's ACKs, for the lease at rest);
+//! `acks` (an adversary on one leader's ACKs, for the lease at rest), `turns` (one on
+//! its LEADs, with the record of what the network did, for needless rounds at rest);
 //! this file holds `Sim`, its event queue and loop, and the drive of a host's outputs.
 #![allow(dead_code)]
 
@@ -57,6 +58,7 @@ mod options;
 mod process;
 mod stats;
 mod supervisors;
+mod turns;
 
 // What the sim tests name (not every test file names all of it).
 #[allow(unused_imports)]
@@ -68,6 +70,7 @@ pub use self::{
     options::{Options, Timers, rotated},
     process::Host,
     stats::Stats,
+    turns::{LeadLossPlan, TurnRecord},
 };
 
 use check::Checker;

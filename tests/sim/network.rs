@@ -4,6 +4,7 @@
 //! partitioned; and delivery into the receiving host.
 
 use super::acks::{AckLoss, Fate};
+use super::turns::{LeadFate, LeadLoss};
 use super::{Ev, Real, Sim, ms, tag};
 use electd::host::Transmit;
 use electd::node::Dest;
@@ -94,6 +95,8 @@ pub(super) struct Network {
     any_hold: bool,
     /// The adversary on one leader's ACKs (`Sim::lose_acks`), while it runs.
     pub(super) ack_loss: Option<AckLoss>,
+    /// The adversary on one leader's LEADs and its record (`Sim::lose_leads`).
+    pub(super) lead_loss: Option<LeadLoss>,
 }
 
 impl Network {
@@ -107,6 +110,7 @@ impl Network {
             lead_holds: vec![vec![[None; 4]; n]; n],
             any_hold: false,
             ack_loss: None,
+            lead_loss: None,
         }
     }
 }
@@ -193,10 +197,12 @@ impl Sim {
         if t.kinds[wire::Kind::Lead as usize] > 0 {
             self.ack_loss_on_send(host, &t.bytes);
         }
+        self.lead_loss_on_send(host, &t.to, &t.bytes);
         let bytes = Rc::new(t.bytes);
         for to in tos {
             self.transmit(host, to, &bytes);
         }
+        self.lead_loss_sent();
     }
 
     /// One datagram onto the link `from` -> `to`: remembered, maybe sent again late,
@@ -213,6 +219,7 @@ impl Sim {
             // A genuine copy that some queue held on to: it arrives long after.
             let at = self.now + 1 + self.rng.below(self.opts.late_max.max(1));
             self.stats.late += 1;
+            self.lead_loss_note_delay(at - self.now);
             self.push(
                 at,
                 Ev::Deliver {
@@ -237,6 +244,24 @@ impl Sim {
         match self.ack_loss_fate(from, to, bytes) {
             Some(Fate::Lost) => return,
             Some(Fate::Late(d)) => extra = d,
+            None => {}
+        }
+        // The LEAD-loss adversary (`Sim::lose_leads`, "L-turn"), while it runs.
+        match self.lead_loss_fate(from, to) {
+            Some(LeadFate::Lost) => return,
+            Some(LeadFate::After(d)) => {
+                self.lead_loss_note_delay(d);
+                let at = self.now + d;
+                self.push(
+                    at,
+                    Ev::Deliver {
+                        to,
+                        from,
+                        bytes: Rc::clone(bytes),
+                    },
+                );
+                return;
+            }
             None => {}
         }
         // Issue 20: a LEAD hold on this link catches LEADs only (decoded only while one
@@ -265,6 +290,7 @@ impl Sim {
         {
             if let Some(at) = self.aim(to) {
                 self.stats.aimed += 1;
+                self.lead_loss_note_delay(at - self.now);
                 self.push(
                     at,
                     Ev::Deliver {
@@ -291,6 +317,7 @@ impl Sim {
         for _ in 0..copies {
             let spread = hi.saturating_sub(lo);
             let at = self.now + extra + lo + self.rng.below(spread + 1);
+            self.lead_loss_note_delay(at - self.now);
             self.push(
                 at,
                 Ev::Deliver {
