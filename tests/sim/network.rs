@@ -205,6 +205,19 @@ impl Sim {
         self.lead_loss_sent();
     }
 
+    /// Schedules the delivery of a copy at `at` (L-turn's record notes its delay).
+    fn deliver_at(&mut self, at: Real, from: usize, to: usize, bytes: &Rc<Vec<u8>>) {
+        self.lead_loss_note_delay(at - self.now);
+        self.push(
+            at,
+            Ev::Deliver {
+                to,
+                from,
+                bytes: Rc::clone(bytes),
+            },
+        );
+    }
+
     /// One datagram onto the link `from` -> `to`: remembered, maybe sent again late,
     /// held back, cut or lost, held by kind, aimed, duplicated, delayed.
     pub(super) fn transmit(&mut self, from: usize, to: usize, bytes: &Rc<Vec<u8>>) {
@@ -219,15 +232,7 @@ impl Sim {
             // A genuine copy that some queue held on to: it arrives long after.
             let at = self.now + 1 + self.rng.below(self.opts.late_max.max(1));
             self.stats.late += 1;
-            self.lead_loss_note_delay(at - self.now);
-            self.push(
-                at,
-                Ev::Deliver {
-                    to,
-                    from,
-                    bytes: Rc::clone(bytes),
-                },
-            );
+            self.deliver_at(at, from, to, bytes);
         }
         if let Some(f) = &self.net.filter {
             let (fid, tid) = (self.hosts[from].id, self.hosts[to].id);
@@ -250,16 +255,7 @@ impl Sim {
         match self.lead_loss_fate(from, to) {
             Some(LeadFate::Lost) => return,
             Some(LeadFate::After(d)) => {
-                self.lead_loss_note_delay(d);
-                let at = self.now + d;
-                self.push(
-                    at,
-                    Ev::Deliver {
-                        to,
-                        from,
-                        bytes: Rc::clone(bytes),
-                    },
-                );
+                self.deliver_at(self.now + d, from, to, bytes);
                 return;
             }
             None => {}
@@ -290,15 +286,7 @@ impl Sim {
         {
             if let Some(at) = self.aim(to) {
                 self.stats.aimed += 1;
-                self.lead_loss_note_delay(at - self.now);
-                self.push(
-                    at,
-                    Ev::Deliver {
-                        to,
-                        from,
-                        bytes: Rc::clone(bytes),
-                    },
-                );
+                self.deliver_at(at, from, to, bytes);
                 return;
             }
         }
@@ -317,15 +305,7 @@ impl Sim {
         for _ in 0..copies {
             let spread = hi.saturating_sub(lo);
             let at = self.now + extra + lo + self.rng.below(spread + 1);
-            self.lead_loss_note_delay(at - self.now);
-            self.push(
-                at,
-                Ev::Deliver {
-                    to,
-                    from,
-                    bytes: Rc::clone(bytes),
-                },
-            );
+            self.deliver_at(at, from, to, bytes);
         }
     }
 
