@@ -705,7 +705,7 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
         Moves::begin(&s)
     });
     let end = after.as_ref().map_or(0, |w| w.start + settle_bound(&s));
-    s.run_until(RUN.max(stable + bound + ms(5000)).max(end));
+    s.run_until(RUN.max(l1_from + bound + ms(5000)).max(end));
     out.events = s.events;
     out.violations = s.check.violations.clone();
     // L1 and the end state per group (issue 12): every group has its leader.
