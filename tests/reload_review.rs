@@ -327,8 +327,7 @@ fn timers_reload_keeps_watchers_and_the_supervised_command() {
     // The streams still carry a real change: the leader yields.
     let (code, out, err) = electctl(&c.sock(l), &["yield"]);
     assert_eq!(code, Some(0), "{out}{err}");
-    let (l2, t2) = c.new_leader_since(l, term, Instant::now(), Duration::from_secs(3));
-    let _ = t2;
+    let (l2, _) = c.new_leader_since(l, term, Instant::now(), Duration::from_secs(3));
     for (i, w) in watches.iter().enumerate() {
         wait_for(
             &format!("watch on server {} hears the new leader {l2}", i + 1),
@@ -366,7 +365,8 @@ fn timers_reload_keeps_watchers_and_the_supervised_command() {
 /// and K on the leader alone, then back), while `run` is active. Catches: a needless
 /// election (a follower that times out a leader whose LEADs carry a longer hold, or a
 /// leader whose shorter lease lapses), a needless stop of the command, two commands at
-/// once, and a lease that does not follow the new timers on the leader.
+/// once, a lease that does not follow the new timers on the leader, and a follower
+/// that raises the "hears no other server" alarm against a leader it follows.
 #[test]
 fn timers_reloaded_on_followers_then_leader_alone_move_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -375,7 +375,7 @@ fn timers_reloaded_on_followers_then_leader_alone_move_nothing() {
     let (l, term, mut sups, pid) = settle(&c, &log);
     let base = text_of(&c, l);
     let slow = base
-        .replace("heartbeat 100ms", "heartbeat 250ms")
+        .replace("heartbeat 100ms", "heartbeat 500ms")
         .replace("rtt 20ms", "rtt 40ms")
         .replace("missed-heartbeats 3", "missed-heartbeats 4");
 
@@ -392,7 +392,7 @@ fn timers_reloaded_on_followers_then_leader_alone_move_nothing() {
         l,
         term,
         pid,
-        "followers at 250ms, leader at 100ms",
+        "followers at 500ms, leader at 100ms",
     );
     let lease = view(&c, l).lease_ms.unwrap();
     assert!(lease <= 294, "the leader's lease is still K*HBT: {lease}");
@@ -402,6 +402,13 @@ fn timers_reloaded_on_followers_then_leader_alone_move_nothing() {
         put(&c, f, &base);
         assert_eq!(reload(&c, f).0, Some(0));
     }
+    let deaf = |c: &Cluster| -> Vec<usize> {
+        followers(l)
+            .into_iter()
+            .map(|f| c.log(f).matches("hears no other server").count())
+            .collect()
+    };
+    let deaf_before = deaf(&c);
     put(&c, l, &slow);
     let (code, out, err) = reload(&c, l);
     assert_eq!(code, Some(0), "{out}{err}");
@@ -409,13 +416,20 @@ fn timers_reloaded_on_followers_then_leader_alone_move_nothing() {
         view(&c, l).lease_ms.filter(|&m| m > 294)
     });
     std::thread::sleep(Duration::from_millis(2000));
+    // The followers hear the leader every 500 ms, as its LEADs' hold (2 s) says: no
+    // "hears no other server" alarm from their own 300 ms hold.
+    assert_eq!(
+        deaf(&c),
+        deaf_before,
+        "a false hears-nobody alarm on a follower"
+    );
     assert_untouched(
         &c,
         &log,
         l,
         term,
         pid,
-        "leader at 250ms x4, followers at 100ms x3",
+        "leader at 500ms x4, followers at 100ms x3",
     );
 
     // And back down on the leader alone: the shorter timers take over without a gap.
@@ -729,7 +743,25 @@ fn documented_reload_forms_work() {
     let (code, js, _) = electctl(&c.sock(l), &["status", "--json"]);
     assert_eq!(code, Some(0));
     assert!(js.contains("\"config_refused\":\""), "{js}");
+    // The socket's own answers, as README's socket table gives them.
+    let raw = c.request(l, "reload").unwrap_or_default();
+    let v = json::parse(raw.trim()).unwrap_or_else(|e| panic!("{raw}: {e:?}"));
+    assert_eq!(v.get("refused"), Some(&Value::Bool(true)), "{raw}");
+    assert!(
+        v.get("error")
+            .and_then(Value::as_str)
+            .is_some_and(|e| e.starts_with("reload refused: ") && e.contains("hearbeat")),
+        "{raw}"
+    );
     put(&c, l, &good);
+    let raw = c.request(l, "reload").unwrap_or_default();
+    let v = json::parse(raw.trim()).unwrap_or_else(|e| panic!("{raw}: {e:?}"));
+    assert_eq!(v.get("ok"), Some(&Value::Bool(true)), "{raw}");
+    assert_eq!(
+        v.get("config").and_then(Value::as_str),
+        path.to_str(),
+        "{raw}"
+    );
     assert_eq!(by_id(&c).0, Some(0));
     assert_eq!(view(&c, l).term, term);
     assert_eq!(view(&c, l).role, "leader");
@@ -1501,4 +1533,168 @@ fn reload_and_check_config_agree_at_the_bounds() {
     // Both sides of the bounds were exercised (a case list that only refuses, or only
     // applies, would prove little).
     assert!(ok >= 5 && refused >= 5, "{ok} applied, {refused} refused");
+}
+
+/// electd(8)/electd.conf(5): "A reload also applies preempt-delay at once: a leader
+/// that has already heard a server of higher priority fit for the new delay hands
+/// over." Server 3 has priority 10; it is drained so that another server leads, then
+/// undrained and left fit for longer than 300 ms; a reload of `preempt-delay 300ms` on
+/// the leader alone must hand over to 3 promptly (well before another 300 ms plus a
+/// round), with `run` on every server and never two commands at once. Catches a
+/// preempt-delay that a reload only arms for servers heard after it (then nothing
+/// moves), or a handover that skips the grace.
+#[test]
+fn preempt_delay_added_by_reload_applies_at_once() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = Opts::new(Mode::Unicast, 3);
+    o.run = 0;
+    let mut c = Cluster::build(&o);
+    let base = std::fs::read_to_string(&c.conf)
+        .unwrap()
+        .replace("name s3\n", "name s3 priority 10\n");
+    std::fs::write(&c.conf, &base).unwrap();
+    for id in 1..=3 {
+        c.set_server_text(id, &base);
+        c.spawn(id);
+    }
+    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let mut sups = Supervisors((1..=3).map(|id| supervise(&c, id, &log)).collect());
+    let (l0, t0) = c.agreement(Duration::from_secs(5));
+    if l0 == 3 {
+        assert_eq!(electctl(&c.sock(3), &["drain"]).0, Some(0));
+        c.new_leader_since(3, t0, Instant::now(), Duration::from_secs(3));
+    } else {
+        assert_eq!(electctl(&c.sock(3), &["drain"]).0, Some(0));
+    }
+    let (l, term) = c.agreement(Duration::from_secs(3));
+    assert_ne!(l, 3);
+    assert_eq!(electctl(&c.sock(3), &["undrain"]).0, Some(0));
+    // Sticky without preempt-delay: 3 is fit and heard, and nothing moves.
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(c.agreement(Duration::from_secs(1)), (l, term), "sticky");
+    wait_for("the leader's command", Duration::from_secs(3), || {
+        running(&log).filter(|r| r.1 == l)
+    });
+    put(&c, l, &(base.clone() + "preempt-delay 300ms\n"));
+    let t = Instant::now();
+    let (code, out, err) = reload(&c, l);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let (n, dt) = c.new_leader_since(l, term, t, Duration::from_millis(700));
+    assert_eq!(n, 3, "handed over to the server of higher priority");
+    eprintln!("preempt after reload: {dt:?}");
+    wait_for("3's command", Duration::from_secs(3), || {
+        running(&log).filter(|r| r.1 == 3)
+    });
+    sups.stop();
+    let bad = common::overlaps(&spans(&log), 3_000_000);
+    assert!(bad.is_empty(), "two commands at once: {bad:?}");
+}
+
+/// SIGHUPs while the leader stops (SIGTERM: it resigns and waits for its `run` to
+/// confirm that the command exited, here 100 ms into a 150 ms grace): the reloads
+/// must not disturb the stop. Catches a reload during shutdown that re-registers
+/// supervisors, re-arms the lease, or makes the daemon claim again; expected: exit 0
+/// within a bound, a successor elected, one command at a time.
+#[test]
+fn sighup_during_a_clean_stop() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = cluster3();
+    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let (l, term) = c.agreement(Duration::from_secs(5));
+    let mut sups = Supervisors(
+        (1..=3)
+            .map(|id| {
+                common::supervise_with(
+                    &c,
+                    id,
+                    &log,
+                    &["--grace", "150ms"],
+                    &[(common::CMD_LINGER_VAR, "100")],
+                )
+            })
+            .collect(),
+    );
+    wait_for("the leader's command", Duration::from_secs(3), || {
+        running(&log).filter(|r| r.1 == l)
+    });
+    let t = text_of(&c, l).replace("heartbeat 100ms", "heartbeat 130ms");
+    put(&c, l, &t);
+    let pid = c.child(l).id() as i32;
+    let child = c.terminate(l);
+    for _ in 0..20 {
+        // SAFETY: kill(2) on the daemon this test started; not yet reaped (the
+        // handle is held until wait_exit below).
+        unsafe { libc::kill(pid, libc::SIGHUP) };
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let code = common::wait_exit(child, Duration::from_secs(3));
+    assert_eq!(code, Some(0), "a clean stop under SIGHUP");
+    let (n, _) = c.new_leader_since(l, term, Instant::now(), Duration::from_secs(3));
+    wait_for("the successor's command", Duration::from_secs(3), || {
+        running(&log).filter(|r| r.1 == n)
+    });
+    sups.stop();
+    let bad = common::overlaps(&spans(&log), 3_000_000);
+    assert!(bad.is_empty(), "two commands at once: {bad:?}");
+    let first = spans(&log).into_iter().find(|s| s.host == l).unwrap();
+    assert!(
+        first.stopped && first.sigterm.is_some(),
+        "the old leader's command had its grace: {first:?}"
+    );
+}
+
+/// README "Signals": `on-leader`, `on-follower` and `hook-timeout` are applied by a
+/// reload without a role change. The leader is reloaded with hooks it did not have:
+/// adding them runs nothing (no transition), and its next transitions (a yield, then
+/// the leadership coming back) run the new hooks with the documented environment.
+/// Catches hooks that only take effect at a restart, and a reload that runs
+/// `on-leader` again for a leadership it already had (a second processor start).
+#[test]
+fn hooks_added_by_reload_run_at_the_next_transition_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = cluster3();
+    let (l, term) = c.agreement(Duration::from_secs(5));
+    let out = c.dir.join("hooks.log");
+    let hook = c.dir.join("hook.sh");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho \"$ELECTD_ROLE $ELECTD_ID $ELECTD_TERM\" >> {}\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = text_of(&c, l)
+        + &format!(
+            "on-leader {0}\non-follower {0}\nhook-timeout 2s\n",
+            hook.display()
+        );
+    put(&c, l, &t);
+    let (code, o, e) = reload(&c, l);
+    assert_eq!(code, Some(0), "{o}{e}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !out.exists(),
+        "a reload ran a hook without a transition: {:?}",
+        std::fs::read_to_string(&out)
+    );
+    assert_eq!(electctl(&c.sock(l), &["yield"]).0, Some(0));
+    let (n, _) = c.new_leader_since(l, term, Instant::now(), Duration::from_secs(3));
+    let lines = || std::fs::read_to_string(&out).unwrap_or_default();
+    wait_for("the new on-follower hook", Duration::from_secs(3), || {
+        lines().contains(&format!("follower {l} ")).then_some(())
+    });
+    // Back to l: its on-leader hook runs with the new term.
+    assert_eq!(
+        electctl(&c.sock(n), &["yield", "--to", &l.to_string()]).0,
+        Some(0)
+    );
+    let (back, _) = c.new_leader_since(n, term, Instant::now(), Duration::from_secs(3));
+    assert_eq!(back, l);
+    let t3 = view(&c, l).term;
+    wait_for("the new on-leader hook", Duration::from_secs(3), || {
+        lines().contains(&format!("leader {l} {t3}")).then_some(())
+    });
 }
