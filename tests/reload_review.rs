@@ -1698,3 +1698,40 @@ fn hooks_added_by_reload_run_at_the_next_transition_only() {
         lines().contains(&format!("leader {l} {t3}")).then_some(())
     });
 }
+
+/// The server list is compared as a list, not as lines: server lines in another
+/// order, comments, blank lines, spacing and an explicit default `priority 0` are the
+/// same configuration and must be applied (exit 0), while the leader keeps its lease.
+/// Catches a reload that compares the file's text (a cosmetic edit would then need a
+/// restart of every server, moving the leadership).
+#[test]
+fn cosmetic_edits_are_applied() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = cluster3();
+    let (l, term) = c.agreement(Duration::from_secs(5));
+    let good = text_of(&c, l);
+    let (servers, rest): (Vec<&str>, Vec<&str>) =
+        good.lines().partition(|x| x.starts_with("server "));
+    let mut text = String::from("# reordered, commented\n\n");
+    text += rest[0];
+    text += "\n";
+    for s in servers.iter().rev() {
+        text += &format!("{}   # a comment\n\n", s.replace(' ', "  "));
+    }
+    for r in &rest[1..] {
+        text += r;
+        text += "\n";
+    }
+    let text = text.replace(&format!("name  s{l} "), &format!("name  s{l}  priority 0 "));
+    assert!(text.contains("priority 0"), "{text}");
+    assert_ne!(text, good);
+    put(&c, l, &text);
+    let (code, out, err) = reload(&c, l);
+    assert_eq!(
+        code,
+        Some(0),
+        "a cosmetic edit must be applied: {out}{err}\n{text}"
+    );
+    let v = view(&c, l);
+    assert_eq!((v.role.as_str(), v.term, v.refused), ("leader", term, None));
+}
