@@ -50,7 +50,27 @@ pub fn load_key(path: &Path) -> Result<Key, String> {
     if meta.len() > 4096 {
         return Err(format!("key file {name} is larger than 4096 bytes"));
     }
-    let bytes = std::fs::read(path).map_err(|e| {
+    // Opened without blocking and checked on the open file: a reload reads the key
+    // files on the event loop, and a FIFO put in one's place would block `open()` until
+    // a writer came (the loop stops heartbeating); a device would read without end.
+    let read = || -> std::io::Result<Vec<u8>> {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?;
+        if !f.metadata()?.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        let mut bytes = Vec::new();
+        f.take(4097).read_to_end(&mut bytes)?;
+        if bytes.len() > 4096 {
+            return Err(std::io::Error::other("larger than 4096 bytes"));
+        }
+        Ok(bytes)
+    };
+    let bytes = read().map_err(|e| {
         if e.kind() == std::io::ErrorKind::PermissionDenied {
             let me = crate::access::current();
             format!(
@@ -210,6 +230,15 @@ mod tests {
         assert!(load_key(&p).unwrap_err().contains("readable by others"));
         set(b"short\n", 0o600);
         assert!(load_key(&p).unwrap_err().contains("at least 32"));
+        // A FIFO in the key file's place is refused at once, not waited on (a reload
+        // reads key files on the event loop).
+        let fifo = dir.join("fifo");
+        let _ = std::fs::remove_file(&fifo);
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path in this test's directory.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = load_key(&fifo).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
         set(&[b'a'; 32], 0o600);
         assert!(load_keys(None, Some(&p)).is_err());
         assert!(

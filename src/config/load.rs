@@ -4,11 +4,57 @@
 
 use super::*;
 
+/// Reads `path` without waiting: opened with O_NONBLOCK (so a FIFO's `open()` does not
+/// wait for a writer), then refused unless it is a regular file, and refused when it
+/// holds more than `max` bytes (read at most `max + 1`, whatever its size said when it
+/// was checked). Errors name what was found: "cannot read: ...", "not a regular file
+/// (a FIFO)", "file is larger than N bytes".
+fn read_regular_file(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let t = f
+        .metadata()
+        .map_err(|e| format!("cannot read: {e}"))?
+        .file_type();
+    if !t.is_file() {
+        let what = if t.is_dir() {
+            "a directory"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else {
+            "not a file"
+        };
+        return Err(format!(
+            "not a regular file ({what}); a reload reads only a regular file"
+        ));
+    }
+    let mut bytes = Vec::new();
+    f.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!("file is larger than {max} bytes"));
+    }
+    Ok(bytes)
+}
+
 /// `at(line, msg)`: an error about this file, on `line` when it is about one line.
 type At<'a> = dyn Fn(Option<usize>, String) -> ConfigError + 'a;
 
 impl Config {
-    /// Reads and validates `path`; `id` overrides the file's `id` directive.
+    /// Reads and validates `path`; `id` overrides the file's `id` directive. At a
+    /// start the file may be anything that reads (a FIFO or a process substitution
+    /// waits for its writer, before the event loop runs); a reload reads it with
+    /// [`Config::load_regular`].
     pub fn load(path: &Path, id: Option<u16>) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
         let err = |msg: String| ConfigError {
@@ -22,6 +68,25 @@ impl Config {
         }
         let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
         let text = String::from_utf8(bytes).map_err(|_| err("file is not UTF-8".into()))?;
+        Config::parse(&text, path, id)
+    }
+
+    /// `load` for a reload, on the event loop, which must never wait (SPEC 12): only a
+    /// regular file is read, opened without blocking, and at most `MAX_FILE_BYTES` of
+    /// it. A FIFO put in the file's place blocked `open()` until a writer came, and the
+    /// leader stopped heartbeating and lost its lease (tests/reload_review.rs); a
+    /// device (a link to /dev/zero) would read without end.
+    pub fn load_regular(path: &Path, id: Option<u16>) -> Result<Config, ConfigError> {
+        let bytes = read_regular_file(path, MAX_FILE_BYTES).map_err(|msg| ConfigError {
+            file: path.display().to_string(),
+            line: None,
+            msg,
+        })?;
+        let text = String::from_utf8(bytes).map_err(|_| ConfigError {
+            file: path.display().to_string(),
+            line: None,
+            msg: "file is not UTF-8".into(),
+        })?;
         Config::parse(&text, path, id)
     }
 

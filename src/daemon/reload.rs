@@ -77,7 +77,8 @@ impl Daemon {
     /// name, server list, priorities, id, transport, socket, socket mode or state path,
     /// and timers that leave a connected supervisor's grace no room (SPEC 11).
     pub(super) fn try_reload(&mut self) -> Result<(), String> {
-        let new = Config::load(&self.cfg.path, self.id_override).map_err(|e| e.to_string())?;
+        let new =
+            Config::load_regular(&self.cfg.path, self.id_override).map_err(|e| e.to_string())?;
         if new.fingerprint() != self.cfg.fingerprint() {
             let names =
                 |c: &Config| -> Vec<String> { c.groups.iter().map(|g| g.name.clone()).collect() };
