@@ -44,6 +44,18 @@ pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(60);
 /// The longest configuration file read (a server list of 255 fits many times over).
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
+/// The log level in force (README "Logs"): `--log-level`, else the file's `log-level`,
+/// else `RUST_LOG` (a level word), else info. At a start and at each reload, so that a
+/// reload that removes `log-level` returns to what a restart would run.
+pub fn effective_log_level(
+    cli: Option<log::LevelFilter>,
+    file: Option<log::LevelFilter>,
+) -> log::LevelFilter {
+    cli.or(file)
+        .or_else(|| std::env::var("RUST_LOG").ok().and_then(|v| v.parse().ok()))
+        .unwrap_or(log::LevelFilter::Info)
+}
+
 const DIRECTIVES: &[&str] = &[
     "cluster",
     "server",

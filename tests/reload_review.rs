@@ -813,7 +813,6 @@ fn one_server(extra: &str) -> Cluster {
 /// restart with that file would run). Catches a reload that ignores the level, and a
 /// removed directive that leaves the old level running.
 #[test]
-#[ignore = "defect: a reload that removes `log-level` keeps the old level (a restart would log at info)"]
 fn removing_log_level_on_reload_restores_the_default() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c = one_server("log-level info\n");

@@ -238,13 +238,10 @@ fn run() -> i32 {
         Ok(c) => c,
         Err(e) => return refused(&e),
     };
-    let env_level = std::env::var("RUST_LOG").ok().and_then(|v| v.parse().ok());
-    init_logging(
-        cli_level
-            .or(cfg.log_level)
-            .or(env_level)
-            .unwrap_or(LevelFilter::Info),
-    );
+    init_logging(electd::config::effective_log_level(
+        cli_level,
+        cfg.log_level,
+    ));
     raise_nofile();
     // Off the loop before the control socket can receive a descriptor.
     electd::control::closer::start();

@@ -179,11 +179,12 @@ impl Daemon {
                 new.hook_timeout,
             );
         }
-        if self.cli_log_level.is_none() {
-            if let Some(l) = new.log_level {
-                log::set_max_level(l);
-            }
-        }
+        // The level a restart with this file would run: a `log-level` removed goes
+        // back to RUST_LOG or info (it used to keep the old one).
+        log::set_max_level(crate::config::effective_log_level(
+            self.cli_log_level,
+            new.log_level,
+        ));
         if let Some(m) = metrics {
             if m.is_none() {
                 info!("metrics-listen off: the metrics listener is closed");
