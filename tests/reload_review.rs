@@ -1142,7 +1142,6 @@ fn reload_with_groups_keeps_every_groups_command() {
 /// refusal (exit 1, `config_refused` set). Catches a reload path that cannot tell the
 /// operator about the very change it cannot apply.
 #[test]
-#[ignore = "defect: after the socket line changes, `electctl --config F --id ID reload` (the units' ExecReload) dials the new path: exit 2 \"is electd running?\", the daemon never sees the refused file"]
 fn socket_change_is_refused_through_the_units_reload_command() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c = cluster3();
@@ -1153,15 +1152,35 @@ fn socket_change_is_refused_through_the_units_reload_command() {
         l,
         &text_of(&c, l).replace("{id}.sock", "{id}-moved.sock"),
     );
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_electctl"));
-    cmd.arg("--config")
-        .arg(&path)
-        .args(["--id", &l.to_string(), "reload"]);
+    let ctl = || {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_electctl"));
+        cmd.arg("--config")
+            .arg(&path)
+            .args(["--id", &l.to_string(), "reload"])
+            .env_remove("MAINPID");
+        cmd
+    };
+    // By hand, without systemd's MAINPID: the file's socket does not exist, and the
+    // error says why that may be and what to do.
+    let (code, out, err) = run_ctl(ctl());
+    assert!(
+        code == Some(2) && err.contains("still listens on its old socket"),
+        "without MAINPID: exit {code:?}, {out}{err}"
+    );
+    // As the units run it (ExecReload sets MAINPID): the running daemon's socket is
+    // found, and the daemon refuses the change.
+    let mut cmd = ctl();
+    cmd.env("MAINPID", c.child(l).id().to_string());
     let (code, out, err) = run_ctl(cmd);
     let refused = view(&c, l).refused;
     assert!(
         code == Some(1) && refused.is_some(),
         "electctl --config F --id {l} reload after a socket change: exit {code:?}, {out}{err}; status config_refused {refused:?}"
+    );
+    assert!(
+        err.contains("reloading through it")
+            && refused.as_deref().is_some_and(|r| r.contains("socket")),
+        "{out}{err}; refused {refused:?}"
     );
 }
 
