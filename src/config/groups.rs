@@ -103,7 +103,8 @@ impl Section {
                 self.check = Some((lineno, argv(args)));
             }
             "check-interval" => {
-                let d = parse_duration(one(args, "duration")?)?;
+                let d = parse_duration(one(args, "duration")?)
+                    .map_err(|e| format!("check-interval: {e}"))?;
                 let (lo, hi) = CHECK_INTERVAL_RANGE;
                 if d < lo || d > hi {
                     return Err(format!(
@@ -113,7 +114,8 @@ impl Section {
                 self.check_interval = Some((lineno, d));
             }
             "check-timeout" => {
-                let d = parse_duration(one(args, "duration")?)?;
+                let d = parse_duration(one(args, "duration")?)
+                    .map_err(|e| format!("check-timeout: {e}"))?;
                 if d < Duration::from_millis(1) {
                     return Err("check-timeout must be at least 1ms".into());
                 }

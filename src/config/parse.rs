@@ -220,6 +220,8 @@ pub(super) fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result
             "'{directive}' is cluster-wide: put it before the first 'group' line"
         ));
     }
+    // A bad duration names its directive: "rtt: unknown unit ...".
+    let dur = |v: &str| parse_duration(v).map_err(|e| format!("{directive}: {e}"));
     match directive {
         "cluster" => raw.cluster = Some(one(args, "cluster name")?.to_string()),
         "server" => raw.servers.push((lineno, parse_server(args, lineno)?)),
@@ -247,10 +249,10 @@ pub(super) fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result
             raw.transport = Some(Transport::Unicast);
             (raw.transport_line, raw.unicast_family) = (lineno, family);
         }
-        "heartbeat" => raw.heartbeat = Some(parse_duration(one(args, "duration")?)?),
-        "rtt" => raw.rtt = Some(parse_duration(one(args, "duration")?)?),
-        "max-hold" => raw.max_hold = Some(parse_duration(one(args, "duration")?)?),
-        "hook-timeout" => raw.hook_timeout = Some(parse_duration(one(args, "duration")?)?),
+        "heartbeat" => raw.heartbeat = Some(dur(one(args, "duration")?)?),
+        "rtt" => raw.rtt = Some(dur(one(args, "duration")?)?),
+        "max-hold" => raw.max_hold = Some(dur(one(args, "duration")?)?),
+        "hook-timeout" => raw.hook_timeout = Some(dur(one(args, "duration")?)?),
         "missed-heartbeats" => {
             let v = one(args, "count")?;
             raw.k = Some(v.parse().map_err(|_| format!("'{v}' is not a count"))?);
@@ -281,11 +283,7 @@ pub(super) fn parse_line(raw: &mut Raw, lineno: usize, words: &[&str]) -> Result
         }
         "preempt-delay" => {
             let v = one(args, "duration or 'off'")?;
-            let d = if v == "off" {
-                None
-            } else {
-                Some(parse_duration(v)?)
-            };
+            let d = if v == "off" { None } else { Some(dur(v)?) };
             if d.is_some_and(|d| d > MAX_PREEMPT_DELAY) {
                 return Err("preempt-delay must be at most 24h".into());
             }

@@ -108,11 +108,11 @@ fn errors_name_file_line_and_problem() {
         ),
         (
             "heartbeat 1",
-            "electd.conf:15: duration '1' needs a unit (ms, s, m or h)",
+            "electd.conf:15: heartbeat: duration '1' needs a unit (ms, s, m or h)",
         ),
         (
             "rtt 5parsecs",
-            "electd.conf:15: unknown unit 'parsecs' in '5parsecs' (use ms, s, m or h)",
+            "electd.conf:15: rtt: unknown unit 'parsecs' in '5parsecs' (use ms, s, m or h)",
         ),
         (
             "server 1 10.0.9.9:1 name z",
@@ -271,7 +271,7 @@ fn check_and_preempt_errors_name_the_line() {
         ),
         (
             "preempt-delay soon",
-            "electd.conf:15: unknown unit 'soon' in 'soon' (use ms, s, m or h)",
+            "electd.conf:15: preempt-delay: unknown unit 'soon' in 'soon' (use ms, s, m or h)",
         ),
         (
             "chek /bin/true",
