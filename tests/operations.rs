@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::electctl_at as electctl;
+
 use common::{Cluster, Mode, SERIAL, signal, wait_exit};
 use electd::json::Value;
 use std::os::unix::fs::PermissionsExt;
@@ -297,25 +299,6 @@ fn journald_priority_prefixes() {
             .all(|l| l.starts_with('<')),
         "{log}"
     );
-}
-
-/// Runs `electctl --socket SOCK ARGS...` as this user; (exit code, stdout, stderr).
-fn electctl(sock: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_electctl"))
-        .arg("--socket")
-        .arg(sock)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = common::output_within(child, Duration::from_secs(40));
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
 }
 
 /// Every notification waiting on a non-blocking notify socket.

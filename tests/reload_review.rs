@@ -14,10 +14,11 @@
 mod common;
 
 use common::{Cluster, Mode, Opts, SERIAL, Supervisors, spans, supervise, wait_for};
+use common::{ctl_output as run_ctl, electctl_at as electctl};
 use electd::json::{self, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -61,28 +62,6 @@ fn put(c: &Cluster, id: u16, text: &str) {
 
 fn text_of(c: &Cluster, id: u16) -> String {
     std::fs::read_to_string(conf(c, id)).unwrap()
-}
-
-/// `electctl --socket SOCK ARGS...`: (exit code, stdout, stderr), bounded.
-fn electctl(sock: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_electctl"));
-    cmd.arg("--socket").arg(sock).args(args);
-    run_ctl(cmd)
-}
-
-fn run_ctl(mut cmd: std::process::Command) -> (Option<i32>, String, String) {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = common::output_within(child, Duration::from_secs(20));
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
 }
 
 fn reload(c: &Cluster, id: u16) -> (Option<i32>, String, String) {
@@ -218,6 +197,11 @@ fn running(log: &str) -> Option<(u32, u16)> {
     }
 }
 
+/// Where the supervised commands of cluster `c` stamp their runs (`spans`).
+fn cmd_log(c: &Cluster) -> String {
+    c.dir.join("cmd.log").to_str().unwrap().to_string()
+}
+
 /// The cluster agreed, every server supervised by `electctl run` (grace 50 ms), the
 /// leader's command started: (leader, term, the command's pid).
 fn settle(c: &Cluster, log: &str) -> (u16, u64, Supervisors, u32) {
@@ -280,7 +264,7 @@ fn followers(leader: u16) -> Vec<u16> {
 fn timers_reload_keeps_watchers_and_the_supervised_command() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c = cluster3();
-    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let log = cmd_log(&c);
     let (l, term, mut sups, pid) = settle(&c, &log);
     let watches: Vec<Watch> = (1..=3).map(|id| Watch::open(&c, id)).collect();
     let (mut ctlw, ctlw_out) = ctl_watch(&c, l);
@@ -371,7 +355,7 @@ fn timers_reload_keeps_watchers_and_the_supervised_command() {
 fn timers_reloaded_on_followers_then_leader_alone_move_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c = cluster3();
-    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let log = cmd_log(&c);
     let (l, term, mut sups, pid) = settle(&c, &log);
     let base = text_of(&c, l);
     let slow = base
@@ -461,7 +445,7 @@ fn timers_reloaded_on_followers_then_leader_alone_move_nothing() {
 fn refused_reloads_change_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c = cluster3();
-    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let log = cmd_log(&c);
     let (l, term, mut sups, pid) = settle(&c, &log);
     let w = Watch::open(&c, l);
     let mark = w.len();
@@ -632,7 +616,7 @@ fn refused_reloads_change_nothing() {
 fn sighup_burst_with_clients_connected() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c = cluster3();
-    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let log = cmd_log(&c);
     let (l, term, mut sups, pid) = settle(&c, &log);
     let f = followers(l)[0];
     let watches = [Watch::open(&c, l), Watch::open(&c, f)];
@@ -859,7 +843,7 @@ fn grace_boundary_on_reload_is_exact() {
     wait_for("leadership", Duration::from_secs(3), || {
         (view(&c, 1).role == "leader").then_some(())
     });
-    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let log = cmd_log(&c);
     let too_long = common::supervise_with(&c, 1, &log, &["--grace", "155ms"], &[]);
     assert_eq!(
         common::wait_exit(too_long, Duration::from_secs(5)),
@@ -981,7 +965,7 @@ fn host_names_on_reload_compare_as_text() {
 fn config_fifo_does_not_block_the_loop() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c = cluster3();
-    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let log = cmd_log(&c);
     let (l, term, mut sups, _pid) = settle(&c, &log);
     let path = conf(&c, l);
     let good = text_of(&c, l);
@@ -1237,7 +1221,7 @@ fn check_changes_on_reload_do_not_move_the_leadership() {
         c.set_server_text(id, &base);
         c.spawn(id);
     }
-    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let log = cmd_log(&c);
     // Every server healthy first (a check must rise before the server is fit).
     wait_for("every server healthy", Duration::from_secs(5), || {
         (1..=3)
@@ -1290,7 +1274,7 @@ fn check_changes_on_reload_do_not_move_the_leadership() {
 fn reloads_during_handovers_keep_one_command_at_a_time() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c = cluster3();
-    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let log = cmd_log(&c);
     let (mut l, mut term) = c.agreement(Duration::from_secs(5));
     let mut sups = Supervisors(
         (1..=3)
@@ -1388,7 +1372,7 @@ fn late_refusal_releases_the_new_metrics_listener() {
         (view(&c, 1).role == "leader").then_some(())
     });
     assert!(metrics_up(a), "metrics on {a}");
-    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let log = cmd_log(&c);
     let mut sups = Supervisors(vec![common::supervise_with(
         &c,
         1,
@@ -1580,7 +1564,7 @@ fn preempt_delay_added_by_reload_applies_at_once() {
         c.set_server_text(id, &base);
         c.spawn(id);
     }
-    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let log = cmd_log(&c);
     let mut sups = Supervisors((1..=3).map(|id| supervise(&c, id, &log)).collect());
     let (l0, t0) = c.agreement(Duration::from_secs(5));
     if l0 == 3 {
@@ -1622,7 +1606,7 @@ fn preempt_delay_added_by_reload_applies_at_once() {
 fn sighup_during_a_clean_stop() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut c = cluster3();
-    let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
+    let log = cmd_log(&c);
     let (l, term) = c.agreement(Duration::from_secs(5));
     let mut sups = Supervisors(
         (1..=3)

@@ -567,6 +567,30 @@ pub fn output_within(child: Child, within: Duration) -> std::process::Output {
     waiter.join().unwrap().unwrap()
 }
 
+/// Runs `cmd` (an `electctl` command line) with no stdin and piped output, at most 40
+/// s: (exit code, stdout, stderr).
+pub fn ctl_output(mut cmd: std::process::Command) -> (Option<i32>, String, String) {
+    let child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = output_within(child, Duration::from_secs(40));
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// `electctl --socket SOCK ARGS...` as this user: (exit code, stdout, stderr).
+pub fn electctl_at(sock: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_electctl"));
+    cmd.arg("--socket").arg(sock).args(args);
+    ctl_output(cmd)
+}
+
 /// A time namespace whose boot and monotonic clocks run `offset` seconds ahead: a
 /// server up for that long. Held by a `sleep` of its own (killed on drop, with the
 /// `unshare` that started it); processes join it through `prefix()` (`nsenter`, which
