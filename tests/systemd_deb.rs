@@ -1096,6 +1096,44 @@ fn debian_package_under_systemd() {
         o.status.code()
     ));
 
+    // The `socket` line changed: the daemon keeps the socket it started with. The
+    // unit's `electctl reload` reads the new path from the file; it must fail, and the
+    // daemon, told through MAINPID under the unit's sandbox, must refuse the change
+    // where the operator looks (config_refused names the socket).
+    let moved = good.replace("\nsocket /run/electd/", "\nsocket /run/electd/moved-");
+    assert_ne!(moved, good, "no socket line to move");
+    lm.write("/etc/electd/electd.conf", &moved);
+    let o = lm.run(&format!("systemctl reload {}", lm.unit));
+    assert!(
+        !o.status.success(),
+        "systemctl reload accepted a new socket: {}",
+        text(&o)
+    );
+    let t0 = Instant::now();
+    let refused = loop {
+        let s = lm.status().expect("status on the socket it started with");
+        let r = s
+            .get("config_refused")
+            .and_then(Value::as_str)
+            .is_some_and(|w| w.contains("socket"));
+        // Bounded: the SIGHUP is handled within a heartbeat or two.
+        if r || t0.elapsed() > Duration::from_secs(5) {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        refused,
+        "the changed socket was not refused by the daemon: {}",
+        lm.journal(&lm.unit)
+    );
+    assert_eq!(lm.main_pid(), pid, "a refused reload restarted the daemon");
+    lm.write("/etc/electd/electd.conf", &good);
+    lm.ok(&format!("systemctl reload {}", lm.unit));
+    assert_eq!(c.settle(Duration::from_secs(10)), (leader, term));
+    c.clock
+        .say("socket line moved: the unit's reload reached the daemon, which refused it");
+
     // The watchdog restarts a frozen leader; the others elect meanwhile.
     let lm = c.machine(leader);
     let pid = lm.main_pid();

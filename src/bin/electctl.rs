@@ -87,30 +87,34 @@ fn main() {
         }
     };
     // A reload after the file's `socket` line changed: the daemon keeps the socket it
-    // started with until a restart, so the file names a socket nobody listens on. Under
-    // systemd (ExecReload sets MAINPID) the running daemon's socket is found and the
-    // reload reaches it, which then refuses the change and says so (exit 1, status
-    // config_refused), rather than "is electd running?".
+    // started with until a restart, so the file names a socket nobody listens on.
+    // Under systemd (ExecReload sets MAINPID) the daemon still gets the reload, as a
+    // SIGHUP, so that it refuses the change where the operator looks (status
+    // config_refused, STATUS=, the log), and the reload fails: the outcome cannot be
+    // read back without the socket. (Finding its socket through /proc does not work in
+    // the unit's sandbox: ProtectProc=invisible with PrivateUsers=yes hides the main
+    // process from the reload's.)
     let from_file = m.opt_str("socket").is_none();
-    let socket = if from_file && cmd == "reload" && std::fs::symlink_metadata(&socket).is_err() {
-        match std::env::var("MAINPID")
+    if from_file && cmd == "reload" && std::fs::symlink_metadata(&socket).is_err() {
+        if let Some(pid) = std::env::var("MAINPID")
             .ok()
-            .and_then(|p| p.parse::<u32>().ok())
-            .and_then(|pid| listening_socket_of(pid).map(|s| (pid, s)))
+            .and_then(|p| p.parse::<i32>().ok())
+            .filter(|&p| p > 1)
         {
-            Some((pid, running)) if running != socket => {
-                eprintln!(
-                    "electctl: {} (from the file) does not exist; electd (pid {pid}) listens on {}: reloading through it",
-                    socket.display(),
-                    running.display()
-                );
-                running
-            }
-            _ => socket,
+            // SAFETY: kill(2) with a pid systemd named as this unit's main process.
+            let sent = unsafe { libc::kill(pid, libc::SIGHUP) } == 0;
+            eprintln!(
+                "electctl: {} (the file's socket) does not exist: if the `socket` line changed, electd (pid {pid}) still listens on the socket it started with and refuses the change until a restart; {}",
+                socket.display(),
+                if sent {
+                    "sent it SIGHUP: its status (config_refused) and log say what it did"
+                } else {
+                    "and it could not be sent SIGHUP"
+                }
+            );
+            std::process::exit(1);
         }
-    } else {
-        socket
-    };
+    }
     match ctl::run(&socket, cmd, rest) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
@@ -124,43 +128,4 @@ fn main() {
             std::process::exit(2);
         }
     }
-}
-
-/// The Unix socket the process `pid` listens on, when it has exactly one: its
-/// descriptors (/proc/PID/fd, `socket:[INODE]`) matched against the listening sockets
-/// of /proc/net/unix (flag __SO_ACCEPTCON, 0x10000) that have a path. None when it
-/// cannot be read or is not one socket.
-fn listening_socket_of(pid: u32) -> Option<PathBuf> {
-    let mut inodes = std::collections::HashSet::new();
-    for e in std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
-        if let Ok(t) = std::fs::read_link(e.path()) {
-            if let Some(n) = t
-                .to_str()
-                .and_then(|t| t.strip_prefix("socket:["))
-                .and_then(|t| t.strip_suffix(']'))
-                .and_then(|t| t.parse::<u64>().ok())
-            {
-                inodes.insert(n);
-            }
-        }
-    }
-    let table = std::fs::read_to_string("/proc/net/unix").ok()?;
-    let mut found = None;
-    // Num RefCount Protocol Flags Type St Inode Path
-    for line in table.lines().skip(1) {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 8 {
-            continue;
-        }
-        let listening = u64::from_str_radix(f[3], 16).is_ok_and(|x| x & 0x10000 != 0);
-        let inode = f[6].parse::<u64>().ok();
-        let path = f[7..].join(" ");
-        if listening && inode.is_some_and(|i| inodes.contains(&i)) && path.starts_with('/') {
-            if found.is_some() {
-                return None;
-            }
-            found = Some(PathBuf::from(path));
-        }
-    }
-    found
 }
