@@ -19,9 +19,11 @@
 //! `BENCH_IDLE_ATTRIB_TRIALS` (default 2, 1 when short), `BENCH_IDLE_OUT` (where the
 //! section is also written, whole, to paste: default target/bench-idle.md).
 //!
-//! Beside both runs the protocol floor (bench/floor.rs): a sender on a timerfd and two
-//! receivers that only receive, or answer each datagram with an ACK-sized one, in the
-//! same namespaces, interleaved in the same trials.
+//! Beside both runs the protocol floor (bench/floor.rs), in the same namespaces,
+//! interleaved in the same trials: a sender on a timerfd sending to both others, which
+//! only receive (VRRP's shape), and a sender with electd's leader's shape (one LEAD a
+//! heartbeat to the others in turn, their ACKs read at the next heartbeat; since the
+//! tenth round) whose two receivers answer each datagram with an ACK-sized one.
 //!
 //! Needs root, `ip` and `nft` (and `ethtool` for the attributed mode); prints NOT MEASURED for what it cannot measure (no
 //! namespaces, no keepalived, no strace, no valgrind) and never fails for that. Every
@@ -762,7 +764,10 @@ impl Running {
         let mut daemons = Procs(Vec::new());
         for id in 1..=N {
             let role = match (id, ack) {
-                (1, _) => "sender",
+                // With ACKs: electd's leader's shape (one LEAD a heartbeat to the
+                // followers in turn, the ACKs read at the next heartbeat).
+                (1, true) => "leader",
+                (1, false) => "sender",
                 (_, true) => "ack",
                 (_, false) => "quiet",
             };
@@ -1633,7 +1638,7 @@ pub fn report(out: &mut String) {
     }
     let _ = writeln!(
         out,
-        "Floor (bench/floor.rs, a hidden mode of this bench binary): server 1 wakes on a periodic timerfd every heartbeat, reads it and sends {} bytes (an idle LEAD's UDP payload) with one sendto to each of the two others, and, woken by its socket, reads with recvfrom until EAGAIN; the two others wait in epoll_wait and read with recvfrom until EAGAIN, and in `floor, receivers ACK` answer every datagram with one sendto of {} bytes (an idle ACK's) to its sender, in `floor, receivers silent` send nothing (a VRRP backup's shape). No other work: what any protocol with (or without) one acknowledgement per heartbeat costs in this lab.\n",
+        "Floor (bench/floor.rs, a hidden mode of this bench binary), no other work than its system calls. `floor, receivers silent` (VRRP's shape): server 1 wakes on a periodic timerfd every heartbeat, reads it and sends {} bytes (an idle LEAD's UDP payload) with one sendto to each of the two others, which wait in epoll_wait, read with recvfrom until EAGAIN and send nothing. `floor, receivers ACK` (electd's shape at rest, since the tenth round of issue 25): server 1 wakes once a heartbeat on epoll_wait's timeout (its socket is not in the epoll set), reads what waits with one recvmmsg of up to 8, and sends the LEAD to one of the others, in turn, with one sendto: three system calls a heartbeat, as electd's leader; each other answers every datagram with one sendto of {} bytes (an idle ACK's) to its sender. What any protocol with electd's shape of traffic, or VRRP's, costs in this lab.\n",
         crate::floor::LEAD_LEN,
         crate::floor::ACK_LEN
     );
