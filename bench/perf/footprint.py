@@ -107,7 +107,9 @@ obj = None
 fn = None
 addr = 0
 lines = collections.defaultdict(set)
+addrs = collections.defaultdict(set)
 fn_lines = collections.defaultdict(set)
+addrs = collections.defaultdict(set)
 self_ir = collections.Counter()
 total = 0
 after_calls = False
@@ -138,6 +140,7 @@ for l in text.splitlines():
     elif a[0] in "+-":
         addr += int(a)
     lines[obj].add(addr >> 6)
+    addrs[obj].add(addr)
     fn_lines[fn].add(addr >> 6)
     if after_calls:
         after_calls = False  # the call's inclusive cost, not this function's
@@ -145,6 +148,12 @@ for l in text.splitlines():
     self_ir[fn] += int(m.group(2))
     total += int(m.group(2))
 all_lines = set().union(*lines.values()) if lines else set()
+if os.environ.get("LINES_OUT"):
+    # Every executed instruction address of the binary, one a line (for addr2line).
+    with open(os.environ["LINES_OUT"], "w") as f:
+        for k, v in addrs.items():
+            if k and os.path.basename(k) == "electd":
+                f.writelines(f"{a:#x}\n" for a in sorted(v))
 pages = {a >> 6 for a in all_lines}
 sizes = {}
 for l in sp.run(["nm", "-S", f"{BIN}/electd"], capture_output=True, text=True).stdout.splitlines():
