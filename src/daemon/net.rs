@@ -20,8 +20,8 @@ const BATCH: usize = 8;
 /// heap block (it never moves: it lives in a `Box`, and only the box is moved): a read
 /// resets only each header's address length, which the kernel overwrites. Building
 /// eight headers on the stack at every read took code and stack lines of every wakeup
-/// (issue 25, tenth round: with the u64 `duration_nanos`, a leader at rest runs 618
-/// distinct code lines of the binary a heartbeat instead of 630, `footprint.py`).
+/// (issue 25, tenth round; with the u64 `duration_nanos`, about 100 fewer instructions
+/// a heartbeat for a leader at rest, `bench/perf/footprint.py`).
 struct Batch {
     bufs: Vec<u8>,
     addrs: [libc::sockaddr_storage; BATCH],
