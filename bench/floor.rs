@@ -49,6 +49,10 @@ pub fn main(args: &[String], port: u16) -> ! {
         std::process::exit(2);
     };
     let hbt_ms: u64 = hbt.parse().expect("heartbeat in ms");
+    if role == "leader" && peers.is_empty() {
+        eprintln!("idle floor: the leader role needs at least one PEER");
+        std::process::exit(2);
+    }
     let peers: Vec<libc::sockaddr_in> = peers.iter().map(|p| sockaddr(p, port)).collect();
     let salen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
     let lead = [0x4cu8; LEAD_LEN];
@@ -165,17 +169,6 @@ pub fn main(args: &[String], port: u16) -> ! {
     }
 }
 
-/// CLOCK_MONOTONIC in nanoseconds (the vDSO: no system call).
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// The `leader` role: electd's leader at rest in system calls, with nothing else. Wakes
 /// once a heartbeat on epoll_wait's timeout (its socket is not in the epoll set, as
 /// electd's leader deregisters its sockets at rest), takes the acknowledgements that
@@ -201,11 +194,11 @@ unsafe fn leader(s: i32, ep: i32, hbt_ms: u64, peers: &[libc::sockaddr_in], sale
     }
     let chase = Chase::from_env();
     let hbt = hbt_ms * 1_000_000;
-    let mut next = mono_ns() + hbt;
+    let mut next = electd::time::boot_now().as_nanos() + hbt;
     let mut turn = 0;
     let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 4];
     loop {
-        let now = mono_ns();
+        let now = electd::time::boot_now().as_nanos();
         if now < next {
             // Rounded up to the millisecond, as mio rounds electd's timeout.
             let ms = (next - now).div_ceil(1_000_000) as i32;
