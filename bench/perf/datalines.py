@@ -13,7 +13,9 @@ heap, the binary's own data and tables, libc.
 
 Env: SECS (5), SETTLE (15 s after the leader asks in turn), HBT (100, ms), PORT (7641).
 Every process it starts is stopped by its id; its files go to a temporary directory."""
-import bisect, collections, json, os, re, socket, subprocess as sp, sys, tempfile, time
+import bisect, collections, os, re, subprocess as sp, sys, tempfile, time
+
+import cluster3
 
 BIN = sys.argv[1]
 ROLE = sys.argv[2] if len(sys.argv) > 2 else "leader"
@@ -22,12 +24,9 @@ SETTLE = float(os.environ.get("SETTLE", "15"))
 HBT = int(os.environ.get("HBT", "100"))
 PORT = int(os.environ.get("PORT", "7641"))
 d = tempfile.mkdtemp(prefix="electd-datalines-")
-conf = f"{d}/c.conf"
-with open(conf, "w") as f:
-    f.write(f"cluster datalines-{os.getpid()}\n")
-    for i in (1, 2, 3):
-        f.write(f"server {i} 127.0.0.1:{PORT + i - 1} name s{i}" + (" priority 200" if i == 1 else "") + "\n")
-    f.write(f"unicast\nheartbeat {HBT}ms\nrtt 20ms\nmissed-heartbeats 3\npreempt-delay {3 * HBT}ms\nsocket {d}/{{id}}.sock\nstate {d}/{{id}}.state\n")
+# Under lackey server 1 is slow and may lose the first round: preempt-delay hands the
+# lead back to it (priority 200) once it has been eligible that long.
+conf = cluster3.write_conf(d, f"datalines-{os.getpid()}", PORT, HBT, f"preempt-delay {3 * HBT}ms\n")
 me = 1 if ROLE == "leader" else 3
 trace = f"{d}/lackey.out"
 procs = []
@@ -42,18 +41,6 @@ def start(i, wrap):
     return p
 
 
-def status(i):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(5)
-    s.connect(f"{d}/{i}.sock")
-    s.sendall(b"status\n")
-    buf = b""
-    while not buf.endswith(b"\n"):
-        buf += s.recv(4096)
-    s.close()
-    return json.loads(buf)
-
-
 maps = []
 base = 0
 try:
@@ -62,19 +49,7 @@ try:
     for i in (1, 2, 3):
         if i != me:
             start(i, False)
-    ok = False
-    # Under lackey server 1 is slow and may lose the first round: preempt-delay hands
-    # the lead back to it (priority 200) once it has been eligible that long.
-    for _ in range(1200):
-        time.sleep(0.1)
-        try:
-            st = status(1)
-        except (OSError, ValueError):
-            continue
-        if st.get("role") == "leader" and st.get("acks") == "in_turn":
-            ok = True
-            break
-    if not ok:
+    if not cluster3.wait_leader_in_turn(d, 1200):
         sys.exit("server 1 did not lead with acknowledgements in turn within 120 s")
     time.sleep(SETTLE)
     size0 = os.path.getsize(trace)
@@ -87,13 +62,7 @@ try:
         if len(p) > 5 and p[5].endswith("/electd") and int(p[2], 16) == 0:
             base = lo
 finally:
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(10)
-        except sp.TimeoutExpired:
-            p.kill()
+    cluster3.stop(procs)
 
 maps.sort()
 starts = [m[0] for m in maps]

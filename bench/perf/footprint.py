@@ -15,7 +15,9 @@ PORT (7611), TOP (25: functions listed, by Ir and by code lines touched).
 Needs valgrind and binutils (nm). Deterministic: a build gives the same figures every
 run, so two builds compare without a quiet machine. Every process it starts is
 stopped by its id; the state and sockets go to a temporary directory."""
-import os, re, subprocess as sp, sys, tempfile, time, json, socket, collections
+import collections, os, re, subprocess as sp, sys, tempfile, time
+
+import cluster3
 
 BIN = sys.argv[1]
 ROLE = sys.argv[2] if len(sys.argv) > 2 else "leader"
@@ -24,12 +26,7 @@ SETTLE = float(os.environ.get("SETTLE", "10"))
 HBT = int(os.environ.get("HBT", "100"))
 PORT = int(os.environ.get("PORT", "7611"))
 d = tempfile.mkdtemp(prefix="electd-footprint-")
-conf = f"{d}/c.conf"
-with open(conf, "w") as f:
-    f.write(f"cluster footprint-{os.getpid()}\n")
-    for i in (1, 2, 3):
-        f.write(f"server {i} 127.0.0.1:{PORT + i - 1} name s{i}" + (" priority 200" if i == 1 else "") + "\n")
-    f.write(f"unicast\nheartbeat {HBT}ms\nrtt 20ms\nmissed-heartbeats 3\nsocket {d}/{{id}}.sock\nstate {d}/{{id}}.state\n")
+conf = cluster3.write_conf(d, f"footprint-{os.getpid()}", PORT, HBT)
 me = 1 if ROLE == "leader" else 3
 out = f"{d}/cg.out"
 procs = []
@@ -45,35 +42,13 @@ def start(i, wrap):
     return p
 
 
-def status(i):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(2)
-    s.connect(f"{d}/{i}.sock")
-    s.sendall(b"status\n")
-    buf = b""
-    while not buf.endswith(b"\n"):
-        buf += s.recv(4096)
-    s.close()
-    return json.loads(buf)
-
-
 try:
     cg = start(me, True)
     time.sleep(2)
     for i in (1, 2, 3):
         if i != me:
             start(i, False)
-    ok = False
-    for _ in range(300):
-        time.sleep(0.1)
-        try:
-            st = status(1)
-        except OSError:
-            continue
-        if st.get("role") == "leader" and st.get("acks") == "in_turn":
-            ok = True
-            break
-    if not ok:
+    if not cluster3.wait_leader_in_turn(d, 300):
         sys.exit("server 1 did not lead with acknowledgements in turn within 30 s")
     time.sleep(SETTLE)  # past the writes and lines that follow an election
     # Switching instrumentation on retranslates the code: slow enough for the leader
@@ -85,13 +60,7 @@ try:
     sp.run(["callgrind_control", "-d", str(cg.pid)], stdout=sp.DEVNULL, check=True)
     time.sleep(1)
 finally:
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(10)
-        except sp.TimeoutExpired:
-            p.kill()
+    cluster3.stop(procs)
 
 dump = [f for f in os.listdir(d) if f.startswith("cg.out.")]
 if not dump:
