@@ -128,9 +128,9 @@
 //! edge and every delay is RTT/2 (9 of the 10,000 seeds lapsed there while the gate
 //! had no room for a late timer or a fast clock). Negative control: a leader sparse while the lease it holds,
 //! from before the reload, ends before the next LEAD's ACKs can come
-//! (`Sabotage::sparse_ignores_lease_held`), caught at seed 200 (217 of the 10,000
-//! default seeds; seed 36 and 364 before targeted heartbeats; with
-//! `SWARM_NO_REST_RELOAD=1`, none).
+//! (`Sabotage::sparse_ignores_lease_held`), caught at seed 149 (200 before the
+//! waiting datagrams shared their wakeup's flush, 36 and 364 before targeted
+//! heartbeats; with `SWARM_NO_REST_RELOAD=1`, none).
 //!
 //! Targeted heartbeats, L-turn (`turn_episode`, docs/PROTOCOL.md "Targeted
 //! heartbeats"): after L-rest, in the same seeds when the leader's K is 3 or more, the
@@ -3547,9 +3547,9 @@ fn negative_control_timers_late() {
 /// wakeup, even without a lease, in a round, with ACKs missing. A follower then reads
 /// its leader's LEADs only when its hold runs out, and a candidate hears the claims
 /// and votes of a round only at its own timers: the swarm must see a cluster left
-/// without a leader (the final liveness check catches it at 4 of the first 40 seeds,
-/// the first at seed 8; seed 4, the first before a preemption asked its followers
-/// before handing over, now breaks P-after instead).
+/// without a leader (the final liveness check catches it first at seed 6 since the
+/// waiting datagrams share their wakeup's flush; seed 8 before, and seed 4 before a
+/// preemption asked its followers before handing over).
 #[test]
 fn negative_control_defer_always() {
     let broken = Breakage {
@@ -3567,7 +3567,7 @@ fn negative_control_defer_always() {
 }
 
 /// The first default seed at which the swarm catches `HostSabotage::defer_always`.
-const DEFER_ALWAYS_SEED: u64 = 8;
+const DEFER_ALWAYS_SEED: u64 = 6;
 
 /// The first default seed at which the swarm catches `HostSabotage::stop_without_yield`.
 const STOP_WITHOUT_YIELD_SEED: u64 = 23;
@@ -3746,11 +3746,11 @@ fn negative_control_sparse_ignores_lease_held() {
 }
 
 /// The first default seed at which the swarm catches
-/// `Sabotage::sparse_ignores_lease_held` (217 of the 10,000 default seeds; seed 36 and
-/// 364 before targeted heartbeats moved the schedules): a reload
+/// `Sabotage::sparse_ignores_lease_held` (seed 200 before the waiting datagrams shared
+/// their wakeup's flush, 36 and 364 before targeted heartbeats moved the schedules): a reload
 /// to a longer heartbeat, after which the lease acknowledged before it ends before the
 /// ACKs of the LEAD after the first sparse one.
-const SPARSE_IGNORES_LEASE_HELD_SEED: u64 = 200;
+const SPARSE_IGNORES_LEASE_HELD_SEED: u64 = 149;
 
 /// L1 counts from the moment a majority is past its quiet period (docs/PROTOCOL.md,
 /// "L1 after a reload to shorter timers"), not from "run for K*HBT": seed 22471 restarts

@@ -446,8 +446,8 @@ impl Daemon {
             }
             for ev in events.iter() {
                 match ev.token() {
-                    UDP_UNICAST => self.read_udp(0)?,
-                    UDP_GROUP => self.read_udp(1)?,
+                    UDP_UNICAST => self.read_udp(0, false)?,
+                    UDP_GROUP => self.read_udp(1, false)?,
                     SIGNALS => self.on_signals()?,
                     CONTROL => self.control.accept(self.poll.registry(), Instant::now()),
                     // Check and state-write results are taken below, every wakeup.
@@ -472,8 +472,9 @@ impl Daemon {
             }
             if self.udp_deferred {
                 // Before the timers: the ACKs of the last LEAD are taken just before
-                // the next one leaves (issue 25).
-                self.read_udp_all()?;
+                // the next one leaves (issue 25), and leave with them in one flush
+                // (`on_timeouts` below).
+                self.read_udp_all(true)?;
             } else {
                 for which in 0..2 {
                     if self.udp_more[which]
@@ -481,7 +482,7 @@ impl Daemon {
                             .iter()
                             .any(|e| e.token() == [UDP_UNICAST, UDP_GROUP][which])
                     {
-                        self.read_udp(which)?;
+                        self.read_udp(which, false)?;
                     }
                 }
             }

@@ -94,17 +94,17 @@ impl Daemon {
     /// only to hear EAGAIN (one system call per wakeup instead of two for the one
     /// datagram a follower gets per heartbeat; issue 25). The socket is edge-triggered:
     /// a datagram that arrives later raises a new event.
-    pub(super) fn read_udp(&mut self, which: usize) -> Result<(), Fatal> {
+    pub(super) fn read_udp(&mut self, which: usize, waited: bool) -> Result<(), Fatal> {
         // Taken out and put back: a (never expected) nested call gets fresh buffers.
         let mut b = BATCH_BUFS
             .with(|c| c.borrow_mut().take())
             .unwrap_or_else(Batch::new);
-        let r = self.read_udp_into(which, &mut b);
+        let r = self.read_udp_into(which, waited, &mut b);
         BATCH_BUFS.with(|c| *c.borrow_mut() = Some(b));
         r
     }
 
-    fn read_udp_into(&mut self, which: usize, b: &mut Batch) -> Result<(), Fatal> {
+    fn read_udp_into(&mut self, which: usize, waited: bool, b: &mut Batch) -> Result<(), Fatal> {
         self.udp_more[which] = true;
         let mut taken = 0;
         // Bounded in calls too: errors (ICMP) and interruptions take a turn each.
@@ -158,7 +158,12 @@ impl Daemon {
                     continue;
                 };
                 let bytes = &b.bufs[i * RECV_BUF..i * RECV_BUF + len];
-                self.drive(|h, now| h.handle_datagram(now, src, bytes).map(|_| ()))?;
+                if waited {
+                    // Flushed with the timers that the loop runs next (issue 25).
+                    self.host.handle_waiting_datagram(boot_now(), src, bytes);
+                } else {
+                    self.drive(|h, now| h.handle_datagram(now, src, bytes).map(|_| ()))?;
+                }
             }
             taken += n;
             if n < want {
@@ -169,11 +174,13 @@ impl Daemon {
         }
         Ok(())
     }
-    /// Reads both UDP sockets (the group socket only in multicast mode).
-    pub(super) fn read_udp_all(&mut self) -> Result<(), Fatal> {
-        self.read_udp(0)?;
+    /// Reads both UDP sockets (the group socket only in multicast mode). `waited`:
+    /// the datagrams waited for this wakeup at rest, and the timers run next flushes
+    /// them (`Host::handle_waiting_datagram`); else each is flushed as it is handled.
+    pub(super) fn read_udp_all(&mut self, waited: bool) -> Result<(), Fatal> {
+        self.read_udp(0, waited)?;
         if self.transport.group.is_some() {
-            self.read_udp(1)?;
+            self.read_udp(1, waited)?;
         }
         Ok(())
     }
@@ -223,7 +230,7 @@ impl Daemon {
         }
         self.udp_deferred = false;
         trace!("not at rest: datagrams are read as they come");
-        self.read_udp_all()?;
+        self.read_udp_all(false)?;
         Ok(true)
     }
 

@@ -84,6 +84,7 @@ impl Host {
     /// group's heartbeat shares one datagram and their ACKs come back in one. Every
     /// `handle_*` ends with it; call it after changing a core through `group_mut`.
     pub fn flush(&mut self, now: Time) -> Result<(), HostError> {
+        self.unflushed = false;
         self.release_clear(now);
         self.apply_health(now);
         flush_passes(self, now);

@@ -249,6 +249,9 @@ pub struct Host {
     sabotage: HostSabotage,
     /// Vectors reused from one input to the next (`flush.rs`).
     scratch: flush::Scratch,
+    /// A waiting datagram was handed in since the last flush
+    /// (`handle_waiting_datagram`): outputs are taken only after a flush.
+    unflushed: bool,
 }
 
 impl Host {
@@ -306,6 +309,7 @@ impl Host {
             last_debug_drop: None,
             sabotage: HostSabotage::default(),
             scratch: flush::Scratch::default(),
+            unflushed: false,
         }
     }
 
@@ -393,6 +397,10 @@ impl Host {
 
     /// The next datagram to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        debug_assert!(
+            !self.unflushed,
+            "a waiting datagram's outputs need a flush first"
+        );
         self.transmits.pop_front()
     }
 
@@ -404,6 +412,10 @@ impl Host {
 
     /// The next notice (core events, in order).
     pub fn poll_event(&mut self) -> Option<Notice> {
+        debug_assert!(
+            !self.unflushed,
+            "a waiting datagram's outputs need a flush first"
+        );
         self.notices.pop_front()
     }
 

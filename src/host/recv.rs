@@ -21,6 +21,19 @@ impl Host {
         Ok(ok)
     }
 
+    /// A datagram that waited in the socket for this wakeup (`datagrams_may_wait`),
+    /// handled as [`Host::handle_datagram`] handles one but not flushed: its outputs
+    /// leave with the wakeup's timers, which the driver runs next at the same wakeup
+    /// (`handle_timeout`, or `flush`). A leader at rest then makes one flush a
+    /// heartbeat, not one for its ACK and one for its LEAD (issue 25). The cores queue
+    /// their outputs in order and hold what waits for a write until it is durable, so
+    /// one flush after several inputs sends what a flush after each would, in the same
+    /// order (tests/waiting_flush.rs). Returns what `handle_datagram` returns.
+    pub fn handle_waiting_datagram(&mut self, now: Time, src: SocketAddr, bytes: &[u8]) -> bool {
+        self.unflushed = true;
+        self.on_datagram(now, src, bytes)
+    }
+
     fn on_datagram(&mut self, now: Time, src: SocketAddr, bytes: &[u8]) -> bool {
         // One vector of entries for every datagram: no allocation per heartbeat.
         let mut entries = std::mem::take(&mut self.scratch.entries);

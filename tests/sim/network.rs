@@ -119,8 +119,18 @@ impl Sim {
     /// The network hands `bytes` from `from` to the daemon on `to`: into its host (the
     /// daemon's own decode, fan-out to groups and `handle_heard`), then its outputs.
     pub(super) fn deliver(&mut self, to: usize, from: usize, bytes: &[u8]) {
+        if self.hand_in(to, from, bytes, false) {
+            self.drive(to);
+        }
+    }
+
+    /// Hands `bytes` from `from` to the host on `to`: `waited`, as a datagram that
+    /// waited in the socket for this wakeup (`handle_waiting_datagram`: flushed by the
+    /// wakeup's timers or flush, which the caller runs next), else as one that woke it
+    /// (`handle_datagram`, flushed at once). False when `to` is down.
+    fn hand_in(&mut self, to: usize, from: usize, bytes: &[u8], waited: bool) -> bool {
         if !self.hosts[to].up() {
-            return;
+            return false;
         }
         if self.opts.trace {
             for e in decode_all(bytes) {
@@ -140,15 +150,22 @@ impl Sim {
         if h.up() && h.nodes().all(|n| n.leads().is_some()) {
             self.stats.leader_received += 1;
         }
-        let Some(sh) = h.shell.as_mut() else { return };
+        let Some(sh) = h.shell.as_mut() else {
+            return false;
+        };
         sh.set_sabotage(sabotage);
         let src = std::net::SocketAddr::from(([127, 0, 0, 1], 7000 + from as u16));
-        if sh.handle_datagram(local, src, bytes).expect("host") {
+        let ok = if waited {
+            sh.handle_waiting_datagram(local, src, bytes)
+        } else {
+            sh.handle_datagram(local, src, bytes).expect("host")
+        };
+        if ok {
             self.delivered += 1;
         } else {
             self.dropped += 1;
         }
-        self.drive(to);
+        true
     }
 
     /// One datagram of `host` to its destination: every other server, or one.
@@ -566,7 +583,9 @@ impl Sim {
     }
 
     /// Hands the host every datagram that waited for this wakeup, in arrival order
-    /// (none while it is paused: its wakeup reads them).
+    /// (none while it is paused: its wakeup reads them), as the daemon's loop does:
+    /// not flushed one by one; every caller runs the wakeup's timers or a flush next,
+    /// which sends their outputs with the timers' (issue 25: one flush a heartbeat).
     pub(super) fn read_deferred(&mut self, host: usize) {
         let h = &mut self.hosts[host];
         if h.paused || h.deferred.is_empty() {
@@ -574,7 +593,7 @@ impl Sim {
         }
         for (from, bytes) in std::mem::take(&mut h.deferred) {
             self.stats.deferred += 1;
-            self.deliver(host, from, &bytes);
+            self.hand_in(host, from, &bytes, true);
         }
     }
 }
