@@ -26,6 +26,7 @@
 
 mod body;
 mod compact;
+mod crc;
 mod frame;
 mod trailer;
 mod varint;

@@ -50,7 +50,7 @@ pub(super) fn seal(out: &mut Vec<u8>, start: usize, key: Option<&Key>) {
             out.extend_from_slice(&tag[..TAG_LEN]);
         }
         None => {
-            let crc = crc32fast::hash(&out[start..]);
+            let crc = super::crc::crc32(&out[start..]);
             out.extend_from_slice(&crc.to_be_bytes());
         }
     }
@@ -76,7 +76,7 @@ pub(super) fn open<'b>(
     match keys {
         Some(keys) if keys.iter().any(|k| k.verifies(signed, trailer)) => Ok(signed),
         Some(_) => Err(DecodeError::BadTag),
-        None if crc32fast::hash(signed) == BigEndian::read_u32(trailer) => Ok(signed),
+        None if super::crc::crc32(signed) == BigEndian::read_u32(trailer) => Ok(signed),
         None => Err(DecodeError::BadTrailer),
     }
 }
