@@ -11,7 +11,8 @@ functions executed, with their self Ir per heartbeat and their size in the binar
   python3 bench/perf/footprint.py BIN_DIR [leader|follower]
 
 BIN_DIR holds electd and electctl. Env: SECS (10), SETTLE (10 s after the leader asks in turn), HBT (100, ms),
-PORT (7611), TOP (25: functions listed, by Ir and by code lines touched).
+PORT (7611), TOP (25: functions listed, by Ir and by code lines touched), CG_KEEP (a path: the
+callgrind dump is copied there).
 Needs valgrind and binutils (nm). Deterministic: a build gives the same figures every
 run, so two builds compare without a quiet machine. Every process it starts is
 stopped by its id; the state and sockets go to a temporary directory."""
@@ -66,6 +67,10 @@ dump = [f for f in os.listdir(d) if f.startswith("cg.out.")]
 if not dump:
     sys.exit("no callgrind dump")
 text = open(f"{d}/{sorted(dump)[-1]}").read()
+if os.environ.get("CG_KEEP"):
+    # The dump itself, for callgrind_annotate (--inclusive=yes: where each call's cost goes).
+    with open(os.environ["CG_KEEP"], "w") as f:
+        f.write(text)
 if "positions: instr line" not in text:
     sys.exit("unexpected callgrind positions (want: instr line)")
 hb = SECS * 1000 / HBT

@@ -15,7 +15,7 @@ ELECTD: target/release/electd. EXP:
   trace   perf record of raw_syscalls:sys_enter/sys_exit and the context switches of an
           electd follower, then of a floor receiver that ACKs (ROUNDS, SECS): on-CPU
           time per heartbeat in user code and in each system call, from every event.
-          ROLE=leader traces the leader against the floor sender (ACK and silent).
+          ROLE=leader traces the leader against the floor leader (ACK) and sender (ACK and silent).
   ab      A/B of electd builds (ELECTD: comma-separated binaries), interleaved rounds
           (ROUNDS, SECS, HBT): CPU us per heartbeat of the leader and the followers.
 Namespaces eflr<pid>h / eflr<pid>s<id>, 10.77.0.<id>/16, deleted at exit."""
@@ -135,8 +135,8 @@ def window(groups, secs):
     a = {k: cpu(v) for k, v in groups.items()}
     return {k: ((a[k][0] - b[k][0]) / 1e3 / (dt * 10), (a[k][1] - b[k][1]) / dt) for k in groups}  # us/hb at 100ms, wakeups/s
 
-def floor(role_rx, hbt=100):
-    ps = [start([BENCH, "--idle-floor", "sender", str(hbt), "10.77.0.1", "10.77.0.2", "10.77.0.3"], 1)]
+def floor(role_rx, hbt=100, sender="sender"):
+    ps = [start([BENCH, "--idle-floor", sender, str(hbt), "10.77.0.1", "10.77.0.2", "10.77.0.3"], 1)]
     if role_rx:
         for i in (2, 3):
             ps.append(start([BENCH, "--idle-floor", role_rx, str(hbt), f"10.77.0.{i}"], i))
@@ -315,9 +315,11 @@ elif EXP == "trace":
             lpid = ps[ldr - 1].pid
             runs.append(("electd leader", lpid) + trace(lpid, secs))
             stop(ps)
-            for rx in ("ack", "quiet"):
-                ps = floor(rx)
-                runs.append((f"floor sender ({rx})", ps[0].pid) + trace(ps[0].pid, secs))
+            # The floor of electd's leader's shape (role `leader`: one wakeup, one recvmmsg,
+            # one LEAD in turn), then the VRRP-shaped sender with ACKing and quiet receivers.
+            for tx, rx in (("leader", "ack"), ("sender", "ack"), ("sender", "quiet")):
+                ps = floor(rx, sender=tx)
+                runs.append((f"floor {tx} ({rx})", ps[0].pid) + trace(ps[0].pid, secs))
                 stop(ps)
         else:
             fol = [i for i in (1, 2, 3) if roles[i] == "follower"][0]
