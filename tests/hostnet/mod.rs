@@ -65,6 +65,10 @@ pub trait HostNet {
     /// Carries every output until none is left.
     fn settle(&mut self);
 
+    /// Host `i` wakes for its timers at the current time: what a test does first (read
+    /// what waited in its socket: tests/waiting_flush.rs). Nothing by default.
+    fn before_timeout(&mut self, _i: usize) {}
+
     /// Runs time forward to `until`, firing each host's deadlines in order.
     fn run_to(&mut self, until: Time) {
         self.settle();
@@ -78,9 +82,10 @@ pub trait HostNet {
                 break;
             }
             *self.now() = next;
-            for h in self.hosts().iter_mut() {
-                if h.next_deadline(next) <= next {
-                    h.handle_timeout(next).unwrap();
+            for i in 0..self.hosts().len() {
+                if self.hosts()[i].next_deadline(next) <= next {
+                    self.before_timeout(i);
+                    self.hosts()[i].handle_timeout(next).unwrap();
                 }
             }
             self.settle();
