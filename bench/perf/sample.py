@@ -13,7 +13,8 @@ at every PERIOD ns of CPU is not exact, and a symbol's samples include some skew
 
 Env: HBT (100, ms), PORT (7661), WINDOW (20), SECS (30), PERIOD (5000, ns), TOP (30).
 Needs root (perf on another process) and perf. Every process it starts is stopped by
-its id; the state and sockets go to a temporary directory, perf's data to one in /dev/shm\n(removed at the end)."""
+its id; the state and sockets go to a temporary directory, perf's data to one in
+/dev/shm (removed at the end)."""
 import os, re, subprocess as sp, sys, tempfile, time
 
 import cluster3

@@ -3,12 +3,13 @@
 //! short datagrams of a cluster at rest.
 //!
 //! Why not crc32fast for those (issue 25, cost at rest): below 64 bytes it falls back
-//! to slicing-by-16, whose 16 KiB of tables a heartbeat's LEAD or ACK (20-60 bytes)
-//! touches at some 30-40 lines, all of them cold after a heartbeat's sleep: a leader
+//! to slicing-by-16, whose 16 KiB of tables a heartbeat's LEAD or ACK (23 and 17
+//! bytes with one group) touches at some 30-40 lines, cold after its sleep: a leader
 //! spent about 3.6 % of its CPU at rest in the two CRCs of a heartbeat (`perf record`
-//! on loopback, BENCHMARKS.md). This table is one cache line. From `CUTOFF` bytes on
-//! (bundles of many groups) crc32fast's folding is used: there the table's eight
-//! dependent steps a byte cost more than the misses.
+//! on loopback, BENCHMARKS.md). This table is one cache line, for eight dependent
+//! steps a byte. From `CUTOFF` bytes on (bundles of many groups) crc32fast's folding
+//! is used, whose cost grows far more slowly with the length; 128 is a round bound
+//! well above a one-group heartbeat, not a measured crossover.
 
 /// From this length on, crc32fast computes the CRC.
 pub(super) const CUTOFF: usize = 128;
