@@ -258,11 +258,18 @@ impl Chase {
     const STRIDE: usize = 64 / std::mem::size_of::<usize>();
 
     fn from_env() -> Chase {
-        let lines: usize = std::env::var("FLOOR_CHASE_LINES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-            .min(1 << 16);
+        let lines: usize = match std::env::var("FLOOR_CHASE_LINES") {
+            Err(_) => 0,
+            Ok(v) => match v.parse::<usize>() {
+                Ok(n) if n <= 1 << 16 => n,
+                _ => {
+                    eprintln!(
+                        "idle floor: FLOOR_CHASE_LINES must be a number of lines up to 65536, not '{v}'"
+                    );
+                    std::process::exit(2);
+                }
+            },
+        };
         let slots = lines * 6;
         let mut ring = vec![0usize; slots * Self::STRIDE];
         // `lines` distinct slots of `slots`, in a random order (xorshift, fixed seed),
