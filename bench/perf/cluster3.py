@@ -1,6 +1,7 @@
-"""The 3-server loopback cluster that footprint.py and datalines.py run one daemon of
-under valgrind: its config, a status request, the wait for a leader asking in turn,
-and the stop of every process started (by its id)."""
+"""The 3-server loopback cluster that footprint.py, datalines.py and sample.py measure
+one daemon of: its config, the start of a daemon (under valgrind if asked), a status
+request, the wait for a leader asking in turn, and the stop of every process started
+(by its id)."""
 import json, socket, subprocess as sp, time
 
 
@@ -14,6 +15,15 @@ def write_conf(d, name, port, hbt, extra=""):
         f.write(f"unicast\nheartbeat {hbt}ms\nrtt 20ms\nmissed-heartbeats 3\n{extra}"
                 f"socket {d}/{{id}}.sock\nstate {d}/{{id}}.state\n")
     return conf
+
+
+def start(bin_dir, conf, d, i, procs, wrap=()):
+    """Starts server i's electd from bin_dir, under the command `wrap` if one is given
+    (valgrind and its options), its output to d/i.log; appends it to procs."""
+    cmd = list(wrap) + [f"{bin_dir}/electd", "--config", conf, "--id", str(i)]
+    p = sp.Popen(cmd, stdin=sp.DEVNULL, stdout=open(f"{d}/{i}.log", "w"), stderr=sp.STDOUT)
+    procs.append(p)
+    return p
 
 
 def status(d, i, timeout=2):

@@ -33,12 +33,8 @@ procs = []
 
 
 def start(i, wrap):
-    cmd = [f"{BIN}/electd", "--config", conf, "--id", str(i)]
-    if wrap:
-        cmd = ["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-file={trace}"] + cmd
-    p = sp.Popen(cmd, stdin=sp.DEVNULL, stdout=open(f"{d}/{i}.log", "w"), stderr=sp.STDOUT)
-    procs.append(p)
-    return p
+    lackey = ["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-file={trace}"]
+    return cluster3.start(BIN, conf, d, i, procs, lackey if wrap else ())
 
 
 maps = []

@@ -34,13 +34,9 @@ procs = []
 
 
 def start(i, wrap):
-    cmd = [f"{BIN}/electd", "--config", conf, "--id", str(i)]
-    if wrap:
-        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-instr=yes", "--demangle=no",
-               f"--callgrind-out-file={out}"] + cmd
-    p = sp.Popen(cmd, stdin=sp.DEVNULL, stdout=open(f"{d}/{i}.log", "w"), stderr=sp.STDOUT)
-    procs.append(p)
-    return p
+    cg = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-instr=yes", "--demangle=no",
+          f"--callgrind-out-file={out}"]
+    return cluster3.start(BIN, conf, d, i, procs, cg if wrap else ())
 
 
 try:

@@ -15,7 +15,7 @@ Env: HBT (100, ms), PORT (7661), WINDOW (20), SECS (30), PERIOD (5000, ns), TOP 
 Needs root (perf on another process) and perf. Every process it starts is stopped by
 its id; the state and sockets go to a temporary directory, perf's data to one in
 /dev/shm (removed at the end)."""
-import os, re, subprocess as sp, sys, tempfile, time
+import atexit, os, re, shutil, subprocess as sp, sys, tempfile, time
 
 import cluster3
 
@@ -33,6 +33,9 @@ d = tempfile.mkdtemp(prefix="electd-sample-")
 # try put 40-48 % of the leader's samples in handle_softirqs and the mq-deadline
 # completion).
 shm = tempfile.mkdtemp(prefix="electd-sample-", dir="/dev/shm") if os.path.isdir("/dev/shm") else d
+if shm != d:
+    # Removed however the script ends (a reader that closes the pipe early included).
+    atexit.register(shutil.rmtree, shm, True)
 conf = cluster3.write_conf(d, f"sample-{os.getpid()}", PORT, HBT)
 me = 1 if ROLE == "leader" else 3
 procs = []
@@ -47,8 +50,7 @@ def cpu_ns(pid):
 
 try:
     for i in (1, 2, 3):
-        procs.append(sp.Popen([f"{BIN}/electd", "--config", conf, "--id", str(i)], stdin=sp.DEVNULL,
-                              stdout=open(f"{d}/{i}.log", "w"), stderr=sp.STDOUT))
+        cluster3.start(BIN, conf, d, i, procs)
     if not cluster3.wait_leader_in_turn(d, 300):
         sys.exit("server 1 did not lead with acknowledgements in turn within 30 s")
     time.sleep(5)
@@ -85,6 +87,3 @@ for share, name in report("--children", "--sort", "sym"):
 print(f"top {TOP} symbols by self share ([k] kernel, [.] user):")
 for share, name in report("--no-children", "--sort", "sym")[:TOP]:
     print(f"  {share:6.2f} %  {share * us_hb / 100:6.1f} us  {name[:110]}")
-if shm != d:
-    os.remove(f"{shm}/perf.data")
-    os.rmdir(shm)
