@@ -19,9 +19,12 @@ guided layout").
    llvm-19), sparse, into OUT.
 
 Regenerate after changing a path a daemon at rest runs: functions whose code changed
-lose their profile (silently: `-pgo-warn-mismatch=false`) and are laid out as without
-it, so a stale profile costs speed, never correctness. `bench/perf/footprint.py`
-shows the effect (code lines and pages a heartbeat)."""
+lose their profile and are laid out as without it (a release build warns "function
+control flow change detected (hash mismatch)" for each), so a stale profile costs
+speed, never correctness. Cargo does not track the profile: this script touches the
+crate's sources so the next build of electd uses the new one (its dependencies keep
+the old until `cargo clean`). `bench/perf/footprint.py` shows the effect (code lines
+and pages a heartbeat)."""
 import glob, os, shutil, subprocess as sp, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -85,6 +88,9 @@ def main():
                        capture_output=True, text=True)
             if r.returncode == 0:
                 print(f"train.py: {OUT} from {len(profiles)} raw profile(s) with {tool}")
+                # Cargo does not see the profile change: the next build must.
+                for f in ("src/lib.rs", "src/bin/electd.rs", "src/bin/electctl.rs"):
+                    os.utime(os.path.join(ROOT, f))
                 return
             errors.append(f"{tool}: {r.stderr.strip()}")
         sys.exit("train.py: no llvm-profdata read the profile:\n" + "\n".join(errors))
