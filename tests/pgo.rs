@@ -1,5 +1,5 @@
 //! The profile-guided build (issue 25; .cargo/config.toml, pgo/rustc-wrapper,
-//! BENCHMARKS.md "Profile-guided layout"): optimised builds get `-Cprofile-use` with
+//! BENCHMARKS.md "Cost at rest, twelfth round"): optimised builds get `-Cprofile-use` with
 //! the profile's absolute path, other builds nothing, and the profile is an indexed
 //! LLVM profile. A wrapper that dropped an argument, added the flag to a debug build
 //! or lost the profile would fail here (and a missing profile fails every release

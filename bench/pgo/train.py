@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Regenerates pgo/electd.profdata, the profile every release build of electd is
-optimised with (.cargo/config.toml: `-Cprofile-use`; issue 25, BENCHMARKS.md "Profile-
-guided layout").
+optimised with (.cargo/config.toml: `-Cprofile-use`; issue 25, BENCHMARKS.md "Cost at
+rest, twelfth round").
 
   python3 bench/pgo/train.py [OUT]        (OUT: default pgo/electd.profdata)
 
 1. Builds electd and electctl instrumented (`-Cprofile-generate`) into a target
-   directory of its own (RUSTFLAGS replaces the config's rustflags, so that build
-   does not read the old profile).
+   directory of its own (ELECTD_PGO=0: the wrapper does not give that build the old
+   profile).
 2. Runs the workload the profile is for, a cluster at rest: three daemons on loopback
    (unicast, heartbeat 100 ms), `electctl run --grace 50ms -- sleep infinity` on each,
    SECS seconds (default 20) once the leader asks in turn; then every `run` and daemon
