@@ -2,7 +2,41 @@
 one daemon of: its config, the start of a daemon (under valgrind if asked), a status
 request, the wait for a leader asking in turn, and the stop of every process started
 (by its id)."""
-import json, socket, subprocess as sp, time
+import json, os, socket, subprocess as sp, sys, time
+
+
+def fail(msg):
+    """Bad input: the message on stderr, exit status 2, nothing started."""
+    print(f"{os.path.basename(sys.argv[0])}: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def args():
+    """BIN_DIR and ROLE from `TOOL BIN_DIR [leader|follower]`, checked, with the id of
+    ROLE's server (leader: 1, the preferred server; follower: 3)."""
+    if not 2 <= len(sys.argv) <= 3:
+        fail("usage: BIN_DIR [leader|follower] (BIN_DIR holds electd and electctl)")
+    bin_dir, role = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "leader")
+    if role not in ("leader", "follower"):
+        fail(f"ROLE {role!r} is neither leader nor follower")
+    for b in ("electd", "electctl"):
+        if not os.access(os.path.join(bin_dir, b), os.X_OK):
+            fail(f"{bin_dir}/{b} is missing or not executable")
+    return bin_dir, role, (1 if role == "leader" else 3)
+
+
+def env_num(name, default, lo, hi, kind=float):
+    """The number in environment variable `name` (default when unset), within lo..hi."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        v = kind(raw)
+    except ValueError:
+        fail(f"{name}={raw!r} is not a number")
+    if not lo <= v <= hi:
+        fail(f"{name}={raw} is not within {lo}..{hi}")
+    return v
 
 
 def write_conf(d, name, port, hbt, extra=""):

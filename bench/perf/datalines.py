@@ -17,17 +17,16 @@ import bisect, collections, os, re, subprocess as sp, sys, tempfile, time
 
 import cluster3
 
-BIN = sys.argv[1]
-ROLE = sys.argv[2] if len(sys.argv) > 2 else "leader"
-SECS = float(os.environ.get("SECS", "5"))
-SETTLE = float(os.environ.get("SETTLE", "15"))
-HBT = int(os.environ.get("HBT", "100"))
-PORT = int(os.environ.get("PORT", "7641"))
+BIN, ROLE, me = cluster3.args()
+SECS = cluster3.env_num("SECS", 5.0, 1, 3600)
+SETTLE = cluster3.env_num("SETTLE", 15.0, 0, 3600)
+HBT = cluster3.env_num("HBT", 100, 10, 60000, int)
+PORT = cluster3.env_num("PORT", 7641, 1024, 65533, int)
+RUNS = cluster3.env_num("RUNS", 0, 0, 10000, int)
 d = tempfile.mkdtemp(prefix="electd-datalines-")
 # Under lackey server 1 is slow and may lose the first round: preempt-delay hands the
 # lead back to it (priority 200) once it has been eligible that long.
 conf = cluster3.write_conf(d, f"datalines-{os.getpid()}", PORT, HBT, f"preempt-delay {3 * HBT}ms\n")
-me = 1 if ROLE == "leader" else 3
 trace = f"{d}/lackey.out"
 procs = []
 
@@ -107,7 +106,7 @@ print(f"{ROLE}: window {SECS} s (~{hb:.0f} heartbeats): {len(lines)} distinct da
 for k, v in by.most_common():
     print(f"  {v:6d}  {k}")
 
-if os.environ.get("RUNS"):
+if RUNS:
     # Contiguous runs of touched lines per mapping (an object, or neighbours).
     for name in [k for k, _ in by.most_common()]:
         ls = sorted(ln for ln in lines if region(ln << 6) == name)
@@ -118,7 +117,7 @@ if os.environ.get("RUNS"):
             else:
                 runs.append([ln, ln])
         print(f"{name}: {len(ls)} lines in {len(runs)} runs")
-        for a, b in sorted(runs, key=lambda r: r[0] - r[1])[:int(os.environ.get("RUNS"))]:
+        for a, b in sorted(runs, key=lambda r: r[0] - r[1])[:RUNS]:
             who = collections.Counter()
             for ln in range(a, b + 1):
                 who.update(by_instr[ln])

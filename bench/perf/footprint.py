@@ -20,15 +20,13 @@ import collections, os, re, subprocess as sp, sys, tempfile, time
 
 import cluster3
 
-BIN = sys.argv[1]
-ROLE = sys.argv[2] if len(sys.argv) > 2 else "leader"
-SECS = float(os.environ.get("SECS", "10"))
-SETTLE = float(os.environ.get("SETTLE", "10"))
-HBT = int(os.environ.get("HBT", "100"))
-PORT = int(os.environ.get("PORT", "7611"))
+BIN, ROLE, me = cluster3.args()
+SECS = cluster3.env_num("SECS", 10.0, 1, 3600)
+SETTLE = cluster3.env_num("SETTLE", 10.0, 0, 3600)
+HBT = cluster3.env_num("HBT", 100, 10, 60000, int)
+PORT = cluster3.env_num("PORT", 7611, 1024, 65533, int)
 d = tempfile.mkdtemp(prefix="electd-footprint-")
 conf = cluster3.write_conf(d, f"footprint-{os.getpid()}", PORT, HBT)
-me = 1 if ROLE == "leader" else 3
 out = f"{d}/cg.out"
 procs = []
 
@@ -149,7 +147,7 @@ print(f"{ROLE}: {total / hb:.0f} Ir per heartbeat; {len(all_lines)} code lines "
       + ", ".join(f"{os.path.basename(k or '?')} {len(v)} lines" for k, v in lines.items()))
 body = sum(sizes.get(n, 0) for n in self_ir)
 print(f"{len(self_ir)} functions executed, {body} bytes of their bodies in the binary")
-TOP = int(os.environ.get("TOP", "25"))
+TOP = cluster3.env_num("TOP", 25, 1, 10000, int)
 for n, c in self_ir.most_common(TOP):
     print(f"  {c / hb:7.0f} Ir  {sizes.get(n, 0):6d} B  {re.sub(r'17h[0-9a-f]{16}E$', '', n or '?')[:110]}")
 # The same functions by the code lines they touch (a line shared by two is counted in

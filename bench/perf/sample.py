@@ -19,14 +19,13 @@ import atexit, os, re, shutil, subprocess as sp, sys, tempfile, time
 
 import cluster3
 
-BIN = sys.argv[1]
-ROLE = sys.argv[2] if len(sys.argv) > 2 else "leader"
-HBT = int(os.environ.get("HBT", "100"))
-PORT = int(os.environ.get("PORT", "7661"))
-WINDOW = float(os.environ.get("WINDOW", "20"))
-SECS = float(os.environ.get("SECS", "30"))
-PERIOD = os.environ.get("PERIOD", "5000")
-TOP = int(os.environ.get("TOP", "30"))
+BIN, ROLE, me = cluster3.args()
+HBT = cluster3.env_num("HBT", 100, 10, 60000, int)
+PORT = cluster3.env_num("PORT", 7661, 1024, 65533, int)
+WINDOW = cluster3.env_num("WINDOW", 20.0, 1, 3600)
+SECS = cluster3.env_num("SECS", 30.0, 1, 3600)
+PERIOD = str(cluster3.env_num("PERIOD", 5000, 100, 10**9, int))
+TOP = cluster3.env_num("TOP", 30, 1, 10000, int)
 d = tempfile.mkdtemp(prefix="electd-sample-")
 # perf's data goes to memory: written to a disk, its block I/O completions run as
 # softirqs on whatever task they interrupt, the daemon's samples included (a first
@@ -37,7 +36,6 @@ if shm != d:
     # Removed however the script ends (a reader that closes the pipe early included).
     atexit.register(shutil.rmtree, shm, True)
 conf = cluster3.write_conf(d, f"sample-{os.getpid()}", PORT, HBT)
-me = 1 if ROLE == "leader" else 3
 procs = []
 
 

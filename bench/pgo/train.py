@@ -32,9 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench", "perf"))
 import cluster3  # noqa: E402
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "pgo", "electd.profdata")
-SECS = float(os.environ.get("SECS", "20"))
-if not 1 <= SECS <= 3600:
-    sys.exit(f"train.py: SECS={SECS} is not within 1..3600")
+SECS = cluster3.env_num("SECS", 20.0, 1, 3600)
 
 
 def profdata_tools():
