@@ -9,7 +9,7 @@
 //! heartbeat), and the bytes of an idle LEAD and ACK as captured in a namespace.
 //!
 //! `BENCH_ONLY_IDLE=1 cargo bench --bench electd` runs only this part. Knobs:
-//! `BENCH_IDLE_TRIALS` (default 3), `BENCH_IDLE_WINDOW_S` (the window at 100 ms, default
+//! `BENCH_IDLE_TRIALS` (default 5), `BENCH_IDLE_WINDOW_S` (the window at 100 ms, default
 //! 10; 1 s gets twice as long), `BENCH_IDLE_STRACE_S` (default 5, twice at 1 s),
 //! `BENCH_IDLE_HBT` (heartbeats in ms, default `100,1000`), `BENCH_IDLE_PROFILE=0`
 //! (no callgrind), `BENCH_IDLE_PROFILE_HB` (heartbeats profiled, default 100),
@@ -76,7 +76,7 @@ impl Knobs {
     fn get() -> Knobs {
         let s = short();
         Knobs {
-            trials: env_u64("BENCH_IDLE_TRIALS", if s { 1 } else { 3 }) as usize,
+            trials: env_u64("BENCH_IDLE_TRIALS", if s { 1 } else { 5 }) as usize,
             window_s: env_u64("BENCH_IDLE_WINDOW_S", if s { 3 } else { 10 }) as f64,
             strace_s: env_u64("BENCH_IDLE_STRACE_S", if s { 2 } else { 5 }) as f64,
             hbts: std::env::var("BENCH_IDLE_HBT")
@@ -1090,8 +1090,29 @@ fn fmt_mr(v: Vec<f64>, prec: usize) -> String {
 #[derive(Default)]
 struct Measured {
     trials: Trials,
+    /// The trial (0-based) of each entry of `trials`, in the same order: which
+    /// measurements of two systems ran side by side, for the paired ratios.
+    trial_no: BTreeMap<(u64, System), Vec<usize>>,
     sys_cols: BTreeMap<u64, Vec<SyscallColumn>>,
     capture: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Measured {
+    /// Records trial `t`'s measurement of `sys` at `hbt`.
+    fn record(&mut self, hbt: u64, sys: System, t: usize, s: (u16, Vec<Sample>)) {
+        self.trials.entry((hbt, sys)).or_default().push(s);
+        self.trial_no.entry((hbt, sys)).or_default().push(t);
+    }
+
+    /// Trial `t`'s measurement of `sys` at `hbt`, if it gave figures.
+    fn in_trial(&self, hbt: u64, sys: System, t: usize) -> Option<&(u16, Vec<Sample>)> {
+        let i = self
+            .trial_no
+            .get(&(hbt, sys))?
+            .iter()
+            .position(|&x| x == t)?;
+        self.trials.get(&(hbt, sys))?.get(i)
+    }
 }
 
 /// Every system of the comparison, in the order of the tables (the "before" rows
@@ -1126,7 +1147,7 @@ fn run_trials(lab: &Lab, k: &Knobs, trials: usize, strace: bool, have_ka: bool) 
                     Ok(mut r) => {
                         let lead = || r.electd_leader();
                         if let Some(s) = measure(lab, &r, window, &lead) {
-                            m.trials.entry((hbt, plain)).or_default().push(s);
+                            m.record(hbt, plain, t, s);
                         }
                         if traced {
                             if m.capture.is_none() {
@@ -1139,7 +1160,7 @@ fn run_trials(lab: &Lab, k: &Knobs, trials: usize, strace: bool, have_ka: bool) 
                             Ok(()) => {
                                 let lead = || r.electd_leader();
                                 if let Some(s) = measure(lab, &r, window, &lead) {
-                                    m.trials.entry((hbt, with_run)).or_default().push(s);
+                                    m.record(hbt, with_run, t, s);
                                 }
                                 if traced {
                                     let l = r.electd_leader();
@@ -1159,10 +1180,7 @@ fn run_trials(lab: &Lab, k: &Knobs, trials: usize, strace: bool, have_ka: bool) 
                     Ok(mut r) => {
                         let lead = || r.keepalived_master(lab);
                         if let Some(s) = measure(lab, &r, window, &lead) {
-                            m.trials
-                                .entry((hbt, System::Keepalived))
-                                .or_default()
-                                .push(s);
+                            m.record(hbt, System::Keepalived, t, s);
                         }
                         if traced {
                             let l = r.keepalived_master(lab);
@@ -1178,7 +1196,7 @@ fn run_trials(lab: &Lab, k: &Knobs, trials: usize, strace: bool, have_ka: bool) 
                     Ok(mut r) => {
                         let lead = || r.floor_sender();
                         if let Some(s) = measure(lab, &r, window, &lead) {
-                            m.trials.entry((hbt, sys)).or_default().push(s);
+                            m.record(hbt, sys, t, s);
                         }
                         if traced {
                             trace_into(&mut m, &r, hbt, k, sys, r.floor_sender());
@@ -1357,6 +1375,118 @@ fn ratio_table(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, Syst
             }
         }
     }
+}
+
+/// The mean of `f` over the leader (true) or the followers of one trial.
+fn role_mean(trial: &(u16, Vec<Sample>), leader: bool, f: &dyn Fn(&Sample) -> f64) -> Option<f64> {
+    let v = role_values(std::slice::from_ref(trial), leader, f);
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The CPU ratios of `a` to `b` trial by trial, role `leader`: in each trial that gave
+/// both figures, a's CPU (its run's included where it has one) over b's, the two
+/// measured a minute apart at most on the same machine, so that what the machine did to
+/// both (another tenant, the frequency, the host's cache) divides out.
+fn paired_cpu(m: &Measured, hbt: u64, a: System, b: System, leader: bool) -> Vec<f64> {
+    let trials = m.trial_no.get(&(hbt, a)).cloned().unwrap_or_default();
+    let mut v = Vec::new();
+    for t in trials {
+        let (Some(ta), Some(tb)) = (m.in_trial(hbt, a, t), m.in_trial(hbt, b, t)) else {
+            continue;
+        };
+        let x = role_mean(ta, leader, &|s| s.cpu_pct(a.runs()));
+        let y = role_mean(tb, leader, &|s| s.cpu_pct(b.runs()));
+        if let (Some(x), Some(y)) = (x, y) {
+            if y > 0.0 {
+                v.push(x / y);
+            }
+        }
+    }
+    v
+}
+
+/// Paired CPU ratios (see [`paired_cpu`]): median (min-max) over trials, and in how
+/// many trials the numerator cost no more than the denominator. Every row printed,
+/// NOT MEASURED where no trial gave both.
+fn paired_table(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, System)]) {
+    let _ = writeln!(
+        out,
+        "| heartbeat | numerator | denominator | role | CPU ratio, paired: median (min-max) | trials at or below 1 |"
+    );
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
+    for &hbt in &k.hbts {
+        for &(a, b) in pairs {
+            for leader in [true, false] {
+                let role = format!("{} / {}", role_name(a, leader), role_name(b, leader));
+                let v = paired_cpu(m, hbt, a, b, leader);
+                let cells = if v.is_empty() {
+                    (
+                        "NOT MEASURED (no trial gave both)".to_string(),
+                        String::new(),
+                    )
+                } else {
+                    let below = v.iter().filter(|&&r| r <= 1.0).count();
+                    (fmt_mr(v.clone(), 2), format!("{below} of {}", v.len()))
+                };
+                let _ = writeln!(
+                    out,
+                    "| {hbt} ms | {} | {} | {role} | {} | {} |",
+                    a.name(),
+                    b.name(),
+                    cells.0,
+                    cells.1
+                );
+            }
+        }
+    }
+}
+
+/// Issue 25's criterion, from the paired ratios: electd, alone and with `electctl run`
+/// on every server, leader and followers, at every heartbeat measured, at or below
+/// keepalived's master and backup (the paired median at most 1.00). One line per
+/// check, then the verdict; NOT MEASURED without keepalived.
+fn verdict(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool) {
+    if !have_ka {
+        let _ = writeln!(out, "Verdict: NOT MEASURED (keepalived not installed).");
+        return;
+    }
+    let mut all = true;
+    for &hbt in &k.hbts {
+        for a in [System::Electd, System::ElectdRun] {
+            for leader in [true, false] {
+                let v = paired_cpu(m, hbt, a, System::Keepalived, leader);
+                let role = format!(
+                    "{} / {}",
+                    role_name(a, leader),
+                    role_name(System::Keepalived, leader)
+                );
+                let line = if v.is_empty() {
+                    all = false;
+                    "NOT MEASURED".to_string()
+                } else {
+                    let med = med_range(v.clone()).0;
+                    let ok = med <= 1.0;
+                    all &= ok;
+                    let below = v.iter().filter(|&&r| r <= 1.0).count();
+                    format!(
+                        "{med:.2} ({below} of {} trials at or below 1): {}",
+                        v.len(),
+                        if ok { "at or below" } else { "ABOVE" }
+                    )
+                };
+                let _ = writeln!(out, "- {hbt} ms, {}, {role}: {line}", a.name());
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nVerdict: {}.",
+        if all {
+            "electd at or below keepalived at every heartbeat and role, `electctl run` included (paired medians)"
+        } else {
+            "NOT at or below keepalived everywhere (see the lines above)"
+        }
+    );
 }
 
 /// One line per (heartbeat, role): CPU us per heartbeat / wakeups per second / system
@@ -1657,6 +1787,16 @@ pub fn report(out: &mut String) {
         "\nRatios of medians (role by role: leader, master and sender; follower, backup and receiver; the run's cost included in the `+ run` rows). A keepalived backup and a silent receiver send nothing, so their datagram and byte ratios are infinite.\n"
     );
     ratio_table(out, &k, &m, &ratios());
+    let _ = writeln!(
+        out,
+        "\nCPU ratios paired by trial: in each trial, the numerator's CPU over the denominator's, measured in that trial a minute apart at most (the `+ run` systems with their run), followers averaged within the trial; the median of those ratios over the trials, and in how many trials the numerator cost no more. What the machine did to a trial as a whole divides out, which the ratio of medians above does not do.\n"
+    );
+    paired_table(out, &k, &m, &ratios());
+    let _ = writeln!(
+        out,
+        "\nIssue 25's criterion, from the paired medians (electd, and electd with `electctl run` on every server, CPU at rest at or below keepalived's, role by role):\n"
+    );
+    verdict(out, &k, &m, have_ka);
     if !have_strace {
         let _ = writeln!(out, "\nSyscalls: NOT MEASURED (strace not installed).");
     }
