@@ -6,7 +6,9 @@ data lines a daemon loads or stores, the companion of footprint.py's code lines.
 --trace-mem=yes`, lets it settle, then keeps only the accesses of the last SECS of the
 trace (read from its end: at rest every heartbeat touches much the same lines, so the
 union over the window is about one heartbeat's set) and prints the distinct lines by
-mapping (/proc/PID/maps of the valgrind process, read before it is stopped): stack,
+mapping (/proc/PID/maps of the valgrind process, read before it is stopped), with the
+4 KiB pages they fall in (a page touched after a long sleep may cost a TLB miss and a
+page walk however few of its lines are touched): stack,
 heap, the binary's own data and tables, libc.
 
   python3 bench/perf/datalines.py BIN_DIR [leader|follower]
@@ -103,8 +105,12 @@ for ln in lines:
     by[region(ln << 6)] += 1
 hb = SECS * 1000 / HBT
 print(f"{ROLE}: window {SECS} s (~{hb:.0f} heartbeats): {len(lines)} distinct data lines, {len(code)} distinct code lines (all objects)")
+pages = collections.defaultdict(set)
+for ln in lines:
+    pages[region(ln << 6)].add(ln >> 6)
+print(f"  data pages (4 KiB): {sum(len(p) for p in pages.values())}")
 for k, v in by.most_common():
-    print(f"  {v:6d}  {k}")
+    print(f"  {v:6d} lines {len(pages[k]):4d} pages  {k}")
 
 if RUNS:
     # Contiguous runs of touched lines per mapping (an object, or neighbours).
