@@ -16,7 +16,9 @@
 //! `BENCH_IDLE_SHORT=1` (1 trial, 3 s windows, 2 s strace, 30 profiled heartbeats),
 //! `BENCH_IDLE_ATTRIB=1` (then the attributed mode: every veth with threaded NAPI, so each
 //! namespace's receive path runs in a thread of its own; `only` runs just that),
-//! `BENCH_IDLE_ATTRIB_TRIALS` (default 2, 1 when short), `BENCH_IDLE_OUT` (where the
+//! `BENCH_IDLE_ATTRIB_TRIALS` (default 2, 1 when short), `BENCH_IDLE_CONCURRENT` (`1`,
+//! the default: then electd and keepalived in two more labs at the same time, measured
+//! over the same windows; `only` runs just that; `0` not), `BENCH_IDLE_OUT` (where the
 //! section is also written, whole, to paste: default target/bench-idle.md).
 //!
 //! Beside both runs the protocol floor (bench/floor.rs), in the same namespaces,
@@ -42,8 +44,9 @@ const ELECTD: &str = env!("CARGO_BIN_EXE_electd");
 const ELECTCTL: &str = env!("CARGO_BIN_EXE_electctl");
 const N: u16 = 3;
 pub const PORT: u16 = 7400;
-/// The keepalived virtual address (in 10.77.0.0/16, as every address here).
-const VIP: &str = "10.77.0.100";
+/// The keepalived virtual address's last byte (in the lab's 10.77.NET.0/24, as every
+/// address here).
+const VIP_HOST: u16 = 100;
 const PREFIX: &str = "eidle";
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -70,6 +73,10 @@ struct Knobs {
     /// Only the attributed mode (BENCH_IDLE_ATTRIB=only; for development).
     attrib_only: bool,
     attrib_trials: usize,
+    /// The concurrent mode (BENCH_IDLE_CONCURRENT: `1`, the default, after the rest;
+    /// `only`; `0` off).
+    concurrent: bool,
+    concurrent_only: bool,
 }
 
 impl Knobs {
@@ -88,6 +95,8 @@ impl Knobs {
             attrib: std::env::var("BENCH_IDLE_ATTRIB").is_ok_and(|v| v != "0"),
             attrib_only: std::env::var("BENCH_IDLE_ATTRIB").is_ok_and(|v| v == "only"),
             attrib_trials: env_u64("BENCH_IDLE_ATTRIB_TRIALS", if s { 1 } else { 2 }) as usize,
+            concurrent: std::env::var("BENCH_IDLE_CONCURRENT").map_or(true, |v| v != "0"),
+            concurrent_only: std::env::var("BENCH_IDLE_CONCURRENT").is_ok_and(|v| v == "only"),
         }
     }
 
@@ -110,6 +119,8 @@ fn which(tool: &str) -> bool {
 
 /// The namespaces of this run, deleted when dropped (on a panic too).
 struct Lab {
+    /// The lab's network: 10.77.<net>.0/24 (two labs run at once in the concurrent mode).
+    net: u8,
     hub: String,
     servers: Vec<String>,
     /// Threaded NAPI on every veth (the attributed mode).
@@ -124,14 +135,20 @@ impl Lab {
         &self.servers[usize::from(id) - 1]
     }
 
-    fn addr(id: u16) -> String {
-        format!("10.77.0.{id}")
+    fn addr(&self, id: u16) -> String {
+        format!("10.77.{}.{id}", self.net)
+    }
+
+    /// keepalived's virtual address in this lab.
+    fn vip(&self) -> String {
+        self.addr(VIP_HOST)
     }
 
     /// The hub `eidle<pid>h` with bridge br0, servers `eidle<pid>s<id>` each with eth0
-    /// (10.77.0.<id>/16) on it, IPv6 off (no router or neighbour solicitations in the
+    /// (10.77.0.<id>/16) on it (lab `net` above 0: `eidle<pid>n<net>h`, `...s<id>`,
+    /// 10.77.<net>.<id>/24), IPv6 off (no router or neighbour solicitations in the
     /// counts), and nftables counters of UDP and VRRP datagrams in and out of eth0.
-    fn create(attrib: bool) -> Result<Lab, String> {
+    fn create(attrib: bool, net: u8) -> Result<Lab, String> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err("needs root".into());
@@ -148,8 +165,14 @@ impl Lab {
         if attrib && !which("ethtool") {
             return Err("needs ethtool (`apt-get install ethtool`)".into());
         }
+        let tag = if net == 0 {
+            String::new()
+        } else {
+            format!("n{net}")
+        };
         let mut lab = Lab {
-            hub: format!("{PREFIX}{pid}h"),
+            net,
+            hub: format!("{PREFIX}{pid}{tag}h"),
             servers: Vec::new(),
             attrib,
             napi: Vec::new(),
@@ -167,7 +190,7 @@ impl Lab {
         run(&["ip", "-n", &hub, "link", "add", "br0", "type", "bridge"])?;
         run(&["ip", "-n", &hub, "link", "set", "br0", "up"])?;
         for id in 1..=N {
-            let ns = format!("{PREFIX}{pid}s{id}");
+            let ns = format!("{PREFIX}{pid}{tag}s{id}");
             run(&["ip", "netns", "add", &ns])?;
             lab.servers.push(ns.clone());
             for sysctl in ["all", "default"] {
@@ -194,7 +217,7 @@ impl Lab {
                 &ns,
                 "addr",
                 "add",
-                &format!("{}/16", Lab::addr(id)),
+                &format!("{}/{}", lab.addr(id), if net == 0 { 16 } else { 24 }),
                 "dev",
                 "eth0",
             ])?;
@@ -570,7 +593,7 @@ impl Running {
         let dir = TempDir(tmpdir("electd"));
         let mut text = format!("cluster idle-{}\n", std::process::id());
         for id in 1..=N {
-            text += &format!("server {id} {}:{PORT} name s{id}\n", Lab::addr(id));
+            text += &format!("server {id} {}:{PORT} name s{id}\n", lab.addr(id));
         }
         text += &format!(
             "unicast\nheartbeat {hbt_ms}ms\nrtt {}ms\nmissed-heartbeats 3\nsocket {1}/{{id}}.sock\nstate {1}/{{id}}.state\n",
@@ -695,16 +718,18 @@ impl Running {
         for id in 1..=N {
             let peers: String = (1..=N)
                 .filter(|&p| p != id)
-                .map(|p| format!("        {}\n", Lab::addr(p)))
+                .map(|p| format!("        {}\n", lab.addr(p)))
                 .collect();
             let conf = format!(
                 "global_defs {{\n    router_id eidle{id}\n    vrrp_version 3\n    script_user root\n}}\n\
                  vrrp_instance VI_1 {{\n    state BACKUP\n    interface eth0\n    virtual_router_id 77\n\
                  \x20   priority {}\n    advert_int {advert}\n    garp_master_delay 0\n\
                  \x20   unicast_src_ip {}\n    unicast_peer {{\n{peers}    }}\n\
-                 \x20   virtual_ipaddress {{\n        {VIP}/16\n    }}\n}}\n",
+                 \x20   virtual_ipaddress {{\n        {}/{}\n    }}\n}}\n",
                 200 - 50 * id,
-                Lab::addr(id)
+                lab.addr(id),
+                lab.vip(),
+                if lab.net == 0 { 16 } else { 24 },
             );
             let d = &dir.0;
             let path = d.join(format!("keepalived-{id}.conf"));
@@ -778,10 +803,10 @@ impl Running {
                 crate::floor::ARG,
                 role,
                 &hbt_ms.to_string(),
-                &Lab::addr(id),
+                &lab.addr(id),
             ]);
             if id == 1 {
-                cmd.args((2..=N).map(Lab::addr));
+                cmd.args((2..=N).map(|p| lab.addr(p)));
             }
             cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
             daemons
@@ -810,7 +835,8 @@ impl Running {
 
     /// The one server holding the virtual address.
     fn keepalived_master(&self, lab: &Lab) -> Option<u16> {
-        let holders: Vec<u16> = (1..=N).filter(|&id| lab.has_addr(id, VIP)).collect();
+        let vip = lab.vip();
+        let holders: Vec<u16> = (1..=N).filter(|&id| lab.has_addr(id, &vip)).collect();
         match holders[..] {
             [m] => Some(m),
             _ => None,
@@ -871,57 +897,78 @@ fn measure(
     window: Duration,
     leader: &dyn Fn() -> Option<u16>,
 ) -> Option<(u16, Vec<Sample>)> {
-    let l0 = leader()?;
-    let napi = |id: u16| -> (Usage, Usage) {
+    measure_at_once(&[(lab, r, leader)], window).pop().flatten()
+}
+
+/// Measures the clusters of `each` (a lab, what runs in it, who leads it) over one
+/// and the same `window`: per cluster what [`measure`] gives.
+#[allow(clippy::type_complexity)]
+fn measure_at_once(
+    each: &[(&Lab, &Running, &dyn Fn() -> Option<u16>)],
+    window: Duration,
+) -> Vec<Option<(u16, Vec<Sample>)>> {
+    let napi = |lab: &Lab, id: u16| -> (Usage, Usage) {
         lab.napi
             .get(usize::from(id) - 1)
             .map(|(own, br)| (usage(own), usage(br)))
             .unwrap_or_default()
     };
-    let before: Vec<_> = (1..=N)
-        .map(|id| {
-            let (d, s) = pids_of(r, id);
-            let n = napi(id);
-            (
-                d.clone(),
-                s.clone(),
-                usage(&d),
-                usage(&s),
-                lab.counters(id),
-                n,
-            )
+    let l0: Vec<Option<u16>> = each.iter().map(|(_, _, leader)| leader()).collect();
+    let before: Vec<Vec<_>> = each
+        .iter()
+        .map(|&(lab, r, _)| {
+            (1..=N)
+                .map(|id| {
+                    let (d, s) = pids_of(r, id);
+                    let n = napi(lab, id);
+                    let (ud, us) = (usage(&d), usage(&s));
+                    (d, s, ud, us, lab.counters(id), n)
+                })
+                .collect()
         })
         .collect();
     let t0 = Instant::now();
     std::thread::sleep(window);
-    let after: Vec<_> = before
+    let after: Vec<Vec<_>> = each
         .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            let id = i as u16 + 1;
-            (usage(&b.0), usage(&b.1), lab.counters(id), napi(id))
+        .zip(&before)
+        .map(|(&(lab, _, _), b)| {
+            b.iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    let id = i as u16 + 1;
+                    (usage(&b.0), usage(&b.1), lab.counters(id), napi(lab, id))
+                })
+                .collect::<Vec<_>>()
         })
         .collect();
     let secs = t0.elapsed().as_secs_f64();
-    let l1 = leader()?;
-    if l0 != l1 {
-        eprintln!("bench idle: leader changed during the window ({l0} -> {l1})");
-        return None;
-    }
-    let samples = before
-        .iter()
-        .zip(after)
-        .map(|(b, a)| Sample {
-            daemon: a.0 - b.2,
-            sup: a.1 - b.3,
-            rx: a.3.0 - b.5.0,
-            sw: a.3.1 - b.5.1,
-            // Saturating: a failed read of the counters gives zeros, not a panic.
-            traffic: std::array::from_fn(|i| a.2[i].saturating_sub(b.4[i])),
-            secs,
+    each.iter()
+        .zip(l0)
+        .zip(before.iter().zip(after))
+        .map(|((&(_, _, leader), l0), (before, after))| {
+            let l0 = l0?;
+            let l1 = leader()?;
+            if l0 != l1 {
+                eprintln!("bench idle: leader changed during the window ({l0} -> {l1})");
+                return None;
+            }
+            let samples = before
+                .iter()
+                .zip(after)
+                .map(|(b, a)| Sample {
+                    daemon: a.0 - b.2,
+                    sup: a.1 - b.3,
+                    rx: a.3.0 - b.5.0,
+                    sw: a.3.1 - b.5.1,
+                    // Saturating: a failed read of the counters gives zeros, not a panic.
+                    traffic: std::array::from_fn(|i| a.2[i].saturating_sub(b.4[i])),
+                    secs,
+                })
+                .collect();
+            Some((l0, samples))
         })
-        .collect();
-    Some((l0, samples))
+        .collect()
 }
 
 // ----- strace -------------------------------------------------------------------------
@@ -1213,6 +1260,124 @@ fn run_trials(lab: &Lab, k: &Knobs, trials: usize, strace: bool, have_ka: bool) 
         }
     }
     m
+}
+
+/// The concurrent mode: in each trial, electd in one lab and keepalived in a second,
+/// running at the same time, are measured over one and the same window (electd
+/// alone), then over a second (electd with `electctl run` on every server, keepalived
+/// still running). The two labs take turns holding electd. A trial's ratio then
+/// compares the two daemons under the same machine: another tenant, the frequency, or
+/// the host's caches act on both at once. Trial `t`'s windows are recorded as trials
+/// `2t` (electd, keepalived) and `2t + 1` (electd + run, keepalived), so
+/// [`paired_cpu`] pairs each window's own figures.
+fn run_concurrent(k: &Knobs) -> Result<Measured, String> {
+    let labs = [Lab::create(false, 1)?, Lab::create(false, 2)?];
+    let mut m = Measured::default();
+    for &hbt in &k.hbts {
+        let window = k.window(hbt);
+        for t in 0..k.trials {
+            let (le, lk) = (&labs[t % 2], &labs[1 - t % 2]);
+            let mut ka = match Running::keepalived(lk, hbt) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("bench idle (concurrent): {e}");
+                    continue;
+                }
+            };
+            match Running::electd(le, hbt, &[], ELECTD) {
+                Ok(mut r) => {
+                    for (sys, no) in [(System::Electd, 2 * t), (System::ElectdRun, 2 * t + 1)] {
+                        if sys == System::ElectdRun {
+                            if let Err(e) = r.start_supervisors() {
+                                eprintln!("bench idle (concurrent): {e}");
+                                break;
+                            }
+                        }
+                        let el = || r.electd_leader();
+                        let kl = || ka.keepalived_master(lk);
+                        let mut got = measure_at_once(&[(le, &r, &el), (lk, &ka, &kl)], window);
+                        if let (Some(Some(b)), Some(Some(a))) = (got.pop(), got.pop()) {
+                            m.record(hbt, sys, no, a);
+                            m.record(hbt, System::Keepalived, no, b);
+                        }
+                    }
+                    r.sups.stop();
+                    r.daemons.stop();
+                }
+                Err(e) => eprintln!("bench idle (concurrent): {e}"),
+            }
+            ka.daemons.stop();
+            eprintln!(
+                "bench idle (concurrent): heartbeat {hbt} ms, trial {} of {} done",
+                t + 1,
+                k.trials
+            );
+        }
+    }
+    Ok(m)
+}
+
+/// The concurrent mode's section of the report (see [`run_concurrent`]).
+fn concurrent(out: &mut String, k: &Knobs, have_ka: bool) {
+    let _ = writeln!(
+        out,
+        "\n#### At once (BENCH_IDLE_CONCURRENT): electd and keepalived in two labs, measured over the same windows\n"
+    );
+    if !have_ka {
+        let _ = writeln!(out, "NOT MEASURED (keepalived not installed).");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Two more labs as above (10.77.1.0/24 and 10.77.2.0/24, a bridge each). In each of {} trial(s) per heartbeat, electd runs in one lab and keepalived in the other at the same time; both are measured over one window (electd alone), then, with `electctl run` started on every electd server, over a second (keepalived still running). The labs take turns holding electd. A ratio of one window compares the two daemons under the same machine at the same moment: the sequential trials above measure them a minute apart, and this machine's cost of a heartbeat moves by a factor of two between such minutes. Window {:.0} s at heartbeat 100 ms, {:.0} s at 1 s.\n",
+        k.trials,
+        k.window(100).as_secs_f64(),
+        k.window(1000).as_secs_f64(),
+    );
+    let m = match run_concurrent(k) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = writeln!(out, "NOT MEASURED: network namespaces: {e}.");
+            return;
+        }
+    };
+    let _ = writeln!(
+        out,
+        "| heartbeat | system | role | CPU us per heartbeat, median (min-max) over windows |"
+    );
+    let _ = writeln!(out, "| --- | --- | --- | --- |");
+    for &hbt in &k.hbts {
+        for sys in [System::Electd, System::ElectdRun, System::Keepalived] {
+            for leader in [true, false] {
+                let cell = m
+                    .trials
+                    .get(&(hbt, sys))
+                    .map_or("NOT MEASURED".into(), |tr| {
+                        fmt_mr(
+                            role_values(tr, leader, &|s| us_per_hb(s, sys.runs(), hbt)),
+                            0,
+                        )
+                    });
+                let _ = writeln!(
+                    out,
+                    "| {hbt} ms | {} | {} | {cell} |",
+                    sys.name(),
+                    role_name(sys, leader)
+                );
+            }
+        }
+    }
+    let _ = writeln!(out, "\nCPU ratios paired by window:\n");
+    let pairs = [
+        (System::Electd, System::Keepalived),
+        (System::ElectdRun, System::Keepalived),
+    ];
+    paired_table(out, k, &m, &pairs);
+    let _ = writeln!(
+        out,
+        "\nIssue 25's criterion, from the windows measured at once (paired medians):\n"
+    );
+    verdict(out, k, &m, true);
 }
 
 /// strace of every process of `r` (leader `leader`), its columns added to `m`.
@@ -1736,12 +1901,18 @@ pub fn report(out: &mut String) {
     } else {
         String::new()
     };
+    if k.concurrent_only {
+        concurrent(out, &k, have_ka);
+        let _ = writeln!(out, "\n{}, {}.", load0, load("at the end"));
+        write_section(&out[start..]);
+        return;
+    }
     if k.attrib_only {
         attributed(out, &k, have_ka);
         let _ = writeln!(out, "\n{}, {}.", load0, load("at the end"));
         return;
     }
-    let lab = match Lab::create(false) {
+    let lab = match Lab::create(false, 0) {
         Ok(l) => l,
         Err(e) => {
             let _ = writeln!(out, "NOT MEASURED: network namespaces: {e}.");
@@ -1817,10 +1988,17 @@ pub fn report(out: &mut String) {
     if k.attrib {
         attributed(out, &k, have_ka);
     }
+    if k.concurrent {
+        concurrent(out, &k, have_ka);
+    }
     let _ = writeln!(out, "\n{}, {}.", load0, load("at the end"));
-    // The section as printed, to paste whole (BENCH_IDLE_OUT, default target/bench-idle.md).
+    write_section(&out[start..]);
+}
+
+/// The section as printed, to paste whole (BENCH_IDLE_OUT, default target/bench-idle.md).
+fn write_section(text: &str) {
     let path = std::env::var("BENCH_IDLE_OUT").unwrap_or_else(|_| "target/bench-idle.md".into());
-    match std::fs::write(&path, &out[start..]) {
+    match std::fs::write(&path, text) {
         Ok(()) => eprintln!("bench idle: report written to {path}"),
         Err(e) => eprintln!("bench idle: cannot write {path}: {e}"),
     }
@@ -1835,7 +2013,7 @@ fn attributed(out: &mut String, k: &Knobs, have_ka: bool) {
         out,
         "\n#### Attributed mode (BENCH_IDLE_ATTRIB=1): each namespace's receive path in a thread of its own\n"
     );
-    let lab = match Lab::create(true) {
+    let lab = match Lab::create(true, 0) {
         Ok(l) => l,
         Err(e) => {
             let _ = writeln!(out, "NOT MEASURED: attributed lab: {e}.");
