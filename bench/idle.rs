@@ -1643,9 +1643,11 @@ fn verdict(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool) {
             }
         }
     }
+    let hbts: Vec<String> = k.hbts.iter().map(|h| format!("{h} ms")).collect();
     let _ = writeln!(
         out,
-        "\nVerdict: {}.",
+        "\nVerdict (heartbeats {}): {}.",
+        hbts.join(", "),
         if all {
             "electd at or below keepalived at every heartbeat and role, `electctl run` included (paired medians)"
         } else {
