@@ -1372,12 +1372,12 @@ fn concurrent(out: &mut String, k: &Knobs, have_ka: bool) {
         (System::Electd, System::Keepalived),
         (System::ElectdRun, System::Keepalived),
     ];
-    paired_table(out, k, &m, &pairs);
+    paired_table(out, k, &m, &pairs, "windows");
     let _ = writeln!(
         out,
         "\nIssue 25's criterion, from the windows measured at once (paired medians):\n"
     );
-    verdict(out, k, &m, true);
+    verdict(out, k, &m, true, "windows");
 }
 
 /// strace of every process of `r` (leader `leader`), its columns added to `m`.
@@ -1573,10 +1573,11 @@ fn paired_cpu(m: &Measured, hbt: u64, a: System, b: System, leader: bool) -> Vec
 /// Paired CPU ratios (see [`paired_cpu`]): median (min-max) over trials, and in how
 /// many trials the numerator cost no more than the denominator. Every row printed,
 /// NOT MEASURED where no trial gave both.
-fn paired_table(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, System)]) {
+/// `unit` names what was paired: "trials" (sequential) or "windows" (at once).
+fn paired_table(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, System)], unit: &str) {
     let _ = writeln!(
         out,
-        "| heartbeat | numerator | denominator | role | CPU ratio, paired: median (min-max) | trials at or below 1 |"
+        "| heartbeat | numerator | denominator | role | CPU ratio, paired: median (min-max) | {unit} at or below 1 |"
     );
     let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
     for &hbt in &k.hbts {
@@ -1610,7 +1611,7 @@ fn paired_table(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, Sys
 /// on every server, leader and followers, at every heartbeat measured, at or below
 /// keepalived's master and backup (the paired median at most 1.00). One line per
 /// check, then the verdict; NOT MEASURED without keepalived.
-fn verdict(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool) {
+fn verdict(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool, unit: &str) {
     if !have_ka {
         let _ = writeln!(out, "Verdict: NOT MEASURED (keepalived not installed).");
         return;
@@ -1634,7 +1635,7 @@ fn verdict(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool) {
                     all &= ok;
                     let below = v.iter().filter(|&&r| r <= 1.0).count();
                     format!(
-                        "{med:.2} ({below} of {} trials at or below 1): {}",
+                        "{med:.2} ({below} of {} {unit} at or below 1): {}",
                         v.len(),
                         if ok { "at or below" } else { "ABOVE" }
                     )
@@ -1878,10 +1879,17 @@ pub fn report(out: &mut String) {
         out,
         "\n### Cost at rest beside keepalived and the protocol floor (issue 25: 3 servers, unicast, one namespace per daemon on one bridge)\n"
     );
+    let how = if k.concurrent_only {
+        "only electd and keepalived measured at once (BENCH_IDLE_CONCURRENT=only: the section below)".to_string()
+    } else {
+        format!(
+            "{} trial(s) per row, interleaved (electd, electd + `electctl run`, keepalived, floor with ACKs, floor without, then again)",
+            k.trials
+        )
+    };
     let _ = writeln!(
         out,
-        "Measured {date}, {load0}; {} trial(s) per row, interleaved (electd, electd + `electctl run`, keepalived, floor with ACKs, floor without, then again); window {:.0} s at heartbeat 100 ms, {:.0} s at 1 s. Machine: {}.\n",
-        k.trials,
+        "Measured {date}, {load0}; {how}; window {:.0} s at heartbeat 100 ms, {:.0} s at 1 s. Machine: {}.\n",
         k.window(100).as_secs_f64(),
         k.window(1000).as_secs_f64(),
         crate::machine(),
@@ -1964,12 +1972,12 @@ pub fn report(out: &mut String) {
         out,
         "\nCPU ratios paired by trial: in each trial, the numerator's CPU over the denominator's, measured in that trial a minute apart at most (the `+ run` systems with their run), followers averaged within the trial; the median of those ratios over the trials, and in how many trials the numerator cost no more. What the machine did to a trial as a whole divides out, which the ratio of medians above does not do.\n"
     );
-    paired_table(out, &k, &m, &ratios());
+    paired_table(out, &k, &m, &ratios(), "trials");
     let _ = writeln!(
         out,
         "\nIssue 25's criterion, from the paired medians (electd, and electd with `electctl run` on every server, CPU at rest at or below keepalived's, role by role):\n"
     );
-    verdict(out, &k, &m, have_ka);
+    verdict(out, &k, &m, have_ka, "trials");
     if !have_strace {
         let _ = writeln!(out, "\nSyscalls: NOT MEASURED (strace not installed).");
     }
