@@ -1410,6 +1410,16 @@ fn role_name(sys: System, leader: bool) -> &'static str {
     }
 }
 
+/// "leader / master" and the like: the roles of `a` and `b` a ratio row compares.
+fn role_pair(a: System, b: System, leader: bool) -> String {
+    format!("{} / {}", role_name(a, leader), role_name(b, leader))
+}
+
+/// How many paired ratios are at or below 1 (the numerator cost no more).
+fn below_one(v: &[f64]) -> usize {
+    v.iter().filter(|&&r| r <= 1.0).count()
+}
+
 /// Why `sys` has no figures at `hbt`.
 fn missing(sys: System, have_ka: bool) -> &'static str {
     if sys == System::Keepalived && !have_ka {
@@ -1501,7 +1511,7 @@ fn ratio_table(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, Syst
     for &hbt in &k.hbts {
         for &(a, b) in pairs {
             for leader in [true, false] {
-                let role = format!("{} / {}", role_name(a, leader), role_name(b, leader));
+                let role = role_pair(a, b, leader);
                 let (Some(ta), Some(tb)) = (m.trials.get(&(hbt, a)), m.trials.get(&(hbt, b)))
                 else {
                     let _ = writeln!(
@@ -1583,7 +1593,7 @@ fn paired_table(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, Sys
     for &hbt in &k.hbts {
         for &(a, b) in pairs {
             for leader in [true, false] {
-                let role = format!("{} / {}", role_name(a, leader), role_name(b, leader));
+                let role = role_pair(a, b, leader);
                 let v = paired_cpu(m, hbt, a, b, leader);
                 let cells = if v.is_empty() {
                     (
@@ -1591,8 +1601,10 @@ fn paired_table(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, Sys
                         String::new(),
                     )
                 } else {
-                    let below = v.iter().filter(|&&r| r <= 1.0).count();
-                    (fmt_mr(v.clone(), 2), format!("{below} of {}", v.len()))
+                    (
+                        fmt_mr(v.clone(), 2),
+                        format!("{} of {}", below_one(&v), v.len()),
+                    )
                 };
                 let _ = writeln!(
                     out,
@@ -1621,11 +1633,7 @@ fn verdict(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool, unit: &str)
         for a in [System::Electd, System::ElectdRun] {
             for leader in [true, false] {
                 let v = paired_cpu(m, hbt, a, System::Keepalived, leader);
-                let role = format!(
-                    "{} / {}",
-                    role_name(a, leader),
-                    role_name(System::Keepalived, leader)
-                );
+                let role = role_pair(a, System::Keepalived, leader);
                 let line = if v.is_empty() {
                     all = false;
                     "NOT MEASURED".to_string()
@@ -1633,9 +1641,9 @@ fn verdict(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool, unit: &str)
                     let med = med_range(v.clone()).0;
                     let ok = med <= 1.0;
                     all &= ok;
-                    let below = v.iter().filter(|&&r| r <= 1.0).count();
                     format!(
-                        "{med:.2} ({below} of {} {unit} at or below 1): {}",
+                        "{med:.2} ({} of {} {unit} at or below 1): {}",
+                        below_one(&v),
                         v.len(),
                         if ok { "at or below" } else { "ABOVE" }
                     )
@@ -1803,7 +1811,7 @@ fn attrib_ratios(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, Sy
     for &hbt in &k.hbts {
         for &(a, b) in pairs {
             for leader in [true, false] {
-                let role = format!("{} / {}", role_name(a, leader), role_name(b, leader));
+                let role = role_pair(a, b, leader);
                 let (Some(ta), Some(tb)) = (m.trials.get(&(hbt, a)), m.trials.get(&(hbt, b)))
                 else {
                     let _ = writeln!(
