@@ -57,11 +57,13 @@ impl Sub<Duration> for Time {
 /// In u64 arithmetic: `as_nanos` gives a u128, and its conversion was several times the
 /// instructions at each of the many places the heartbeat's path adds a duration to a
 /// time (issue 25).
+///
+/// Saturating rather than checked steps: the same results (a product that saturates
+/// stays `u64::MAX` after the add), without a branch at each inlined use.
 pub fn duration_nanos(d: Duration) -> u64 {
     d.as_secs()
-        .checked_mul(1_000_000_000)
-        .and_then(|n| n.checked_add(u64::from(d.subsec_nanos())))
-        .unwrap_or(u64::MAX)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()))
 }
 
 /// The current CLOCK_BOOTTIME reading: the clock every lease is measured on.

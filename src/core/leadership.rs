@@ -420,10 +420,15 @@ impl Node {
     pub(super) fn alive(&self) -> PeerSet {
         let mut set = PeerSet::EMPTY;
         set.insert(self.ids[self.me]);
-        let now = self.last_now;
+        let now = self.last_now.as_nanos();
+        // In nanoseconds, the window once: comparing Durations per peer converted each
+        // age and re-added the window (issue 25). The same answer: an age saturates at
+        // zero as `saturating_since` does, and a window past u64 nanoseconds (584
+        // years) admits every age either way.
+        let window = crate::time::duration_nanos(self.cfg.heartbeat * 2 + self.cfg.rtt);
         for (i, p) in self.peers.iter().enumerate() {
             if p.heard_at
-                .is_some_and(|t| now.saturating_since(t) <= self.cfg.heartbeat * 2 + self.cfg.rtt)
+                .is_some_and(|t| now.saturating_sub(t.as_nanos()) <= window)
             {
                 set.insert(self.ids[i]);
             }

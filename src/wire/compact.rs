@@ -26,7 +26,8 @@ use super::body::{self, Head, Ints, Maps};
 use super::frame::{Format, open_framed};
 use super::trailer::{self, Key};
 use super::{
-    DecodeError, Entry, Framing, Kind, MAGIC, MAX_ENTRIES, Message, Origin, valid_id, varint,
+    DecodeError, Entry, Framing, Kind, MAGIC, MAX_BUNDLE_LEN, MAX_ENTRIES, Message, Origin,
+    valid_id, varint,
 };
 
 /// Kind byte: the kind's bits.
@@ -82,8 +83,11 @@ pub(super) fn encode(
     };
     let maps = maps(framing);
     let start = out.len();
-    let len: usize = entries.iter().map(|e| entry_len(framing, &e.msg)).sum();
-    out.reserve(format.overhead() + len);
+    // A bound, not the exact length: a bundle the packer made fits MAX_BUNDLE_LEN (or
+    // is one entry, far shorter), and the host's buffers already hold that much, so
+    // this is no work there. Summing every entry's length here was a second pass over
+    // the entries (the packer made the first) at each LEAD (issue 25).
+    out.reserve(MAX_BUNDLE_LEN);
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&[format.version(), entries.len() as u8, sender as u8]);
     out.extend_from_slice(&fingerprint.to_be_bytes());

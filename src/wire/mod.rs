@@ -439,6 +439,13 @@ pub fn runs(
         if start >= entries.len() {
             return None;
         }
+        if start + 1 == entries.len() {
+            // One entry left: a run of its own whatever its length (the first entry of
+            // a run is always taken), without computing it. An idle heartbeat's
+            // datagram is one entry (issue 25).
+            start += 1;
+            return Some(start - 1..start);
+        }
         let mut len = fixed;
         let mut end = start;
         for (i, e) in entries.iter().enumerate().skip(start) {
