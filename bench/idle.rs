@@ -18,7 +18,8 @@
 //! namespace's receive path runs in a thread of its own; `only` runs just that),
 //! `BENCH_IDLE_ATTRIB_TRIALS` (default 2, 1 when short), `BENCH_IDLE_CONCURRENT` (`1`,
 //! the default: then electd and keepalived in two more labs at the same time, measured
-//! over the same windows; `only` runs just that; `0` not), `BENCH_IDLE_OUT` (where the
+//! over the same windows; `only` runs just that; `0` not), `BENCH_IDLE_WINDOWS` (the
+//! concurrent mode's trials, default 16, each a window without `run` and one with), `BENCH_IDLE_OUT` (where the
 //! section is also written, whole, to paste: default target/bench-idle.md).
 //!
 //! Beside both runs the protocol floor (bench/floor.rs), in the same namespaces,
@@ -77,6 +78,9 @@ struct Knobs {
     /// `only`; `0` off).
     concurrent: bool,
     concurrent_only: bool,
+    /// Trials of the concurrent mode (BENCH_IDLE_WINDOWS, default 16: two windows
+    /// each, one without and one with `run`): enough for the verdict's sign test.
+    windows: usize,
 }
 
 impl Knobs {
@@ -97,6 +101,7 @@ impl Knobs {
             attrib_trials: env_u64("BENCH_IDLE_ATTRIB_TRIALS", if s { 1 } else { 2 }) as usize,
             concurrent: std::env::var("BENCH_IDLE_CONCURRENT").map_or(true, |v| v != "0"),
             concurrent_only: std::env::var("BENCH_IDLE_CONCURRENT").is_ok_and(|v| v == "only"),
+            windows: env_u64("BENCH_IDLE_WINDOWS", if s { 1 } else { 16 }) as usize,
         }
     }
 
@@ -1275,7 +1280,7 @@ fn run_concurrent(k: &Knobs) -> Result<Measured, String> {
     let mut m = Measured::default();
     for &hbt in &k.hbts {
         let window = k.window(hbt);
-        for t in 0..k.trials {
+        for t in 0..k.windows {
             let (le, lk) = (&labs[t % 2], &labs[1 - t % 2]);
             let mut ka = match Running::keepalived(lk, hbt) {
                 Ok(r) => r,
@@ -1310,7 +1315,7 @@ fn run_concurrent(k: &Knobs) -> Result<Measured, String> {
             eprintln!(
                 "bench idle (concurrent): heartbeat {hbt} ms, trial {} of {} done",
                 t + 1,
-                k.trials
+                k.windows
             );
         }
     }
@@ -1330,7 +1335,7 @@ fn concurrent(out: &mut String, k: &Knobs, have_ka: bool) {
     let _ = writeln!(
         out,
         "Two more labs as above (10.77.1.0/24 and 10.77.2.0/24, a bridge each). In each of {} trial(s) per heartbeat, electd runs in one lab and keepalived in the other at the same time; both are measured over one window (electd alone), then, with `electctl run` started on every electd server, over a second (keepalived still running). The labs take turns holding electd. A ratio of one window compares the two daemons under the same machine at the same moment: the sequential trials above measure them a minute apart, and this machine's cost of a heartbeat moves by a factor of two between such minutes. Window {:.0} s at heartbeat 100 ms, {:.0} s at 1 s.\n",
-        k.trials,
+        k.windows,
         k.window(100).as_secs_f64(),
         k.window(1000).as_secs_f64(),
     );
@@ -1419,6 +1424,25 @@ fn role_pair(a: System, b: System, leader: bool) -> String {
 fn below_one(v: &[f64]) -> usize {
     v.iter().filter(|&&r| r <= 1.0).count()
 }
+
+/// The one-sided sign test's p-value: the chance of `k` or more of `n` paired ratios at
+/// or below 1 if each were as likely above as below (the two daemons costing the same).
+/// Small when electd is cheaper in more windows than a coin would give.
+fn sign_p(k: usize, n: usize) -> f64 {
+    // C(n, i) / 2^n summed over i >= k, in f64 (n is at most a few hundred windows).
+    let mut c = 1.0f64; // C(n, 0)
+    let mut tail = 0.0;
+    for i in 0..=n {
+        if i >= k {
+            tail += c;
+        }
+        c = c * (n - i) as f64 / (i + 1) as f64;
+    }
+    tail / 2f64.powi(n as i32)
+}
+
+/// The significance the verdict's sign test asks for (see [`sign_p`]).
+const SIGN_ALPHA: f64 = 0.05;
 
 /// Why `sys` has no figures at `hbt`.
 fn missing(sys: System, have_ka: bool) -> &'static str {
@@ -1624,11 +1648,17 @@ fn paired_table(out: &mut String, k: &Knobs, m: &Measured, pairs: &[(System, Sys
 /// keepalived's master and backup (the paired median at most 1.00). One line per
 /// check, then the verdict; NOT MEASURED without keepalived.
 fn verdict(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool, unit: &str) {
+    // The sign test against values computed apart (sum of C(n, i) / 2^n, Python's
+    // math.comb): 12 of 16 is the fewest that passes at 0.05, 11 of 16 does not.
+    assert!((sign_p(12, 16) - 0.038_406_372_070_312_5).abs() < 1e-12);
+    assert!((sign_p(11, 16) - 0.105_056_762_695_312_5).abs() < 1e-12);
+    assert!(sign_p(0, 16) == 1.0 && (sign_p(4, 8) - 0.636_718_75).abs() < 1e-12);
     if !have_ka {
         let _ = writeln!(out, "Verdict: NOT MEASURED (keepalived not installed).");
         return;
     }
     let mut all = true;
+    let mut shown = true;
     for &hbt in &k.hbts {
         for a in [System::Electd, System::ElectdRun] {
             for leader in [true, false] {
@@ -1636,16 +1666,25 @@ fn verdict(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool, unit: &str)
                 let role = role_pair(a, System::Keepalived, leader);
                 let line = if v.is_empty() {
                     all = false;
+                    shown = false;
                     "NOT MEASURED".to_string()
                 } else {
                     let med = med_range(v.clone()).0;
                     let ok = med <= 1.0;
+                    let p = sign_p(below_one(&v), v.len());
                     all &= ok;
+                    shown &= ok && p <= SIGN_ALPHA;
                     format!(
-                        "{med:.2} ({} of {} {unit} at or below 1): {}",
+                        "{med:.2} ({} of {} {unit} at or below 1, sign test p = {p:.3}): {}",
                         below_one(&v),
                         v.len(),
-                        if ok { "at or below" } else { "ABOVE" }
+                        if !ok {
+                            "ABOVE"
+                        } else if p <= SIGN_ALPHA {
+                            "at or below, shown"
+                        } else {
+                            "at or below, not shown (a coin could give it)"
+                        }
                     )
                 };
                 let _ = writeln!(out, "- {hbt} ms, {}, {role}: {line}", a.name());
@@ -1661,6 +1700,15 @@ fn verdict(out: &mut String, k: &Knobs, m: &Measured, have_ka: bool, unit: &str)
             "electd at or below keepalived at every heartbeat and role, `electctl run` included (paired medians)"
         } else {
             "NOT at or below keepalived everywhere (see the lines above)"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "Sign test (one-sided, p at most {SIGN_ALPHA} in every line): {}.",
+        if shown {
+            "shown: electd cheaper in more windows than chance would give, in every line"
+        } else {
+            "NOT shown in every line"
         }
     );
 }
