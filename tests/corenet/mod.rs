@@ -41,6 +41,8 @@ pub struct Lead {
     pub from: u16,
     pub seq: u64,
     pub asked: PeerSet,
+    /// The servers the LEAD says the leader heard recently (its `alive` map).
+    pub alive: PeerSet,
 }
 
 pub struct Net {
@@ -130,6 +132,7 @@ impl Net {
                         Body::Lead {
                             seq,
                             acks,
+                            alive,
                             resign: false,
                             ..
                         } => self.leads.push(Lead {
@@ -137,6 +140,7 @@ impl Net {
                             from: id,
                             seq,
                             asked: acks,
+                            alive,
                         }),
                         Body::Lead {
                             resign: true,
