@@ -14,8 +14,9 @@ heap, the binary's own data and tables, libc.
   python3 bench/perf/datalines.py BIN_DIR [leader|follower]
 
 Env: SECS (5), SETTLE (15 s after the leader asks in turn), HBT (100, ms), PORT (7641).
-Every process it starts is stopped by its id; its files go to a temporary directory."""
-import bisect, collections, os, re, subprocess as sp, sys, tempfile, time
+Every process it starts is stopped by its id; its files go to a temporary directory,
+removed at exit (the trace of a long window is hundreds of MB)."""
+import atexit, bisect, collections, os, re, shutil, subprocess as sp, sys, tempfile, time
 
 import cluster3
 
@@ -26,6 +27,7 @@ HBT = cluster3.env_num("HBT", 100, 10, 60000, int)
 PORT = cluster3.env_num("PORT", 7641, 1024, 65533, int)
 RUNS = cluster3.env_num("RUNS", 0, 0, 10000, int)
 d = tempfile.mkdtemp(prefix="electd-datalines-")
+atexit.register(shutil.rmtree, d, True)  # removed however the script ends
 # Under lackey server 1 is slow and may lose the first round: preempt-delay hands the
 # lead back to it (priority 200) once it has been eligible that long.
 conf = cluster3.write_conf(d, f"datalines-{os.getpid()}", PORT, HBT, f"preempt-delay {3 * HBT}ms\n")

@@ -15,7 +15,8 @@ ELECTD: target/release/electd. EXP:
   trace   perf record of raw_syscalls:sys_enter/sys_exit and the context switches of an
           electd follower, then of a floor receiver that ACKs (ROUNDS, SECS): on-CPU
           time per heartbeat in user code and in each system call, from every event.
-          ROLE=leader traces the leader against the floor leader (ACK) and sender (ACK and silent).
+          ROLE=leader traces the leader against the floor leader (ACK) and sender (ACK and silent),
+          and keepalived's master (its VRRP child) when keepalived is installed.
   ab      A/B of electd builds (ELECTD: comma-separated binaries), interleaved rounds
           (ROUNDS, SECS, HBT): CPU us per heartbeat of the leader and the followers.
 Namespaces eflr<pid>h / eflr<pid>s<id>, 10.77.0.<id>/16, deleted at exit."""
@@ -142,6 +143,34 @@ def floor(role_rx, hbt=100, sender="sender"):
             ps.append(start([BENCH, "--idle-floor", role_rx, str(hbt), f"10.77.0.{i}"], i))
     time.sleep(0.7)
     return ps
+
+def keepalived(d, hbt=100):
+    """Three keepalived (VRRPv3, unicast peers, advert every hbt ms, server 1 the highest
+    priority), as bench/idle.rs starts them, config and pid files in d. Returns the
+    processes and the pid of server 1's VRRP child (the one that sends the adverts),
+    once it holds the virtual address 10.77.0.100."""
+    ps = []
+    advert = f"{hbt / 1000:.2f}" if hbt % 1000 else str(hbt // 1000)
+    for i in (1, 2, 3):
+        peers = "".join(f"        10.77.0.{p}\n" for p in (1, 2, 3) if p != i)
+        conf = (f"global_defs {{\n    router_id flab{i}\n    vrrp_version 3\n    script_user root\n}}\n"
+                f"vrrp_instance VI_1 {{\n    state BACKUP\n    interface eth0\n    virtual_router_id 77\n"
+                f"    priority {200 - 50 * i}\n    advert_int {advert}\n    garp_master_delay 0\n"
+                f"    unicast_src_ip 10.77.0.{i}\n    unicast_peer {{\n{peers}    }}\n"
+                f"    virtual_ipaddress {{\n        10.77.0.100/16\n    }}\n}}\n")
+        open(f"{d}/keepalived-{i}.conf", "w").write(conf)
+        ps.append(start(["keepalived", "-n", "-l", "-D", "-P", "-f", f"{d}/keepalived-{i}.conf",
+                         "-p", f"{d}/keepalived-{i}.pid", "-r", f"{d}/vrrp-{i}.pid",
+                         "-c", f"{d}/checkers-{i}.pid"], i))
+    for _ in range(100):
+        time.sleep(0.1)
+        if "10.77.0.100/" in sh("ip", "-n", ns(1), "addr", "show", "dev", "eth0", check=False):
+            break
+    else:
+        raise SystemExit("keepalived: server 1 never held 10.77.0.100")
+    time.sleep(1.2)
+    vrrp = int(open(f"{d}/vrrp-1.pid").read().split()[0])
+    return ps, vrrp
 
 def fmt(r):
     return " ".join(f"{k}={v[0]:.0f}us/{v[1]:.1f}w" for k, v in r.items())
@@ -321,6 +350,12 @@ elif EXP == "trace":
                 ps = floor(rx, sender=tx)
                 runs.append((f"floor {tx} ({rx})", ps[0].pid) + trace(ps[0].pid, secs))
                 stop(ps)
+            # keepalived's master, in the same lab (its VRRP child, which sends).
+            if sh("sh", "-c", "command -v keepalived", check=False).strip():
+                ps, vrrp = keepalived(d)
+                runs.append(("keepalived master (vrrp child)", vrrp) + trace(vrrp, secs))
+                stop(ps)
+                for f in glob.glob(f"{d}/*.pid"): os.remove(f)
         else:
             fol = [i for i in (1, 2, 3) if roles[i] == "follower"][0]
             fpid = ps[fol - 1].pid

@@ -14,7 +14,7 @@ at every PERIOD ns of CPU is not exact, and a symbol's samples include some skew
 Env: HBT (100, ms), PORT (7661), WINDOW (20), SECS (30), PERIOD (5000, ns), TOP (30).
 Needs root (perf on another process) and perf. Every process it starts is stopped by
 its id; the state and sockets go to a temporary directory, perf's data to one in
-/dev/shm (removed at the end)."""
+/dev/shm (both removed at the end)."""
 import atexit, os, re, shutil, subprocess as sp, sys, tempfile, time
 
 import cluster3
@@ -27,6 +27,7 @@ SECS = cluster3.env_num("SECS", 30.0, 1, 3600)
 PERIOD = str(cluster3.env_num("PERIOD", 5000, 100, 10**9, int))
 TOP = cluster3.env_num("TOP", 30, 1, 10000, int)
 d = tempfile.mkdtemp(prefix="electd-sample-")
+atexit.register(shutil.rmtree, d, True)  # removed however the script ends
 # perf's data goes to memory: written to a disk, its block I/O completions run as
 # softirqs on whatever task they interrupt, the daemon's samples included (a first
 # try put 40-48 % of the leader's samples in handle_softirqs and the mq-deadline
