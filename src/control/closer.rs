@@ -158,8 +158,11 @@ mod tests {
             backlog: Arc::new(AtomicUsize::new(0)),
         };
         let fd = || {
-            // SAFETY: a fresh descriptor, ours.
-            unsafe { OwnedFd::from_raw_fd(libc::eventfd(0, libc::EFD_CLOEXEC)) }
+            // SAFETY: eventfd(2) with valid flags.
+            let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+            assert!(raw >= 0, "eventfd: {}", std::io::Error::last_os_error());
+            // SAFETY: a fresh descriptor, ours alone.
+            unsafe { OwnedFd::from_raw_fd(raw) }
         };
         for _ in 0..3 {
             let mut w = c.waiting.lock().unwrap();
