@@ -135,6 +135,53 @@ struct Lab {
     napi: Vec<(Vec<u32>, Vec<u32>)>,
 }
 
+/// The keepalived configuration of server `id` in lab `net` (see [`Lab::create`]):
+/// VRRPv3, unicast to the two others, advert every `hbt_ms`, server 1 the highest
+/// priority, the virtual address 10.77.NET.100. One text for the bench and for
+/// bench/perf/lab.py, which reads it from [`KEEPALIVED_CONF_ARG`].
+fn keepalived_conf(net: u8, id: u16, hbt_ms: u64) -> String {
+    let addr = |id: u16| format!("10.77.{net}.{id}");
+    let advert = if hbt_ms % 1000 == 0 {
+        format!("{}", hbt_ms / 1000)
+    } else {
+        format!("{:.2}", hbt_ms as f64 / 1000.0)
+    };
+    let peers: String = (1..=N)
+        .filter(|&p| p != id)
+        .map(|p| format!("        {}\n", addr(p)))
+        .collect();
+    format!(
+        "global_defs {{\n    router_id eidle{id}\n    vrrp_version 3\n    script_user root\n}}\n\
+         vrrp_instance VI_1 {{\n    state BACKUP\n    interface eth0\n    virtual_router_id 77\n\
+         \x20   priority {}\n    advert_int {advert}\n    garp_master_delay 0\n\
+         \x20   unicast_src_ip {}\n    unicast_peer {{\n{peers}    }}\n\
+         \x20   virtual_ipaddress {{\n        {}/{}\n    }}\n}}\n",
+        200 - 50 * id,
+        addr(id),
+        addr(VIP_HOST),
+        if net == 0 { 16 } else { 24 },
+    )
+}
+
+/// `electd-bench --idle-keepalived-conf ID HBT_MS`: prints [`keepalived_conf`] of
+/// server ID in lab 0 (10.77.0.0/16) and exits; 2 with a usage line on bad input.
+pub const KEEPALIVED_CONF_ARG: &str = "--idle-keepalived-conf";
+
+pub fn keepalived_conf_main(args: &[String]) -> ! {
+    let id = args.first().and_then(|a| a.parse::<u16>().ok());
+    let hbt = args.get(1).and_then(|a| a.parse::<u64>().ok());
+    match (id, hbt) {
+        (Some(id @ 1..=N), Some(hbt @ 1..)) => {
+            print!("{}", keepalived_conf(0, id, hbt));
+            std::process::exit(0)
+        }
+        _ => {
+            eprintln!("usage: {KEEPALIVED_CONF_ARG} ID HBT_MS (ID 1..={N}, HBT_MS above 0)");
+            std::process::exit(2)
+        }
+    }
+}
+
 impl Lab {
     fn ns(&self, id: u16) -> &str {
         &self.servers[usize::from(id) - 1]
@@ -714,28 +761,9 @@ impl Running {
     /// the highest priority. Waits until exactly one holds the virtual address.
     fn keepalived(lab: &Lab, hbt_ms: u64) -> Result<Running, String> {
         let dir = TempDir(tmpdir("keepalived"));
-        let advert = if hbt_ms % 1000 == 0 {
-            format!("{}", hbt_ms / 1000)
-        } else {
-            format!("{:.2}", hbt_ms as f64 / 1000.0)
-        };
         let mut daemons = Procs(Vec::new());
         for id in 1..=N {
-            let peers: String = (1..=N)
-                .filter(|&p| p != id)
-                .map(|p| format!("        {}\n", lab.addr(p)))
-                .collect();
-            let conf = format!(
-                "global_defs {{\n    router_id eidle{id}\n    vrrp_version 3\n    script_user root\n}}\n\
-                 vrrp_instance VI_1 {{\n    state BACKUP\n    interface eth0\n    virtual_router_id 77\n\
-                 \x20   priority {}\n    advert_int {advert}\n    garp_master_delay 0\n\
-                 \x20   unicast_src_ip {}\n    unicast_peer {{\n{peers}    }}\n\
-                 \x20   virtual_ipaddress {{\n        {}/{}\n    }}\n}}\n",
-                200 - 50 * id,
-                lab.addr(id),
-                lab.vip(),
-                if lab.net == 0 { 16 } else { 24 },
-            );
+            let conf = keepalived_conf(lab.net, id, hbt_ms);
             let d = &dir.0;
             let path = d.join(format!("keepalived-{id}.conf"));
             std::fs::write(&path, conf).map_err(|e| e.to_string())?;

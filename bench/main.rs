@@ -914,6 +914,9 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == floor::ARG) {
         floor::main(&args[i + 1..], idle::PORT);
     }
+    if let Some(i) = args.iter().position(|a| a == idle::KEEPALIVED_CONF_ARG) {
+        idle::keepalived_conf_main(&args[i + 1..]);
+    }
     if let Some(i) = args.iter().position(|a| a == HEALTH_CHECK_ARG) {
         health_check(&args[i + 1], &args[i + 2]);
     }

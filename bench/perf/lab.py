@@ -145,19 +145,14 @@ def floor(role_rx, hbt=100, sender="sender"):
     return ps
 
 def keepalived(d, hbt=100):
-    """Three keepalived (VRRPv3, unicast peers, advert every hbt ms, server 1 the highest
-    priority), as bench/idle.rs starts them, config and pid files in d. Returns the
-    processes and the pid of server 1's VRRP child (the one that sends the adverts),
-    once it holds the virtual address 10.77.0.100."""
+    """Three keepalived as bench/idle.rs starts them (VRRPv3, unicast peers, advert every
+    hbt ms, server 1 the highest priority; the configuration is the bench binary's own,
+    from `--idle-keepalived-conf`), config and pid files in d. Returns the processes and
+    the pid of server 1's VRRP child (the one that sends the adverts), once it holds the
+    virtual address 10.77.0.100."""
     ps = []
-    advert = f"{hbt / 1000:.2f}" if hbt % 1000 else str(hbt // 1000)
     for i in (1, 2, 3):
-        peers = "".join(f"        10.77.0.{p}\n" for p in (1, 2, 3) if p != i)
-        conf = (f"global_defs {{\n    router_id flab{i}\n    vrrp_version 3\n    script_user root\n}}\n"
-                f"vrrp_instance VI_1 {{\n    state BACKUP\n    interface eth0\n    virtual_router_id 77\n"
-                f"    priority {200 - 50 * i}\n    advert_int {advert}\n    garp_master_delay 0\n"
-                f"    unicast_src_ip 10.77.0.{i}\n    unicast_peer {{\n{peers}    }}\n"
-                f"    virtual_ipaddress {{\n        10.77.0.100/16\n    }}\n}}\n")
+        conf = sh(BENCH, "--idle-keepalived-conf", str(i), str(hbt))
         open(f"{d}/keepalived-{i}.conf", "w").write(conf)
         ps.append(start(["keepalived", "-n", "-l", "-D", "-P", "-f", f"{d}/keepalived-{i}.conf",
                          "-p", f"{d}/keepalived-{i}.pid", "-r", f"{d}/vrrp-{i}.pid",
