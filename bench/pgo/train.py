@@ -10,10 +10,18 @@ rest, twelfth round").
    profile).
 2. Runs the workload the profile is for, a cluster at rest: three daemons on loopback
    (unicast, heartbeat 100 ms), `electctl run --grace 50ms -- sleep infinity` on each,
-   SECS seconds (default 20) once the leader asks in turn; then every `run` and daemon
-   is stopped with SIGTERM (the leader hands over on the way out). What never runs
-   there (elections after the first, failover, reloads) is laid out as cold: it is
-   slower by nanoseconds, which no timer of the protocol can see.
+   SECS seconds (default 20) once the leader asks in turn and WARM seconds (default 3)
+   have passed; then every `run` and daemon is stopped with SIGTERM (the leader hands
+   over on the way out). Only the rest is counted: each process's counters are zeroed
+   (through /proc/PID/mem, the addresses from the binary's `__llvm_prf_cnts` section)
+   when the SECS begin, read when they end, and written over the raw profile the
+   process leaves at its exit. What never runs at rest (start-up, elections,
+   failover, reloads, the stop) is laid out as cold, out of the rest path's lines
+   and pages: it is slower by nanoseconds, which no timer of the protocol can see.
+   Counted from start-up, the start and the election ran too: their blocks sat
+   between the rest's (leader 480 code lines a heartbeat, follower 411; rest only:
+   452 and 394, `bench/perf/footprint.py`). Needs root or ptrace rights over the
+   processes it started (it writes their memory).
 3. Merges the raw profile with llvm-profdata (LLVM_PROFDATA, else the first of
    llvm-profdata-22 .. -19 and llvm-profdata that reads it; Debian: apt-get install
    llvm-19), sparse, into OUT.
@@ -25,7 +33,7 @@ speed, never correctness. Cargo does not track the profile: this script touches 
 crate's sources so the next build of electd uses the new one (its dependencies keep
 the old until `cargo clean`). `bench/perf/footprint.py` shows the effect (code lines
 and pages a heartbeat)."""
-import glob, os, shutil, subprocess as sp, sys, tempfile, time
+import glob, os, shutil, struct, subprocess as sp, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench", "perf"))
@@ -33,6 +41,7 @@ import cluster3  # noqa: E402
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "pgo", "electd.profdata")
 SECS = cluster3.env_num("SECS", 20.0, 1, 3600)
+WARM = cluster3.env_num("WARM", 3.0, 0, 600)
 
 
 def profdata_tools():
@@ -41,6 +50,81 @@ def profdata_tools():
         return [env]
     names = [f"llvm-profdata-{v}" for v in range(22, 18, -1)] + ["llvm-profdata"]
     return [p for p in (shutil.which(n) for n in names) if p]
+
+
+def elf_section(path, name):
+    """(address, size) of section `name` in the ELF64 little-endian file at path."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+            sys.exit(f"train.py: {path} is not a 64-bit little-endian ELF file")
+        shoff, = struct.unpack_from("<Q", head, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
+        f.seek(shoff)
+        table = f.read(shentsize * shnum)
+        hdr = lambda i: struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize)
+        strtab = hdr(shstrndx)
+        f.seek(strtab[4])
+        names = f.read(strtab[5])
+        for i in range(shnum):
+            h = hdr(i)
+            if names[h[0]:names.index(b"\0", h[0])].decode() == name:
+                return h[3], h[5]
+    sys.exit(f"train.py: {path} has no section {name} (not built with -Cprofile-generate?)")
+
+
+def counters_at(pid, binary):
+    """The address and size of the profile counters in process pid (a PIE of binary)."""
+    addr, size = elf_section(binary, "__llvm_prf_cnts")
+    real = os.path.realpath(binary)
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[5] == real and int(parts[2], 16) == 0:
+                return int(parts[0].split("-")[0], 16) + addr, size
+    sys.exit(f"train.py: {binary} is not mapped in process {pid}")
+
+
+def reset_counters(pid, binary):
+    """Zeroes process pid's profile counters, as __llvm_profile_reset_counters would:
+    what ran before (start-up, the election) is not in the profile."""
+    addr, size = counters_at(pid, binary)
+    with open(f"/proc/{pid}/mem", "r+b", buffering=0) as m:
+        m.seek(addr)
+        m.write(bytes(size))
+
+
+def read_counters(pid, binary):
+    addr, size = counters_at(pid, binary)
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as m:
+        m.seek(addr)
+        return m.read(size)
+
+
+def patch_raw(path, binary, counters):
+    """Writes `counters` over the counters of the raw profile at path (raw format
+    version 8 to 10: a header of u64 fields, binary ids, the data records, padding,
+    then the counters), so the profile holds the rest only, not the stop."""
+    data_size = elf_section(binary, "__llvm_prf_data")[1]
+    with open(path, "r+b") as f:
+        head = f.read(16 * 8)
+        magic, version, ids, ndata, pad_before, ncounters = struct.unpack_from("<6Q", head)
+        if magic != 0xFF6C70726F667281 or not 8 <= (version & 0xFFFFFFFF) <= 10:
+            sys.exit(f"train.py: {path}: not a raw profile of a known version ({version:#x})")
+        if ncounters * 8 != len(counters):
+            sys.exit(f"train.py: {path}: {ncounters} counters, the process had {len(counters) // 8}")
+        header = (16 if (version & 0xFFFFFFFF) >= 10 else 14) * 8
+        at = header + ids + data_size + pad_before
+        f.seek(at)
+        final = f.read(len(counters))
+        # Counters only grow: the ones written at exit are at least the snapshot's,
+        # which also shows the offset is the counters' (the check of this layout).
+        n = len(counters) // 8
+        if len(final) != len(counters) or any(
+                a < b for a, b in zip(struct.unpack(f"<{n}Q", final), struct.unpack(f"<{n}Q", counters))):
+            sys.exit(f"train.py: {path}: the counters at offset {at} are not the process's")
+        f.seek(at)
+        f.write(counters)
 
 
 def main():
@@ -59,6 +143,9 @@ def main():
         # The build scripts wrote profiles of their own: only the daemons' count.
         shutil.rmtree(raw, ignore_errors=True)
         bins = os.path.join(target, "release")
+        # One raw profile a process (not merged online, rustc's default): each is
+        # trimmed to the rest below.
+        os.environ["LLVM_PROFILE_FILE"] = os.path.join(raw, "%p.profraw")
         d = os.path.join(work, "cluster")
         os.mkdir(d)
         conf = cluster3.write_conf(d, "pgo", 47300 + os.getpid() % 500 * 3, 100)
@@ -71,12 +158,33 @@ def main():
                 [f"{bins}/electctl", "--socket", f"{d}/{i}.sock", "run", "--grace", "50ms",
                  "--", "sleep", "infinity"],
                 stdin=sp.DEVNULL, stdout=sp.DEVNULL, stderr=open(f"{d}/run-{i}.log", "w")))
+        # Counted from here: every `run` has registered and the writes of the election
+        # are behind; start-up and the election are left out of the profile, so the
+        # optimiser moves them out of the rest path's way.
+        time.sleep(WARM)
+        taken = [(p.pid, f"{bins}/electd") for p in procs] + \
+                [(p.pid, f"{bins}/electctl") for p in runs]
+        for pid, binary in taken:
+            reset_counters(pid, binary)
         time.sleep(SECS)
+        # The stop is not the rest either: the counters as they are now replace those
+        # each process writes at its exit.
+        snap = [(pid, binary, read_counters(pid, binary)) for pid, binary in taken]
         cluster3.stop(runs)
         runs = []
         cluster3.stop(procs)
         procs = []
         profiles = glob.glob(os.path.join(raw, "*.profraw"))
+        patched = []
+        for pid, binary, counters in snap:
+            mine = [p for p in profiles if os.path.basename(p) == f"{pid}.profraw"]
+            if len(mine) != 1:
+                sys.exit(f"train.py: process {pid} wrote {len(mine)} raw profiles")
+            patch_raw(mine[0], binary, counters)
+            patched.append(mine[0])
+        # Any other raw profile is of a process that is not one of these (a child of
+        # `run` between its fork and its exec): not the rest.
+        profiles = patched
         if not profiles:
             sys.exit("train.py: the daemons wrote no profile")
         os.makedirs(os.path.dirname(OUT), exist_ok=True)
