@@ -56,6 +56,8 @@ struct Running {
     job: Job,
     child: Child,
     started: Instant,
+    /// `hook-timeout` when it started: a reload changes the next hook's, not this one's.
+    timeout: Duration,
     killed: bool,
 }
 
@@ -110,7 +112,8 @@ impl Hooks {
         self.log_tag = tag.to_string();
     }
 
-    /// Replaces the commands and timeout (SIGHUP); a running hook finishes undisturbed.
+    /// Replaces the commands and timeout (SIGHUP); a running hook finishes undisturbed,
+    /// under the timeout it started with.
     pub fn reconfigure(
         &mut self,
         on_leader: Option<Vec<String>>,
@@ -182,6 +185,7 @@ impl Hooks {
                         job,
                         child,
                         started: Instant::now(),
+                        timeout: self.timeout,
                         killed: false,
                     });
                 }
@@ -200,7 +204,7 @@ impl Hooks {
     /// timeout; starts the next.
     pub fn poll(&mut self, now: Instant) {
         if let Some(r) = self.running.as_mut() {
-            if !r.killed && now.duration_since(r.started) >= self.timeout {
+            if !r.killed && now.duration_since(r.started) >= r.timeout {
                 r.killed = true;
                 // SAFETY: kill(2) on the process group this hook leads, which we started
                 // and have not reaped, so its id cannot have been reused.
@@ -213,7 +217,7 @@ impl Hooks {
                         self.failures += 1;
                         error!(
                             "{}hook {} killed after {took:?}: it outlived hook-timeout {:?}",
-                            self.log_tag, r.job.name, self.timeout
+                            self.log_tag, r.job.name, r.timeout
                         );
                     } else if status.success() {
                         info!("{}hook {} finished in {took:?}", self.log_tag, r.job.name);
@@ -249,6 +253,89 @@ impl Hooks {
         self.running
             .as_ref()
             .filter(|r| !r.killed)
-            .map(|r| r.started + self.timeout)
+            .map(|r| r.started + r.timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Polls until the running hook has been reaped, at most `bound`; then kills one
+    /// still running (ours, not reaped: its process group cannot have been reused) so
+    /// that a failed test leaves no process behind. True when it had been reaped.
+    fn reap(h: &mut Hooks, bound: Duration) -> bool {
+        let end = Instant::now() + bound;
+        while h.running.is_some() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+            h.poll(Instant::now());
+        }
+        let Some(r) = h.running.as_mut() else {
+            return true;
+        };
+        // SAFETY: kill(2) on the process group of a child we started and have not reaped.
+        unsafe { libc::kill(-(r.child.id() as i32), libc::SIGKILL) };
+        let _ = r.child.wait();
+        h.running = None;
+        false
+    }
+
+    fn sleeper(secs: &str, timeout: Duration) -> Hooks {
+        let mut h = Hooks::new(1, Some(vec!["sleep".into(), secs.into()]), None, timeout);
+        h.transition(Role::Leader, Some(1), 7, "ok");
+        assert!(h.running.is_some(), "the hook did not start");
+        h
+    }
+
+    /// A reload that shortens `hook-timeout` leaves the hook already running alone: it
+    /// keeps the timeout it started with, as the core's running timers keep theirs.
+    /// (It used to be killed at the next poll once past the new timeout, and the log
+    /// line named the new timeout.)
+    #[test]
+    fn a_reload_does_not_shorten_the_running_hooks_timeout() {
+        let mut h = sleeper("0.3", Duration::from_secs(30));
+        let started = h.running.as_ref().map(|r| r.started).unwrap();
+        h.reconfigure(Some(vec!["true".into()]), None, Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(20));
+        h.poll(Instant::now());
+        assert_eq!(h.deadline(), Some(started + Duration::from_secs(30)));
+        assert!(
+            !h.running.as_ref().unwrap().killed,
+            "killed by the new timeout"
+        );
+        assert!(
+            reap(&mut h, Duration::from_secs(10)),
+            "the hook did not finish"
+        );
+        assert_eq!(
+            (h.runs, h.failures),
+            (1, 0),
+            "the hook did not finish undisturbed"
+        );
+    }
+
+    /// And one that lengthens it does not save a hook already running: the next one
+    /// gets the new timeout.
+    #[test]
+    fn a_reload_does_not_lengthen_the_running_hooks_timeout() {
+        let mut h = sleeper("30", Duration::from_millis(100));
+        h.reconfigure(
+            Some(vec!["sleep".into(), "30".into()]),
+            None,
+            Duration::from_secs(60),
+        );
+        assert!(
+            reap(&mut h, Duration::from_secs(10)),
+            "the hook outlived the timeout it started with"
+        );
+        assert_eq!(
+            (h.runs, h.failures),
+            (1, 1),
+            "the hook was not killed at its timeout"
+        );
+        h.transition(Role::Leader, Some(1), 8, "ok");
+        let started = h.running.as_ref().map(|r| r.started).unwrap();
+        assert_eq!(h.deadline(), Some(started + Duration::from_secs(60)));
+        reap(&mut h, Duration::ZERO);
     }
 }
