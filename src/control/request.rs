@@ -145,8 +145,9 @@ fn supervise_args(args: &[&str]) -> Request {
     }
 }
 
-/// The largest grace a supervisor may announce (a day: far above any lease).
-const MAX_GRACE_MS: u64 = 86_400_000;
+/// The largest grace a supervisor may announce (`electctl run` refuses a longer
+/// `--grace` before it connects).
+const MAX_GRACE_MS: u64 = crate::supervise::MAX_GRACE.as_millis() as u64;
 
 impl Request {
     /// Parses one request line (without its newline).

@@ -58,6 +58,14 @@ pub(super) fn run_command(socket: &Path, rest: &[String]) -> Result<i32, String>
         ));
     }
     let grace = duration("grace", 100)?;
+    if grace > supervise::MAX_GRACE {
+        // The daemon would refuse it in `supervise`, an error `run` does not know: it
+        // would wait without running CMD, saying so once.
+        return Err(format!(
+            "run --grace {} is more than 24h: no lease could leave it room (the daemon refuses graces above a day)",
+            m.opt_str("grace").unwrap_or_default()
+        ));
+    }
     let poll = duration("poll", 20)?;
     if poll.is_zero() || poll > Duration::from_secs(10) {
         return Err("run --poll must be between 1ms and 10s".into());

@@ -72,7 +72,9 @@ mod wakeup;
 
 pub use conn::{Line, NO_SUCH_GROUP, parse_line, send_with_fds};
 pub use lease::{MARGIN, StopAt, Timers, check_grace, max_grace, stop_at};
-pub use options::{DEFAULT_RESTART_WINDOW, MAX_RESTART_WINDOW, MAX_RESTARTS, RunOptions};
+pub use options::{
+    DEFAULT_RESTART_WINDOW, MAX_GRACE, MAX_RESTART_WINDOW, MAX_RESTARTS, RunOptions,
+};
 pub use restarts::RestartWindow;
 pub use timers::{ArmFirst, StopTimers, TimersRefused, arm_order};
 

@@ -9,6 +9,9 @@ pub const MAX_RESTARTS: u32 = 1000;
 pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(60);
 /// The longest `--restart-window`.
 pub const MAX_RESTART_WINDOW: Duration = Duration::from_secs(86_400);
+/// The longest `--grace`, and the largest grace the daemon accepts in `supervise` (a
+/// day: far above any lease, so a grace this long could never fit one anyway).
+pub const MAX_GRACE: Duration = Duration::from_secs(86_400);
 
 /// The supervisor's settings.
 #[derive(Clone, Debug)]
