@@ -20,8 +20,8 @@ rest, twelfth round").
    and pages: it is slower by nanoseconds, which no timer of the protocol can see.
    Counted from start-up, the start and the election ran too: their blocks sat
    between the rest's (leader 480 code lines a heartbeat, follower 411; rest only:
-   452 and 394, `bench/perf/footprint.py`). Needs root or ptrace rights over the
-   processes it started (it writes their memory).
+   452 and 394, `bench/perf/footprint.py`). Needs the right to write the memory of
+   the processes it starts: root, or `kernel.yama.ptrace_scope` at most 1.
 3. Merges the raw profile with llvm-profdata (LLVM_PROFDATA, else the first of
    llvm-profdata-22 .. -19 and llvm-profdata that reads it; Debian: apt-get install
    llvm-19), sparse, into OUT.
