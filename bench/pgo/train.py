@@ -85,6 +85,33 @@ def counters_at(pid, binary):
     sys.exit(f"train.py: {binary} is not mapped in process {pid}")
 
 
+def children(pid):
+    """The ids of the processes whose parent is pid (from /proc/*/stat)."""
+    out = []
+    for e in os.listdir("/proc"):
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        # The command may hold spaces and parentheses: the fields follow the last ')'.
+        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+            out.append(int(e))
+    return out
+
+
+def maps_binary(pid, binary):
+    """True when process pid runs `binary` (a forked child that did not exec does)."""
+    real = os.path.realpath(binary)
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return any(line.split()[5:6] == [real] for line in f)
+    except OSError:
+        return False
+
+
 def reset_counters(pid, binary):
     """Zeroes process pid's profile counters, as __llvm_profile_reset_counters would:
     what ran before (start-up, the election) is not in the profile."""
@@ -164,6 +191,10 @@ def main():
         time.sleep(WARM)
         taken = [(p.pid, f"{bins}/electd") for p in procs] + \
                 [(p.pid, f"{bins}/electctl") for p in runs]
+        # The leader's `run` has forked its enforcer (electctl, no exec), which writes
+        # a raw profile of its own; the command (`sleep`) is not instrumented.
+        taken += [(c, f"{bins}/electctl") for p in runs for c in children(p.pid)
+                  if maps_binary(c, f"{bins}/electctl")]
         for pid, binary in taken:
             reset_counters(pid, binary)
         time.sleep(SECS)
@@ -182,8 +213,11 @@ def main():
                 sys.exit(f"train.py: process {pid} wrote {len(mine)} raw profiles")
             patch_raw(mine[0], binary, counters)
             patched.append(mine[0])
-        # Any other raw profile is of a process that is not one of these (a child of
-        # `run` between its fork and its exec): not the rest.
+        # Any other raw profile is of a process that started after the counting began
+        # (none at rest): not the rest.
+        left = sorted(set(profiles) - set(patched))
+        if left:
+            print(f"train.py: left out, not of a process at rest: {left}")
         profiles = patched
         if not profiles:
             sys.exit("train.py: the daemons wrote no profile")
