@@ -73,16 +73,28 @@ def elf_section(path, name):
     sys.exit(f"train.py: {path} has no section {name} (not built with -Cprofile-generate?)")
 
 
-def counters_at(pid, binary):
-    """The address and size of the profile counters in process pid (a PIE of binary)."""
-    addr, size = elf_section(binary, "__llvm_prf_cnts")
+def load_address(pid, binary):
+    """Where process pid has `binary` (a PIE) mapped, or None when it does not (it
+    runs another program, or has exited). A forked child that did not exec has it."""
     real = os.path.realpath(binary)
-    with open(f"/proc/{pid}/maps") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 6 and parts[5] == real and int(parts[2], 16) == 0:
-                return int(parts[0].split("-")[0], 16) + addr, size
-    sys.exit(f"train.py: {binary} is not mapped in process {pid}")
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6 and parts[5] == real and int(parts[2], 16) == 0:
+                    return int(parts[0].split("-")[0], 16)
+    except OSError:
+        pass
+    return None
+
+
+def counters_at(pid, binary):
+    """The address and size of the profile counters in process pid."""
+    base = load_address(pid, binary)
+    if base is None:
+        sys.exit(f"train.py: process {pid} has exited or does not run {binary}")
+    addr, size = elf_section(binary, "__llvm_prf_cnts")
+    return base + addr, size
 
 
 def children(pid):
@@ -100,16 +112,6 @@ def children(pid):
         if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
             out.append(int(e))
     return out
-
-
-def maps_binary(pid, binary):
-    """True when process pid runs `binary` (a forked child that did not exec does)."""
-    real = os.path.realpath(binary)
-    try:
-        with open(f"/proc/{pid}/maps") as f:
-            return any(line.split()[5:6] == [real] for line in f)
-    except OSError:
-        return False
 
 
 def reset_counters(pid, binary):
@@ -130,17 +132,20 @@ def read_counters(pid, binary):
 
 def patch_raw(path, binary, counters):
     """Writes `counters` over the counters of the raw profile at path (raw format
-    version 8 to 10: a header of u64 fields, binary ids, the data records, padding,
+    versions 8 to 10: a header of u64 fields, binary ids, the data records, padding,
     then the counters), so the profile holds the rest only, not the stop."""
     data_size = elf_section(binary, "__llvm_prf_data")[1]
     with open(path, "r+b") as f:
         head = f.read(16 * 8)
         magic, version, ids, ndata, pad_before, ncounters = struct.unpack_from("<6Q", head)
-        if magic != 0xFF6C70726F667281 or not 8 <= (version & 0xFFFFFFFF) <= 10:
+        # The header's u64 fields by version: 8 has 11, 9 adds the bitmap's three, 10
+        # the vtables' two (compiler-rt's InstrProfData.inc, INSTR_PROF_RAW_HEADER).
+        fields = {8: 11, 9: 14, 10: 16}.get(version & 0xFFFFFFFF)
+        if magic != 0xFF6C70726F667281 or fields is None:
             sys.exit(f"train.py: {path}: not a raw profile of a known version ({version:#x})")
         if ncounters * 8 != len(counters):
             sys.exit(f"train.py: {path}: {ncounters} counters, the process had {len(counters) // 8}")
-        header = (16 if (version & 0xFFFFFFFF) >= 10 else 14) * 8
+        header = fields * 8
         at = header + ids + data_size + pad_before
         f.seek(at)
         final = f.read(len(counters))
@@ -194,7 +199,7 @@ def main():
         # The leader's `run` has forked its enforcer (electctl, no exec), which writes
         # a raw profile of its own; the command (`sleep`) is not instrumented.
         taken += [(c, f"{bins}/electctl") for p in runs for c in children(p.pid)
-                  if maps_binary(c, f"{bins}/electctl")]
+                  if load_address(c, f"{bins}/electctl") is not None]
         for pid, binary in taken:
             reset_counters(pid, binary)
         time.sleep(SECS)

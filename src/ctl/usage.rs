@@ -44,7 +44,7 @@ Commands:
                     at 20ms. Refused (exit 2, CMD never started) unless grace +
                     20ms fits in lease - heartbeat - rtt of this electd (e.g. at
                     most 154ms with heartbeat 100ms, rtt 20ms, missed-heartbeats
-                    3).
+                    3), and at once, before connecting, above 24h.
                     --poll (default 20ms) is only the reconnect interval
                     (electd pushes every change; run never asks again once
                     registered); any value is safe. CMD
