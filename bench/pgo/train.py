@@ -21,7 +21,8 @@ rest, twelfth round").
    Counted from start-up, the start and the election ran too: their blocks sat
    between the rest's (leader 480 code lines a heartbeat, follower 411; rest only:
    452 and 394, `bench/perf/footprint.py`). Needs the right to write the memory of
-   the processes it starts: root, or `kernel.yama.ptrace_scope` at most 1.
+   the processes it starts: `kernel.yama.ptrace_scope` at most 1, or 2 as root
+   (checked before the build, with a message naming the setting).
 3. Merges the raw profile with llvm-profdata (LLVM_PROFDATA, else the first of
    llvm-profdata-22 .. -19 and llvm-profdata that reads it; Debian: apt-get install
    llvm-19), sparse, into OUT.
@@ -159,10 +160,35 @@ def patch_raw(path, binary, counters):
         f.write(counters)
 
 
+def may_write_children_memory(scope_file="/proc/sys/kernel/yama/ptrace_scope", euid=None):
+    """None when this process may write the memory of the processes it starts (Yama's
+    ptrace_scope at most 1, or 2 as root, or no Yama), else why not: checked before the
+    four-minute build, not at the first write after it."""
+    euid = os.geteuid() if euid is None else euid
+    try:
+        with open(scope_file) as f:
+            scope = int(f.read().strip())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        return f"cannot read {scope_file}: {e}"
+    if scope <= 1 or (scope == 2 and euid == 0):
+        return None
+    if scope == 2:
+        return ("kernel.yama.ptrace_scope is 2: only root may write the memory of the daemons "
+                "this starts (their counters are zeroed at rest); run as root, or set it to 1")
+    return (f"kernel.yama.ptrace_scope is {scope}: no process, root included, may write the memory "
+            "of the daemons this starts (their counters are zeroed at rest); it needs 1 or 2 "
+            "(3 lasts until a reboot)")
+
+
 def main():
     tools = profdata_tools()
     if not tools:
         sys.exit("train.py: no llvm-profdata found (apt-get install llvm-19, or set LLVM_PROFDATA)")
+    why = may_write_children_memory()
+    if why:
+        sys.exit(f"train.py: {why}")
     work = tempfile.mkdtemp(prefix="electd-pgo-")
     procs, runs = [], []
     try:
