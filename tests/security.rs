@@ -677,3 +677,169 @@ fn a_passed_lingering_socket_cannot_block_the_event_loop() {
     );
     assert!(answers[1].contains("\"role\""), "{answers:?}");
 }
+
+/// The closer's full channel, end to end (control/closer.rs): while the closer thread
+/// is stuck in a lingering close, the batches of descriptors the daemon refuses find
+/// its channel (16 batches) full and wait in a list the loop retries at each wakeup;
+/// above CLOSE_BACKLOG descriptors waiting, the daemon reads no control client. Phase
+/// 1 stays under that bound, so once the close returns only the loop's retry can hand
+/// over the batches left waiting: every one of them must be closed (the daemon's
+/// descriptors back to where they were). Phase 2 goes over it: the clients read after
+/// the pause still get their answers once the closer catches up. In both the leader
+/// keeps its pace and its term.
+#[test]
+fn a_stuck_closer_with_a_full_channel_loses_no_descriptor_and_no_heartbeat() {
+    use std::os::fd::AsRawFd;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::start_with(Mode::Multicast, 3, "", &[]);
+    let (leader, term) = c.agreement(Duration::from_secs(5));
+    let pid = c.child(leader).id();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (pr, pw) = std::io::pipe().unwrap();
+    let two = [pr.as_raw_fd(), pw.as_raw_fd()];
+    let linger_s = 3;
+    // A batch of 2 with a whole line: refused, its descriptors handed to the closer.
+    let refused_batch = |s: &mut UnixStream| {
+        electd::supervise::send_with_fds(s, b"status\n", &two).unwrap();
+    };
+    let before = open_fds(pid);
+    let late_count = |phase: usize| if phase == 2 { 4 } else { 0 };
+    let mut report = Vec::new();
+    let worst = heartbeat_gaps_during(&c, leader, || {
+        for (phase, clients) in [(1usize, 24usize), (2, 40)] {
+            // 1 + 2 x 24 = 49 waiting at most, under CLOSE_BACKLOG; 1 + 2 x 40 = 81 over.
+            assert_eq!(
+                (1 + 2 * clients >= electd::control::closer::CLOSE_BACKLOG),
+                phase == 2
+            );
+            let tcp = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (peer, _) = l.accept().unwrap(); // never read
+            let linger = libc::linger {
+                l_onoff: 1,
+                l_linger: linger_s,
+            };
+            // SAFETY: setsockopt(SO_LINGER) on our own socket with a valid struct.
+            let r = unsafe {
+                libc::setsockopt(
+                    tcp.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&linger as *const libc::linger).cast(),
+                    std::mem::size_of::<libc::linger>() as u32,
+                )
+            };
+            assert_eq!(r, 0);
+            tcp.set_nonblocking(true).unwrap();
+            let chunk = vec![0u8; 65536];
+            let mut w = &tcp;
+            for _ in 0..1000 {
+                if w.write(&chunk).is_err() {
+                    break;
+                }
+            }
+            let mut s = UnixStream::connect(c.sock(leader)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            electd::supervise::send_with_fds(&mut s, b"status", &[tcp.as_raw_fd()]).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            drop(tcp); // the daemon's copy is the last: its close lingers
+            s.write_all(b"\n").unwrap();
+            let mut a = String::new();
+            let _ = BufReader::new(&s).read_line(&mut a);
+            assert!(a.contains("descriptors may be passed only with"), "{a}");
+            // The closer is now in close(2) for up to linger_s seconds.
+            let t0 = Instant::now();
+            let mut conns = Vec::new();
+            for _ in 0..clients {
+                let mut k = UnixStream::connect(c.sock(leader)).unwrap();
+                k.set_read_timeout(Some(Duration::from_secs(linger_s as u64 + 10)))
+                    .unwrap();
+                refused_batch(&mut k);
+                conns.push(k);
+            }
+            let read_answer = |k: &UnixStream| {
+                let mut a = String::new();
+                let _ = BufReader::new(k).read_line(&mut a);
+                a
+            };
+            let mut answered = 0;
+            let mut other = None;
+            for k in &conns {
+                let a = read_answer(k);
+                if a.contains("descriptors may be passed only with") {
+                    answered += 1;
+                } else if other.is_none() {
+                    other = Some(a);
+                }
+            }
+            let all_answered = t0.elapsed();
+            // The closer is still in the lingering close: none of these batches is
+            // closed yet (each client's connection is open too).
+            let held = open_fds(pid);
+            assert!(
+                held >= before + 3 * clients,
+                "phase {phase}: the closer was not stuck ({held} descriptors, {before} before, {clients} clients): the test proves nothing"
+            );
+            // Phase 2: now above CLOSE_BACKLOG, the daemon reads no client until the
+            // closer catches up; then it reads and answers them.
+            let mut late = Vec::new();
+            let mut late_answered = 0;
+            if phase == 2 {
+                for _ in 0..4 {
+                    let mut k = UnixStream::connect(c.sock(leader)).unwrap();
+                    refused_batch(&mut k);
+                    late.push(k);
+                }
+                for k in &late {
+                    k.set_read_timeout(Some(Duration::from_millis(300)))
+                        .unwrap();
+                    assert_eq!(
+                        read_answer(k),
+                        "",
+                        "a client was read while {held} descriptors waited to be closed"
+                    );
+                }
+                for k in &late {
+                    k.set_read_timeout(Some(Duration::from_secs(linger_s as u64 + 10)))
+                        .unwrap();
+                    if read_answer(k).contains("descriptors may be passed only with") {
+                        late_answered += 1;
+                    }
+                }
+            }
+            let waited = t0.elapsed();
+            drop(conns);
+            drop(late);
+            drop(s);
+            // Every descriptor handed to the closer is closed once it is free: the
+            // batches left waiting go only through the loop's retry in phase 1.
+            let closed = eventually(Duration::from_secs(linger_s as u64 + 10), || {
+                open_fds(pid) <= before
+            });
+            report.push(format!(
+                "phase {phase}: {answered} of {clients} answered within {all_answered:?} ({held} descriptors held then), {late_answered} late clients answered at {waited:?}; descriptors {before} before, {} after (closed: {closed}, at {:?})",
+                open_fds(pid),
+                t0.elapsed()
+            ));
+            assert!(
+                answered == clients && closed && late_answered == late_count(phase),
+                "phase {phase}: {answered} of {clients} answered (another answer: {other:?}), the daemon holds {} descriptors, {before} before: {report:?}",
+                open_fds(pid)
+            );
+            // Every client under the bound is read at once: answered while the closer
+            // was still stuck.
+            assert!(
+                all_answered < Duration::from_secs(linger_s as u64),
+                "phase {phase}: answers took {all_answered:?}"
+            );
+            drop(peer);
+        }
+    });
+    let after = c.agreement(Duration::from_secs(5));
+    eprintln!("{report:?}; worst heartbeat gap {worst:.1} ms; term {term} -> {after:?}");
+    let bound = 100.0 + 50.0 * slack();
+    assert!(
+        worst < bound,
+        "worst heartbeat gap {worst:.1} ms (bound {bound:.0} ms): {report:?}"
+    );
+    assert_eq!(after, (leader, term), "the leader kept its seat and term");
+}
