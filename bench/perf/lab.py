@@ -262,7 +262,9 @@ elif EXP == "ab":
         for b in bins:
             ps = cluster(b, d, hbt)
             ldr = None
-            for _ in range(200):
+            # Bounded: the leader asks in turn after 16 clean heartbeats (SPARSE_AFTER),
+            # plus the election: 20 s at 100 ms, 200 s at 1 s.
+            for _ in range(200 * max(1, hbt // 100)):
                 time.sleep(0.1)
                 try:
                     st = {i: status(i) for i in (1, 2, 3)}
