@@ -147,6 +147,9 @@ elif [ "$fresh" = 1 ] || [ -n "$destdir" ]; then
 Next: edit /etc/electd/electd.conf (the server list must be the same on every
 server), check it with 'electd --check-config', then:
   systemctl enable --now electd        # or electd@ID for a file without 'id'
-  electctl status
+  electctl status                      # as root or a member of group electd
+Units of your own (README, "Running the processor only on the leader") run electctl
+as $prefix/bin/electctl: write that path in their ExecStart= (the package's is
+/usr/bin/electctl; another path fails the unit with status 203/EXEC).
 MSG
 fi

@@ -92,7 +92,16 @@ const STAGED: [&str; 11] = [
 #[test]
 fn install_script_places_every_file() {
     // The release binaries exist: cargo builds them for the integration tests.
-    let root = stage("files");
+    let root = scratch("files");
+    let out = install_sh(&["--no-build"], &root);
+    assert!(out.status.success(), "install.sh: {}", said(&out));
+    // A unit of the operator's own must name the installed electctl, not the
+    // package's /usr/bin/electctl (203/EXEC otherwise): install.sh says which.
+    assert!(
+        said(&out).contains("as /usr/local/bin/electctl:"),
+        "install.sh does not name the electctl path for units: {}",
+        said(&out)
+    );
     let want: BTreeSet<String> = STAGED.iter().map(|s| s.to_string()).collect();
     assert_eq!(files_under(&root), want);
     let out = Command::new(root.join("usr/local/sbin/electd"))
@@ -118,6 +127,11 @@ fn install_script_honours_prefix_and_keeps_an_edited_config() {
     let root = scratch("prefix");
     let out = install_sh(&["--no-build", "--prefix", "/opt/electd"], &root);
     assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains("as /opt/electd/bin/electctl:"),
+        "{}",
+        said(&out)
+    );
     assert!(root.join("opt/electd/sbin/electd").is_file());
     assert!(root.join("opt/electd/bin/electctl").is_file());
     assert!(root.join("opt/electd/share/man/man8/electd.8").is_file());
