@@ -189,7 +189,7 @@ fn running(log: &str) -> Option<(u32, u16)> {
     let now = common::boottime_ns();
     let live: Vec<_> = spans(log)
         .into_iter()
-        .filter(|s| !s.stopped && s.sigterm.is_none() && now - s.end < 200_000_000)
+        .filter(|s| !s.stopped && s.sigterm.is_none() && now.saturating_sub(s.end) < 200_000_000)
         .collect();
     match live[..] {
         [s] => Some((s.pid, s.host)),
