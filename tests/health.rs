@@ -2221,3 +2221,89 @@ fn a_shared_fault_with_a_leader_crash_leaves_a_leader() {
         led.len()
     );
 }
+
+/// README's worked example, the check script `consumer-healthy`, run as README gives
+/// it with stubs for what it calls (nc, df, curl, and a pgrep that never finds the
+/// consumer, as under electd's unit: `ProtectProc=invisible` hides the consumer's
+/// processes, which run as another user). A leader whose consumer runs and fails its
+/// /healthz must be unhealthy; nothing listening (between restarts) is not the check's
+/// concern. The script used to ask pgrep first, and so never reached the curl.
+#[test]
+fn readme_consumer_check_behaves_as_described() {
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let start = readme
+        .find("#!/bin/sh\n# /usr/local/bin/consumer-healthy")
+        .expect("README's consumer-healthy script");
+    let script = &readme[start..start + readme[start..].find("\n```").unwrap() + 1];
+    let dir = std::env::temp_dir().join(format!("electd-readme-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    let exe = |name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    exe("consumer-healthy", script.trim_start_matches("#!/bin/sh\n"));
+    exe("bin/nc", "exit \"${STUB_NC:-0}\"");
+    exe(
+        "bin/df",
+        "echo '    Avail'; echo \"${STUB_AVAIL_KB:-5000000}\"",
+    );
+    exe("bin/curl", "exit \"${STUB_CURL:-0}\"");
+    exe("bin/pgrep", "exit 1");
+    let path = format!(
+        "{}:{}",
+        dir.join("bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    let run = |env: &[(&str, &str)]| -> (i32, String) {
+        let out = Command::new("sh")
+            .arg(dir.join("consumer-healthy"))
+            .env("PATH", &path)
+            .env_remove("ELECTD_ROLE")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    // (environment, exit status, first words of the line printed)
+    type Case<'a> = (&'a [(&'a str, &'a str)], i32, &'a str);
+    let cases: [Case; 8] = [
+        (&[("ELECTD_ROLE", "follower")], 0, ""),
+        (
+            &[("ELECTD_ROLE", "follower"), ("STUB_NC", "1")],
+            1,
+            "broker",
+        ),
+        (
+            &[("ELECTD_ROLE", "leader"), ("STUB_AVAIL_KB", "1000")],
+            1,
+            "spool",
+        ),
+        (&[("ELECTD_ROLE", "leader")], 0, ""),
+        (&[("ELECTD_ROLE", "leader"), ("STUB_CURL", "7")], 0, ""),
+        (
+            &[("ELECTD_ROLE", "leader"), ("STUB_CURL", "22")],
+            1,
+            "consumer runs",
+        ),
+        (
+            &[("ELECTD_ROLE", "leader"), ("STUB_CURL", "28")],
+            1,
+            "consumer runs",
+        ),
+        // A follower does not ask the consumer, which runs only on the leader.
+        (&[("ELECTD_ROLE", "follower"), ("STUB_CURL", "22")], 0, ""),
+    ];
+    for (env, code, said) in cases {
+        let (got, out) = run(env);
+        assert!(
+            got == code && out.starts_with(said),
+            "{env:?}: exit {got} ({out:?}), README says {code} ({said:?})"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
