@@ -588,6 +588,43 @@ fn passed_descriptors_cannot_exhaust_the_daemons_descriptor_table() {
     assert!(refused >= 64, "refusals counted: {refused}");
 }
 
+/// A TCP connection to `l` whose peer never reads, with SO_LINGER of `secs` and its
+/// send buffer full: the last close of `tcp` blocks in close(2) for up to `secs`
+/// seconds, O_NONBLOCK or not. Returns (tcp, the peer), the peer kept open by the
+/// caller for as long as the close should block.
+fn lingering_tcp(
+    l: &std::net::TcpListener,
+    secs: i32,
+) -> (std::net::TcpStream, std::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let tcp = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (peer, _) = l.accept().unwrap(); // never read
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: secs,
+    };
+    // SAFETY: setsockopt(SO_LINGER) on our own socket with a valid struct.
+    let r = unsafe {
+        libc::setsockopt(
+            tcp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as u32,
+        )
+    };
+    assert_eq!(r, 0);
+    tcp.set_nonblocking(true).unwrap();
+    let chunk = vec![0u8; 65536];
+    let mut w = &tcp;
+    for _ in 0..1000 {
+        if w.write(&chunk).is_err() {
+            break;
+        }
+    }
+    (tcp, peer)
+}
+
 /// A control client can pass any descriptor. The last close of a TCP socket with
 /// SO_LINGER and unsent data (its peer does not read) blocks in close(2) for the linger
 /// time, O_NONBLOCK or not; the daemon used to do it on its event loop (review
@@ -607,31 +644,7 @@ fn a_passed_lingering_socket_cannot_block_the_event_loop() {
         // Twice: with a line (closed with the refusal) and behind an unfinished line
         // the client then leaves (closed when the client is freed).
         for unfinished in [false, true] {
-            let tcp = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-            let (peer, _) = l.accept().unwrap(); // never read
-            let linger = libc::linger {
-                l_onoff: 1,
-                l_linger: 3,
-            };
-            // SAFETY: setsockopt(SO_LINGER) on our own socket with a valid struct.
-            let r = unsafe {
-                libc::setsockopt(
-                    tcp.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_LINGER,
-                    (&linger as *const libc::linger).cast(),
-                    std::mem::size_of::<libc::linger>() as u32,
-                )
-            };
-            assert_eq!(r, 0);
-            tcp.set_nonblocking(true).unwrap();
-            let chunk = vec![0u8; 65536];
-            let mut w = &tcp;
-            for _ in 0..1000 {
-                if w.write(&chunk).is_err() {
-                    break;
-                }
-            }
+            let (tcp, peer) = lingering_tcp(&l, 3);
             let mut s = UnixStream::connect(c.sock(leader)).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             electd::supervise::send_with_fds(&mut s, b"status", &[tcp.as_raw_fd()]).unwrap();
@@ -712,31 +725,7 @@ fn a_stuck_closer_with_a_full_channel_loses_no_descriptor_and_no_heartbeat() {
                 (1 + 2 * clients >= electd::control::closer::CLOSE_BACKLOG),
                 phase == 2
             );
-            let tcp = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-            let (peer, _) = l.accept().unwrap(); // never read
-            let linger = libc::linger {
-                l_onoff: 1,
-                l_linger: linger_s,
-            };
-            // SAFETY: setsockopt(SO_LINGER) on our own socket with a valid struct.
-            let r = unsafe {
-                libc::setsockopt(
-                    tcp.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_LINGER,
-                    (&linger as *const libc::linger).cast(),
-                    std::mem::size_of::<libc::linger>() as u32,
-                )
-            };
-            assert_eq!(r, 0);
-            tcp.set_nonblocking(true).unwrap();
-            let chunk = vec![0u8; 65536];
-            let mut w = &tcp;
-            for _ in 0..1000 {
-                if w.write(&chunk).is_err() {
-                    break;
-                }
-            }
+            let (tcp, peer) = lingering_tcp(&l, linger_s);
             let mut s = UnixStream::connect(c.sock(leader)).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             electd::supervise::send_with_fds(&mut s, b"status", &[tcp.as_raw_fd()]).unwrap();
