@@ -93,3 +93,61 @@ fn a_grace_above_a_day_is_refused_before_connecting() {
         "--grace 24h was refused"
     );
 }
+
+/// electd's usage line, README's and electd(8)'s SYNOPSIS name the same options, and
+/// every option `--help` lists (the usage line once left out `--version` and `--help`).
+#[test]
+fn electd_usage_readme_and_man_page_name_every_option() {
+    let o = Command::new(env!("CARGO_BIN_EXE_electd"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let help = String::from_utf8_lossy(&o.stdout).to_string();
+    let usage = help
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("Usage: "))
+        .unwrap_or_else(|| panic!("no usage line:\n{help}"))
+        .to_string();
+    let longs = |s: &str| -> Vec<String> {
+        s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .filter(|w| w.starts_with("--") && w.len() > 2)
+            .map(String::from)
+            .collect()
+    };
+    let listed: std::collections::BTreeSet<String> = help
+        .lines()
+        .skip(1)
+        .flat_map(|l| longs(l.trim_start().split("  ").next().unwrap_or("")))
+        .collect();
+    assert!(listed.len() >= 6, "options not found in:\n{help}");
+    let in_usage: std::collections::BTreeSet<String> = longs(&usage).into_iter().collect();
+    assert_eq!(
+        in_usage, listed,
+        "the usage line against the options:\n{help}"
+    );
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    assert!(
+        readme.lines().any(|l| l == usage),
+        "README.md has no line '{usage}'"
+    );
+    let man = std::fs::read_to_string("docs/man/man8/electd.8").unwrap();
+    let synopsis: String = man
+        .split(".SH SYNOPSIS\n")
+        .nth(1)
+        .and_then(|s| s.split("\n.SH").next())
+        .unwrap()
+        .replace("\\fB", "")
+        .replace("\\fR", "")
+        .replace("\\fI", "")
+        .replace("\\-", "-")
+        .replace(".B ", "")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_eq!(
+        synopsis, usage,
+        "electd(8)'s SYNOPSIS against the usage line"
+    );
+}

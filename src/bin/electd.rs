@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 fn usage(opts: &getopts::Options) -> String {
     opts.usage(
-        "Usage: electd [--config PATH] [--id N] [--check-config [--as-user NAME]] [--log-level LEVEL]",
+        "Usage: electd [--config PATH] [--id N] [--check-config [--as-user NAME]] [--log-level LEVEL] [--version] [--help]",
     )
 }
 
