@@ -1188,3 +1188,83 @@ fn an_unhealthy_leader_does_not_hand_over_to_a_frozen_server() {
         s.assert_safe(REPLAY);
     }
 }
+
+/// SPEC 13 with 14: a drained leader hands over to the most preferred fit server, also
+/// when the drain's write is slow. On turning unfit the leader sends a LEAD and waits
+/// up to RTT for its answers; that LEAD leaves only once the drain is durable (write
+/// before send), so the wait must count from the LEAD's release. Counted from the
+/// drain, a write of a good part of an RTT left the preferred follower's answer (a
+/// round trip of 160-180 ms against an RTT of 200) outside the wait, and the near, less
+/// preferred follower was named (the reviewers' "sim seed 1925").
+#[test]
+fn a_slow_drain_write_still_hands_over_to_the_preferred_server() {
+    let against = slow_drain_handovers(Sabotage::default());
+    assert!(
+        against.is_empty(),
+        "a drained leader named a less preferred successor (seed, new leader): {against:?}"
+    );
+}
+
+/// The control: with the wait counted from the turn (the old rule), the same runs name
+/// server 3 (34 of the 40 seeds when it was found).
+#[test]
+fn negative_control_unfit_wait_from_turn() {
+    let against = slow_drain_handovers(Sabotage {
+        unfit_wait_from_turn: true,
+        ..Sabotage::default()
+    });
+    assert!(
+        against.len() >= 20,
+        "negative control 'unfit_wait_from_turn' NOT caught: {} of 40 seeds named a less \
+         preferred successor",
+        against.len()
+    );
+    eprintln!(
+        "negative control 'unfit_wait_from_turn': caught ({} of 40 seeds)",
+        against.len()
+    );
+}
+
+/// Drains leader 1 of 3 with slow writes and a far preferred follower (server 2), once
+/// per seed; returns the seeds whose successor was not server 2, with who it was.
+fn slow_drain_handovers(sabotage: Sabotage) -> Vec<(u64, u16)> {
+    let mut against = Vec::new();
+    for seed in 0..40 {
+        let mut o = Options::new(seed, 3);
+        o.sabotage = sabotage.clone();
+        o.heartbeat = Duration::from_millis(1000);
+        o.rtt = Duration::from_millis(200);
+        // Server 1 leads; 2 is preferred over 3 as its successor.
+        o.priorities = vec![(1, 30), (2, 20), (3, 10)];
+        o.confirm_max = ms(5);
+        // Writes of up to 150 ms; server 2 far (80-90 ms each way), 1 and 3 near.
+        o.persist_max = ms(150);
+        let far = |a: u16, b: u16| a != b && (a == 2 || b == 2);
+        o.link_delays = (1..=3u16)
+            .map(|a| {
+                (1..=3u16)
+                    .map(|b| {
+                        if far(a, b) {
+                            (ms(80), ms(90))
+                        } else {
+                            (ms(1), ms(3))
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        o.delay_max = ms(90);
+        let mut s = Sim::new(o);
+        let (l, _) = s.run_until_leader(ms(10_000)).expect("a leader");
+        assert_eq!(l, 1, "seed {seed}: the most preferred server leads first");
+        let phase = ms(3000) + s.rand(ms(1000));
+        s.run_for(phase);
+        assert!(s.drain(1, true));
+        let (new, _) = s.run_until_new_leader(1, ms(5000)).expect("a handover");
+        s.assert_safe(REPLAY);
+        if new != 2 {
+            against.push((seed, new));
+        }
+    }
+    against
+}

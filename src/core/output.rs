@@ -101,7 +101,10 @@ impl Node {
                 break;
             };
             match h {
-                Held::Send(dest, msg) => self.emit_send(dest, msg),
+                Held::Send(dest, msg) => {
+                    self.unfit_lead_leaves(now, &msg);
+                    self.emit_send(dest, msg)
+                }
                 Held::SelfVote(term) => {
                     self.push_event(Event::Voted {
                         term,
@@ -111,6 +114,22 @@ impl Node {
                 }
                 Held::Reelect(term) => self.apply_reelection(now, term),
             }
+        }
+    }
+
+    /// The LEAD this leader sent on turning unfit waited for a write (a drain is
+    /// persisted first) and leaves only now: its answers can take RTT from now, so the
+    /// wait for them (`unfit_wait`) counts from now, not from the turn. Counted from
+    /// the turn, a slow write left the preferred follower's answer outside the wait and
+    /// a less preferred server was named successor (tests/health_sim.rs,
+    /// `a_slow_drain_write_still_hands_over_to_the_preferred_server`).
+    fn unfit_lead_leaves(&mut self, now: Time, msg: &Message) {
+        if let Body::Lead { seq, .. } = msg.body
+            && (msg.term, seq) == self.unfit_from
+            && self.unfit_wait.is_some()
+            && !self.cfg.sabotage.unfit_wait_from_turn
+        {
+            self.unfit_wait = Some(now + self.cfg.rtt);
         }
     }
 

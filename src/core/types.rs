@@ -92,6 +92,10 @@ pub struct Sabotage {
     /// SPEC 14 gives (a liveness breakage only: shows that L1, counted from the end of
     /// a majority's quiet period, still catches a late first round).
     pub late_first_round: bool,
+    /// An unfit leader waits RTT from turning unfit for the answers to its LEAD, also
+    /// when that LEAD waited for the drain's write (a preference breakage only: a slow
+    /// write names a less preferred successor).
+    pub unfit_wait_from_turn: bool,
 }
 
 impl Sabotage {
@@ -111,6 +115,7 @@ impl Sabotage {
             untargeted: false,
             no_turn_wait: false,
             first_sparse_targeted: false,
+            unfit_wait_from_turn: false,
             late_first_round: false,
             ..*self
         } != Sabotage::default()
