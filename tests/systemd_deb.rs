@@ -16,6 +16,13 @@
 //! host's clock); the online `systemd-analyze security` exposure stays low; and the
 //! package's upgrade, remove and purge do what pkg/deb says.
 //!
+//! `readme_operator_commands_under_systemd` boots one more container and runs the new
+//! operator's first commands as README.md's "Production" section gives them (read
+//! from README.md): `apt install` of the .deb (not `dpkg -i`), `--check-config` as
+//! root and as the user electd (and a broken file: exit 1, its line named),
+//! `systemctl enable --now`, `sudo electctl status`, the denial README quotes for a
+//! user outside the group electd, and the answer once that user joined it.
+//!
 //! Needs root, systemd-nspawn (systemd-container), debootstrap, nsenter, ip and
 //! cargo-deb, and runs from `cargo test --release`. The rootfs is made once by
 //! debootstrap from Debian's package registry and cached outside the repository, in
@@ -34,13 +41,24 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const SKIP_ENV: &str = "ELECTD_SKIP_SYSTEMD_TEST";
+/// The container tests of this file share a run directory, a zone and the package's
+/// build directory (named after the process): one at a time.
+static CONTAINERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 const CACHE_ENV: &str = "ELECTD_TEST_CACHE";
 const MIRROR_ENV: &str = "ELECTD_TEST_DEBIAN_MIRROR";
 const SUITE: &str = "bookworm";
 /// What debootstrap adds to minbase: an init, a bus for systemctl and systemd-analyze,
-/// ip for a person debugging a kept container, and adduser, which the package depends
-/// on (`dpkg -i` installs no dependency).
-const PACKAGES: [&str; 5] = ["adduser", "dbus", "iproute2", "systemd", "systemd-sysv"];
+/// ip for a person debugging a kept container, adduser, which the package depends
+/// on (`dpkg -i` installs no dependency), and sudo, for README's commands as README
+/// gives them (`readme_operator_commands_under_systemd`).
+const PACKAGES: [&str; 6] = [
+    "adduser",
+    "dbus",
+    "iproute2",
+    "sudo",
+    "systemd",
+    "systemd-sysv",
+];
 /// Host tools and the Debian packages that provide them.
 const TOOLS: [(&str, &str); 7] = [
     ("systemd-nspawn", "systemd-container"),
@@ -313,8 +331,8 @@ impl Cluster {
         }
     }
 
-    fn boot(&mut self, rootfs: &Path) {
-        for id in 1..=3u8 {
+    fn boot(&mut self, rootfs: &Path, n: u8) {
+        for id in 1..=n {
             let name = format!("{}n{id}", self.zone);
             let dir = self.dir.join(&name);
             for d in ["upper", "work", "root"] {
@@ -420,7 +438,7 @@ impl Cluster {
                 eprintln!("{}: degraded: {}", m.name, text(&failed).trim());
             }
         }
-        self.clock.say("3 containers booted");
+        self.clock.say(&format!("{n} container(s) booted"));
         // The bridge is ours (named after this run); the containers' ends get addresses.
         host_ok(Command::new("ip").args(["link", "set", &format!("vz-{}", self.zone), "up"]));
         for m in &self.machines {
@@ -875,13 +893,14 @@ fn debian_package_under_systemd() {
     if let Some(why) = missing_prerequisites() {
         panic!("the systemd container test cannot run: {why}");
     }
+    let _one = CONTAINERS.lock().unwrap_or_else(|e| e.into_inner());
     let clock = Clock(Instant::now());
     let fs_root = rootfs(&clock);
     let mut c = Cluster::new(clock);
     let deb = debpkg::build(&c.dir.join("deb")).unwrap_or_else(|e| panic!("{e}"));
     let deb_in = format!("/deb/{}", deb.file_name().unwrap().to_string_lossy());
     c.clock.say(&format!("built {}", deb.display()));
-    c.boot(&fs_root);
+    c.boot(&fs_root, 3);
 
     // Installing creates the user and directories and enables nothing.
     for m in &c.machines {
@@ -1360,4 +1379,147 @@ fn processor_overlap_checker_catches_overlap() {
     ] {
         assert!(overlap(&proc_runs(bad)).is_err(), "not caught: {bad:?}");
     }
+}
+
+/// The lines of README.md's fenced block that follows the line holding `after`.
+fn readme_block(readme: &str, after: &str) -> Vec<String> {
+    let mut lines = readme.lines().skip_while(|l| !l.contains(after));
+    assert!(
+        lines.next().is_some(),
+        "README.md has no line with '{after}'"
+    );
+    let mut lines = lines.skip_while(|l| l.trim() != "```").skip(1);
+    let block: Vec<String> = lines
+        .by_ref()
+        .take_while(|l| l.trim() != "```")
+        .map(str::to_string)
+        .collect();
+    assert!(!block.is_empty(), "README.md: no block after '{after}'");
+    block
+}
+
+/// The command of a README block that starts with `start` (its comment cut off).
+fn readme_command(block: &[String], start: &str) -> String {
+    block
+        .iter()
+        .find(|l| l.trim_start().starts_with(start))
+        .map(|l| l.split('#').next().unwrap().trim().to_string())
+        .unwrap_or_else(|| panic!("README.md's block has no '{start}' line: {block:?}"))
+}
+
+/// The new operator's first commands, as README.md's "Production" section gives them,
+/// run on a booted Debian container: the package installed with apt (not dpkg), the
+/// file checked with `--check-config` as root and as the user electd, the unit
+/// enabled, `electctl status` with sudo, refused to a user outside the group electd
+/// with the words README quotes, and allowed once that user is in the group. The
+/// commands are read from README.md, so a README edit that breaks one fails here.
+#[test]
+fn readme_operator_commands_under_systemd() {
+    if std::env::var_os(SKIP_ENV).is_some() {
+        eprintln!(
+            "\n********\nSKIPPED: README's commands under systemd (tests/systemd_deb.rs) \
+             did NOT run because {SKIP_ENV} is set. CI runs it.\n********\n"
+        );
+        return;
+    }
+    if let Some(why) = missing_prerequisites() {
+        panic!("the systemd container test cannot run: {why}");
+    }
+    let _one = CONTAINERS.lock().unwrap_or_else(|e| e.into_inner());
+    let readme = fs::read_to_string("README.md").unwrap();
+    let install = readme_block(&readme, "**Debian and Ubuntu: the package.**");
+    let apt = readme_command(&install, "sudo apt install ./target/debian/");
+    let then = readme_block(
+        &readme,
+        "**Then**, write the same server list on every server",
+    );
+    let check = readme_command(&then, "sudo electd --check-config");
+    let enable = readme_command(&then, "sudo systemctl enable --now electd");
+    let status = readme_command(&then, "sudo electctl status");
+    // The check as the daemon's user, and joining the socket's group, from README's text.
+    // Prose wraps anywhere: its lines joined.
+    let prose = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let as_user = "sudo -u electd electd --check-config";
+    assert!(
+        prose.contains(&format!("`{as_user}`")),
+        "README.md lacks `{as_user}`"
+    );
+    let join = "sudo usermod -aG electd $USER";
+    assert!(
+        prose.contains(&format!("`{join}`")),
+        "README.md lacks `{join}`"
+    );
+    let denial = "permission denied ... run as root or as a member of the socket's group 'electd'";
+    assert!(
+        prose.contains(denial),
+        "README.md lacks the denial it quotes"
+    );
+
+    let clock = Clock(Instant::now());
+    let fs_root = rootfs(&clock);
+    let mut c = Cluster::new(clock);
+    let deb = debpkg::build(&c.dir.join("deb")).unwrap_or_else(|e| panic!("{e}"));
+    c.clock.say(&format!("built {}", deb.display()));
+    c.boot(&fs_root, 1);
+    let m = c.machine(1);
+
+    // apt, not dpkg: it must find the dependencies (adduser) installed and need no
+    // network (the container has none). README runs it from the checkout.
+    m.ok("mkdir -p /root/checkout/target/debian && cp /deb/electd_*.deb /root/checkout/target/debian/");
+    let o = m.run(&format!(
+        "cd /root/checkout && DEBIAN_FRONTEND=noninteractive {apt} </dev/null"
+    ));
+    assert!(
+        o.status.success(),
+        "`{apt}` failed ({}): {}",
+        o.status,
+        text(&o)
+    );
+    assert!(m.exists("/usr/sbin/electd") && m.exists("/usr/bin/electctl"));
+    assert_eq!(
+        m.ok("dpkg-query -W -f '${Status}' electd").trim(),
+        "install ok installed"
+    );
+    c.clock.say(&format!("`{apt}`: installed"));
+
+    // The operator's file (sudoedit in README), then the checks as README gives them.
+    m.write(
+        "/etc/electd/electd.conf",
+        &config(Some(1), &m.socket, HEARTBEAT_MS),
+    );
+    let said = m.ok(&check);
+    assert!(said.contains("server 1"), "`{check}` said: {said}");
+    let said = m.ok(as_user);
+    assert!(said.contains("server 1"), "`{as_user}` said: {said}");
+    // A broken file: the check exits 1 and names the line, as README says.
+    m.write("/etc/electd/broken.conf", "cluster x\nserver 1 nowhere\n");
+    let o = m.run("sudo -u electd electd --check-config --config /etc/electd/broken.conf");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("broken.conf:2:"), "{}", text(&o));
+    c.clock
+        .say("--check-config: as root, as electd, and a broken file (exit 1)");
+
+    m.ok(&enable);
+    assert_eq!(m.prop("electd.service", "ActiveState"), "active");
+    assert_eq!(m.prop("electd.service", "UnitFileState"), "enabled");
+    let said = m.ok(&status);
+    assert!(said.contains("term"), "`{status}` said: {said}");
+    c.clock
+        .say(&format!("`{enable}`, `{status}`: active, answered"));
+
+    // A user outside the group electd is refused, in README's words; in the group
+    // (a new login), it is answered.
+    m.ok("useradd -m op");
+    let as_op = "runuser -l op -c 'electctl status'";
+    let o = m.run(as_op);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let words: Vec<&str> = denial.split(" ... ").collect();
+    for w in &words {
+        assert!(text(&o).contains(w), "the denial lacks '{w}': {}", text(&o));
+    }
+    m.ok(&format!("export USER=op; {join}"));
+    let said = m.ok(as_op);
+    assert!(said.contains("term"), "op in the group: {said}");
+    c.clock
+        .say("a user outside the group: refused as README says; in it: answered");
 }
