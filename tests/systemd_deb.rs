@@ -22,6 +22,11 @@
 //! root and as the user electd (and a broken file: exit 1, its line named),
 //! `systemctl enable --now`, `sudo electctl status`, the denial README quotes for a
 //! user outside the group electd, and the answer once that user joined it.
+//! `install_script_for_real_under_systemd` runs README's `sudo systemd/install.sh` in
+//! another, without the package (its other tests use `--destdir` only): the user, the
+//! directories and the units, nothing enabled; the unit runs its binary; a second run
+//! restarts the running unit; `--uninstall` stops, disables and removes, keeping the
+//! file and the state.
 //!
 //! Needs root, systemd-nspawn (systemd-container), debootstrap, nsenter, ip and
 //! cargo-deb, and runs from `cargo test --release`. The rootfs is made once by
@@ -322,6 +327,7 @@ impl Cluster {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("shared")).unwrap();
         fs::create_dir_all(dir.join("deb")).unwrap();
+        fs::create_dir_all(dir.join("checkout")).unwrap();
         fs::write(dir.join("owner"), std::process::id().to_string()).unwrap();
         Cluster {
             clock,
@@ -393,6 +399,10 @@ impl Cluster {
                     self.dir.join("shared").display()
                 ))
                 .arg(format!("--bind-ro={}:/deb", self.dir.join("deb").display()))
+                .arg(format!(
+                    "--bind-ro={}:/checkout",
+                    self.dir.join("checkout").display()
+                ))
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
@@ -1522,4 +1532,132 @@ fn readme_operator_commands_under_systemd() {
     assert!(said.contains("term"), "op in the group: {said}");
     c.clock
         .say("a user outside the group: refused as README says; in it: answered");
+}
+
+/// README's other install, `install.sh` from a checkout, for real (its other tests use
+/// `--destdir` only): on a booted Debian container without the package, the command
+/// README gives (read from README.md) creates the user and directories and installs
+/// the units without enabling them; the unit then runs `/usr/local/sbin/electd`;
+/// a second run restarts the running unit (try-restart: a new MainPID); `--uninstall`
+/// stops and disables it and removes the binaries, keeping the file and the state.
+#[test]
+fn install_script_for_real_under_systemd() {
+    if std::env::var_os(SKIP_ENV).is_some() {
+        eprintln!(
+            "\n********\nSKIPPED: install.sh under systemd (tests/systemd_deb.rs) did NOT \
+             run because {SKIP_ENV} is set. CI runs it.\n********\n"
+        );
+        return;
+    }
+    if let Some(why) = missing_prerequisites() {
+        panic!("the systemd container test cannot run: {why}");
+    }
+    let _one = CONTAINERS.lock().unwrap_or_else(|e| e.into_inner());
+    let readme = fs::read_to_string("README.md").unwrap();
+    let block = readme_block(&readme, "**Elsewhere: install.sh**");
+    let install = readme_command(&block, "sudo systemd/install.sh");
+    let clock = Clock(Instant::now());
+    let fs_root = rootfs(&clock);
+    let mut c = Cluster::new(clock);
+    // The checkout as install.sh reads it, with this run's binaries where its build
+    // would put them (the test's target directory may be elsewhere).
+    let tree = c.dir.join("checkout");
+    for d in [
+        "systemd",
+        "conf",
+        "docs/man/man1",
+        "docs/man/man5",
+        "docs/man/man8",
+        "target/release",
+    ] {
+        fs::create_dir_all(tree.join(d)).unwrap();
+    }
+    for f in [
+        "systemd/install.sh",
+        "systemd/electd.service",
+        "systemd/electd@.service",
+        "systemd/electd.sysusers",
+        "systemd/electd.tmpfiles",
+        "conf/electd.conf",
+        "docs/man/man1/electctl.1",
+        "docs/man/man5/electd.conf.5",
+        "docs/man/man8/electd.8",
+    ] {
+        fs::copy(f, tree.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    }
+    fs::copy(
+        env!("CARGO_BIN_EXE_electd"),
+        tree.join("target/release/electd"),
+    )
+    .unwrap();
+    fs::copy(
+        env!("CARGO_BIN_EXE_electctl"),
+        tree.join("target/release/electctl"),
+    )
+    .unwrap();
+    c.boot(&fs_root, 1);
+    let m = c.machine(1);
+    let electctl = "/usr/local/bin/electctl";
+
+    assert!(
+        m.run("getent passwd electd").stdout.is_empty(),
+        "the rootfs has user electd"
+    );
+    let said = m.ok(&format!("cd /checkout && {install} 2>&1"));
+    assert!(said.contains("/usr/local/bin/electctl"), "{said}");
+    assert!(m.ok("getent passwd electd").contains("electd"));
+    assert_eq!(
+        m.ok("stat -c '%U:%G' /var/lib/electd").trim(),
+        "electd:electd",
+        "tmpfiles did not create the state directory"
+    );
+    assert!(
+        m.read("/etc/systemd/system/electd.service")
+            .contains("ExecStart=/usr/local/sbin/electd"),
+        "the unit does not run install.sh's binary"
+    );
+    assert_eq!(m.prop("electd.service", "UnitFileState"), "disabled");
+    assert!(m.exists("/etc/electd/electd.conf"));
+    c.clock.say(&format!(
+        "`{install}`: user, directories, units; nothing enabled"
+    ));
+
+    m.write(
+        "/etc/electd/electd.conf",
+        &config(Some(1), &m.socket, HEARTBEAT_MS),
+    );
+    m.ok("/usr/local/sbin/electd --check-config");
+    m.ok("systemctl enable --now electd");
+    assert_eq!(m.prop("electd.service", "ActiveState"), "active");
+    assert!(m.ok(&format!("{electctl} status")).contains("term"));
+    let before = m.main_pid();
+    let said = m.ok(&format!("cd /checkout && {install} 2>&1"));
+    assert!(said.contains("Restarted: electd.service"), "{said}");
+    assert_eq!(m.prop("electd.service", "ActiveState"), "active");
+    let after = m.main_pid();
+    assert!(
+        after != before && after != 0,
+        "MainPID {before} -> {after}: not restarted"
+    );
+    c.clock
+        .say("enabled and running; a second install.sh restarted it");
+
+    let said = m.ok(&format!("cd /checkout && {install} --uninstall 2>&1"));
+    assert!(said.contains("electd removed"), "{said}");
+    assert_eq!(m.prop("electd.service", "ActiveState"), "inactive");
+    for gone in [
+        "/usr/local/sbin/electd",
+        "/usr/local/bin/electctl",
+        "/etc/systemd/system/electd.service",
+    ] {
+        assert!(!m.exists(gone), "{gone} left after --uninstall");
+    }
+    assert!(m.exists("/etc/electd/electd.conf") && m.exists("/var/lib/electd/1.state"));
+    assert!(
+        !m.ok("ls /etc/systemd/system/multi-user.target.wants/")
+            .contains("electd"),
+        "--uninstall left the unit enabled"
+    );
+    c.clock
+        .say("--uninstall: stopped, disabled, removed; the file and the state kept");
 }
