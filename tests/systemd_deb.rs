@@ -26,7 +26,9 @@
 //! another, without the package (its other tests use `--destdir` only): the user, the
 //! directories and the units, nothing enabled; the unit runs its binary; a second run
 //! restarts the running unit; `--uninstall` stops, disables and removes, keeping the
-//! file and the state.
+//! file and the state. `readme_polkit_rule_lets_hooks_start_and_stop_a_unit` runs
+//! README's polkit rule and `systemctl --no-block` hooks under electd's unit: a unit
+//! follows the lease through two yields, and a rule for another unit is refused.
 //!
 //! Needs root, systemd-nspawn (systemd-container), debootstrap, nsenter, ip and
 //! cargo-deb, and runs from `cargo test --release`. The rootfs is made once by
@@ -64,6 +66,11 @@ const PACKAGES: [&str; 6] = [
     "systemd",
     "systemd-sysv",
 ];
+/// Installed with apt in the made rootfs, after debootstrap: polkitd, for README's
+/// polkit rule (`readme_polkit_rule_lets_hooks_start_and_stop_a_unit`). debootstrap's
+/// own `--include` fails on it (its postinst wants a running bus and /proc); apt in
+/// the chroot completes it, warning only that nothing runs.
+const LATER_PACKAGES: [&str; 1] = ["polkitd"];
 /// Host tools and the Debian packages that provide them.
 const TOOLS: [(&str, &str); 7] = [
     ("systemd-nspawn", "systemd-container"),
@@ -149,7 +156,11 @@ fn rootfs(clock: &Clock) -> PathBuf {
     let cache = std::env::var_os(CACHE_ENV)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/cache/electd-test"));
-    let dir = cache.join(format!("{SUITE}_minbase_{}", PACKAGES.join("_")));
+    let dir = cache.join(format!(
+        "{SUITE}_minbase_{}_then_{}",
+        PACKAGES.join("_"),
+        LATER_PACKAGES.join("_")
+    ));
     if dir.join(COMPLETE).is_file() {
         clock.say(&format!("rootfs from the cache: {}", dir.display()));
         return dir;
@@ -192,11 +203,57 @@ fn rootfs(clock: &Clock) -> PathBuf {
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         );
     }
+    // The later packages, with apt in the chroot (the host's resolver for the
+    // download, removed after; no service may start: policy-rc.d says no).
+    let resolv = tmp.join("etc/resolv.conf");
+    let had_resolv = resolv.exists();
+    if !had_resolv {
+        let _ = fs::copy("/etc/resolv.conf", &resolv);
+    }
+    let policy = tmp.join("usr/sbin/policy-rc.d");
+    fs::write(&policy, "#!/bin/sh\nexit 101\n").unwrap();
+    host_ok(Command::new("chmod").arg("755").arg(&policy));
+    let o = host(
+        Command::new("timeout")
+            .arg("600")
+            .arg("chroot")
+            .arg(&tmp)
+            .args(["sh", "-c"])
+            .arg(format!(
+                "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+                 --no-install-recommends {} && apt-get clean && dpkg-query -W -f '${{Status}}\\n' {}",
+                LATER_PACKAGES.join(" "),
+                LATER_PACKAGES.join(" ")
+            )),
+    );
+    let _ = fs::remove_file(&policy);
+    if !had_resolv {
+        let _ = fs::remove_file(&resolv);
+    }
+    let said = text(&o);
+    if !o.status.success()
+        || said
+            .lines()
+            .filter(|l| *l == "install ok installed")
+            .count()
+            != LATER_PACKAGES.len()
+    {
+        let _ = fs::remove_dir_all(&tmp);
+        panic!(
+            "apt-get install {} in the new rootfs failed ({}): {said}",
+            LATER_PACKAGES.join(" "),
+            o.status
+        );
+    }
     // Every container gets a machine id of its own at boot.
     fs::write(tmp.join("etc/machine-id"), "").unwrap();
     fs::write(
         tmp.join(COMPLETE),
-        format!("{SUITE} {}\n", PACKAGES.join(" ")),
+        format!(
+            "{SUITE} {} then {}\n",
+            PACKAGES.join(" "),
+            LATER_PACKAGES.join(" ")
+        ),
     )
     .unwrap();
     if dir.exists() && !dir.join(COMPLETE).is_file() {
@@ -1660,4 +1717,136 @@ fn install_script_for_real_under_systemd() {
     );
     c.clock
         .say("--uninstall: stopped, disabled, removed; the file and the state kept");
+}
+
+/// README's "Starting and stopping a unit from a hook", as README gives it: its polkit
+/// rule in `/etc/polkit-1/rules.d/50-electd.rules` and the hooks
+/// `on-leader /usr/bin/systemctl --no-block start myproc.service` and
+/// `on-follower ... stop ...`, under electd's own unit (user electd,
+/// NoNewPrivileges=yes). Three servers; first a rule for another unit (the control: the
+/// leader's hook is refused and myproc.service stays stopped), then README's rule:
+/// each `electctl yield` starts myproc.service on the new leader and stops it on the
+/// old one.
+#[test]
+fn readme_polkit_rule_lets_hooks_start_and_stop_a_unit() {
+    if std::env::var_os(SKIP_ENV).is_some() {
+        eprintln!(
+            "\n********\nSKIPPED: README's polkit rule under systemd (tests/systemd_deb.rs) \
+             did NOT run because {SKIP_ENV} is set. CI runs it.\n********\n"
+        );
+        return;
+    }
+    if let Some(why) = missing_prerequisites() {
+        panic!("the systemd container test cannot run: {why}");
+    }
+    let _one = CONTAINERS.lock().unwrap_or_else(|e| e.into_inner());
+    let readme = fs::read_to_string("README.md").unwrap();
+    let rule = readme_block(
+        &readme,
+        "the `electd` user manage that one unit through polkit",
+    )
+    .join("\n");
+    assert!(
+        rule.contains("polkit.addRule"),
+        "README's polkit block: {rule}"
+    );
+    let prose = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let on_leader = "on-leader /usr/bin/systemctl --no-block start myproc.service";
+    let on_follower = "on-follower /usr/bin/systemctl --no-block stop myproc.service";
+    for hook in [on_leader, on_follower] {
+        assert!(
+            prose.contains(&format!("`{hook}`")),
+            "README.md lacks `{hook}`"
+        );
+    }
+    let clock = Clock(Instant::now());
+    let fs_root = rootfs(&clock);
+    let mut c = Cluster::new(clock);
+    let deb = debpkg::build(&c.dir.join("deb")).unwrap_or_else(|e| panic!("{e}"));
+    let deb_in = format!("/deb/{}", deb.file_name().unwrap().to_string_lossy());
+    c.boot(&fs_root, 3);
+    let rules = "/etc/polkit-1/rules.d/50-electd.rules";
+    for m in &c.machines {
+        m.ok(&format!("dpkg -i {deb_in}"));
+        m.write(
+            "/etc/systemd/system/myproc.service",
+            "[Unit]\nDescription=the test's processor\n[Service]\nExecStart=/bin/sleep infinity\n",
+        );
+        // The control first: the same rule for another unit.
+        m.write(rules, &rule.replace("myproc.service", "otherproc.service"));
+        m.write(
+            "/etc/electd/electd.conf",
+            &format!(
+                "{}{on_leader}\n{on_follower}\n",
+                config(Some(m.id), &m.socket, HEARTBEAT_MS)
+            ),
+        );
+        m.ok("systemctl daemon-reload && systemctl enable --now electd.service");
+    }
+    let (l1, _) = c.settle(Duration::from_secs(30));
+    let m1 = c.machine(l1);
+    let refused = wait_for(
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        "the leader's on-leader hook to end",
+        || {
+            let j = m1.journal("electd.service");
+            j.lines()
+                .find(|l| {
+                    l.contains("hook on-leader") && (l.contains("failed") || l.contains("finished"))
+                })
+                .map(str::to_string)
+        },
+    );
+    assert!(
+        refused.contains("failed"),
+        "the control: the hook was not refused: {refused}"
+    );
+    assert_eq!(m1.prop("myproc.service", "ActiveState"), "inactive");
+    c.clock.say(&format!(
+        "a rule for another unit: server {l1}'s hook refused ({refused})"
+    ));
+
+    // README's rule (polkitd rereads its rules directory on a change).
+    for m in &c.machines {
+        m.write(rules, &rule);
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let active = |m: &Machine| m.prop("myproc.service", "ActiveState") == "active";
+    let mut leader = l1;
+    for round in 0..2 {
+        let old = c.machine(leader);
+        old.ok(&format!("electctl --socket {} yield", old.socket));
+        let end = Instant::now() + Duration::from_secs(30);
+        let new = loop {
+            let (l, _) = c.settle(Duration::from_secs(30));
+            if l != leader {
+                break l;
+            }
+            assert!(Instant::now() < end, "no new leader after yield");
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let m = c.machine(new);
+        wait_for(
+            Duration::from_secs(20),
+            Duration::from_millis(200),
+            &format!("myproc.service active on the new leader {new}"),
+            || active(m).then_some(()),
+        );
+        if round > 0 {
+            // It ran there (started in the previous round): on-follower stops it.
+            wait_for(
+                Duration::from_secs(20),
+                Duration::from_millis(200),
+                &format!("myproc.service stopped on the old leader {leader}"),
+                || (!active(old)).then_some(()),
+            );
+        }
+        for o in c.machines.iter().filter(|o| o.id != new) {
+            assert!(!active(o), "myproc.service active on follower {}", o.id);
+        }
+        c.clock
+            .say(&format!("yield: {leader} -> {new}; myproc.service follows"));
+        leader = new;
+    }
 }
