@@ -948,19 +948,28 @@ fn work_root() -> PathBuf {
     PathBuf::from("/var/tmp")
 }
 
-#[test]
-fn debian_package_under_systemd() {
+/// The start of each container test: None (and a loud line) when the developer's
+/// SKIP_ENV skips it; a panic naming what is missing when it cannot run (a skip would
+/// hide a broken package); else the lock that keeps the container tests one at a time.
+fn container_test(what: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
     if std::env::var_os(SKIP_ENV).is_some() {
         eprintln!(
-            "\n********\nSKIPPED: the Debian package under systemd (tests/systemd_deb.rs) \
-             did NOT run because {SKIP_ENV} is set. CI runs it.\n********\n"
+            "\n********\nSKIPPED: {what} (tests/systemd_deb.rs) did NOT run because \
+             {SKIP_ENV} is set. CI runs it.\n********\n"
         );
-        return;
+        return None;
     }
     if let Some(why) = missing_prerequisites() {
         panic!("the systemd container test cannot run: {why}");
     }
-    let _one = CONTAINERS.lock().unwrap_or_else(|e| e.into_inner());
+    Some(CONTAINERS.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+#[test]
+fn debian_package_under_systemd() {
+    let Some(_one) = container_test("the Debian package under systemd") else {
+        return;
+    };
     let clock = Clock(Instant::now());
     let fs_root = rootfs(&clock);
     let mut c = Cluster::new(clock);
@@ -1482,17 +1491,9 @@ fn readme_command(block: &[String], start: &str) -> String {
 /// commands are read from README.md, so a README edit that breaks one fails here.
 #[test]
 fn readme_operator_commands_under_systemd() {
-    if std::env::var_os(SKIP_ENV).is_some() {
-        eprintln!(
-            "\n********\nSKIPPED: README's commands under systemd (tests/systemd_deb.rs) \
-             did NOT run because {SKIP_ENV} is set. CI runs it.\n********\n"
-        );
+    let Some(_one) = container_test("README's commands under systemd") else {
         return;
-    }
-    if let Some(why) = missing_prerequisites() {
-        panic!("the systemd container test cannot run: {why}");
-    }
-    let _one = CONTAINERS.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let readme = fs::read_to_string("README.md").unwrap();
     let install = readme_block(&readme, "**Debian and Ubuntu: the package.**");
     let apt = readme_command(&install, "sudo apt install ./target/debian/");
@@ -1599,17 +1600,9 @@ fn readme_operator_commands_under_systemd() {
 /// stops and disables it and removes the binaries, keeping the file and the state.
 #[test]
 fn install_script_for_real_under_systemd() {
-    if std::env::var_os(SKIP_ENV).is_some() {
-        eprintln!(
-            "\n********\nSKIPPED: install.sh under systemd (tests/systemd_deb.rs) did NOT \
-             run because {SKIP_ENV} is set. CI runs it.\n********\n"
-        );
+    let Some(_one) = container_test("install.sh under systemd") else {
         return;
-    }
-    if let Some(why) = missing_prerequisites() {
-        panic!("the systemd container test cannot run: {why}");
-    }
-    let _one = CONTAINERS.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let readme = fs::read_to_string("README.md").unwrap();
     let block = readme_block(&readme, "**Elsewhere: install.sh**");
     let install = readme_command(&block, "sudo systemd/install.sh");
@@ -1729,17 +1722,9 @@ fn install_script_for_real_under_systemd() {
 /// old one.
 #[test]
 fn readme_polkit_rule_lets_hooks_start_and_stop_a_unit() {
-    if std::env::var_os(SKIP_ENV).is_some() {
-        eprintln!(
-            "\n********\nSKIPPED: README's polkit rule under systemd (tests/systemd_deb.rs) \
-             did NOT run because {SKIP_ENV} is set. CI runs it.\n********\n"
-        );
+    let Some(_one) = container_test("README's polkit rule under systemd") else {
         return;
-    }
-    if let Some(why) = missing_prerequisites() {
-        panic!("the systemd container test cannot run: {why}");
-    }
-    let _one = CONTAINERS.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let readme = fs::read_to_string("README.md").unwrap();
     let rule = readme_block(
         &readme,
