@@ -1792,11 +1792,13 @@ fn readme_polkit_rule_lets_hooks_start_and_stop_a_unit() {
         "a rule for another unit: server {l1}'s hook refused ({refused})"
     ));
 
-    // README's rule (polkitd rereads its rules directory on a change).
+    // README's rule. polkitd rereads its rules directory on a change, but when is its
+    // business: a restart of a running polkitd (it ran for the refused hook) makes it
+    // read them now, and one not running reads them when next activated.
     for m in &c.machines {
         m.write(rules, &rule);
+        m.ok("systemctl try-restart polkit.service");
     }
-    std::thread::sleep(Duration::from_secs(1));
     let active = |m: &Machine| m.prop("myproc.service", "ActiveState") == "active";
     let mut leader = l1;
     for round in 0..2 {
