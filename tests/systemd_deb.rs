@@ -965,18 +965,30 @@ fn container_test(what: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
     Some(CONTAINERS.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-#[test]
-fn debian_package_under_systemd() {
-    let Some(_one) = container_test("the Debian package under systemd") else {
-        return;
-    };
+/// N booted containers with this run's .deb built and visible in each at the path
+/// returned (not installed).
+fn booted_with_deb(n: u8) -> (Cluster, String) {
     let clock = Clock(Instant::now());
     let fs_root = rootfs(&clock);
     let mut c = Cluster::new(clock);
     let deb = debpkg::build(&c.dir.join("deb")).unwrap_or_else(|e| panic!("{e}"));
     let deb_in = format!("/deb/{}", deb.file_name().unwrap().to_string_lossy());
     c.clock.say(&format!("built {}", deb.display()));
-    c.boot(&fs_root, 3);
+    c.boot(&fs_root, n);
+    (c, deb_in)
+}
+
+/// README.md's text with its lines joined: prose wraps anywhere.
+fn prose(readme: &str) -> String {
+    readme.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn debian_package_under_systemd() {
+    let Some(_one) = container_test("the Debian package under systemd") else {
+        return;
+    };
+    let (c, deb_in) = booted_with_deb(3);
 
     // Installing creates the user and directories and enables nothing.
     for m in &c.machines {
@@ -1505,8 +1517,7 @@ fn readme_operator_commands_under_systemd() {
     let enable = readme_command(&then, "sudo systemctl enable --now electd");
     let status = readme_command(&then, "sudo electctl status");
     // The check as the daemon's user, and joining the socket's group, from README's text.
-    // Prose wraps anywhere: its lines joined.
-    let prose = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let prose = prose(&readme);
     let as_user = "sudo -u electd electd --check-config";
     assert!(
         prose.contains(&format!("`{as_user}`")),
@@ -1523,12 +1534,7 @@ fn readme_operator_commands_under_systemd() {
         "README.md lacks the denial it quotes"
     );
 
-    let clock = Clock(Instant::now());
-    let fs_root = rootfs(&clock);
-    let mut c = Cluster::new(clock);
-    let deb = debpkg::build(&c.dir.join("deb")).unwrap_or_else(|e| panic!("{e}"));
-    c.clock.say(&format!("built {}", deb.display()));
-    c.boot(&fs_root, 1);
+    let (c, _) = booted_with_deb(1);
     let m = c.machine(1);
 
     // apt, not dpkg: it must find the dependencies (adduser) installed and need no
@@ -1735,7 +1741,7 @@ fn readme_polkit_rule_lets_hooks_start_and_stop_a_unit() {
         rule.contains("polkit.addRule"),
         "README's polkit block: {rule}"
     );
-    let prose = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let prose = prose(&readme);
     let on_leader = "on-leader /usr/bin/systemctl --no-block start myproc.service";
     let on_follower = "on-follower /usr/bin/systemctl --no-block stop myproc.service";
     for hook in [on_leader, on_follower] {
@@ -1744,12 +1750,7 @@ fn readme_polkit_rule_lets_hooks_start_and_stop_a_unit() {
             "README.md lacks `{hook}`"
         );
     }
-    let clock = Clock(Instant::now());
-    let fs_root = rootfs(&clock);
-    let mut c = Cluster::new(clock);
-    let deb = debpkg::build(&c.dir.join("deb")).unwrap_or_else(|e| panic!("{e}"));
-    let deb_in = format!("/deb/{}", deb.file_name().unwrap().to_string_lossy());
-    c.boot(&fs_root, 3);
+    let (c, deb_in) = booted_with_deb(3);
     let rules = "/etc/polkit-1/rules.d/50-electd.rules";
     for m in &c.machines {
         m.ok(&format!("dpkg -i {deb_in}"));
