@@ -212,34 +212,25 @@ impl Drop for Thaw {
     }
 }
 
-/// Issue 21, item 4: a leader whose state file system is frozen for 4 s while a write
-/// is due (`elect b` on its socket makes it vote in a new term of group b, which needs
-/// the state file) keeps group a's lease (role leader, same term, in every answer) and
-/// answers `status` within the bounds; once thawed, the write lands. Group b itself
-/// needs that write (its vote, then its new term), so it may lose its seat meanwhile:
-/// a stalled disk delays only what needs a write.
-///
-/// Fails on the code before the state writer thread: the loop waited in the fsync, no
-/// status was answered for seconds and group a's lease ended.
-#[test]
-fn a_frozen_state_disk_keeps_the_lease_and_status_answers() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+/// A loop-mounted disk and a cluster (`opts`) whose server 1 keeps its state (and
+/// lock) file on it, every server running; None (skipped, or failed under CI) when
+/// this host cannot freeze a disk. Drop the cluster before the disk.
+fn cluster_with_server_1_on_a_loop_mount() -> Option<(LoopMount, Cluster)> {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if !require(root, "the frozen-disk test needs root (mount, fsfreeze)") {
-        return;
+        return None;
     }
     let tools = ["mkfs.ext4", "fsfreeze", "mount", "umount", "truncate"];
     if let Some(t) = tools.iter().find(|t| !has(t)) {
         require(false, &format!("the frozen-disk test needs {t}"));
-        return;
+        return None;
     }
     let Some(disk) = LoopMount::create() else {
         require(false, "cannot make and loop-mount an ext4 image here");
-        return;
+        return None;
     };
     let mut c = Cluster::build(&opts());
-    // Server 1 keeps its state (and lock) file on the loop mount.
     let text = std::fs::read_to_string(&c.conf).unwrap();
     let state = format!("state {}/{{id}}.state", c.dir.display());
     assert!(text.contains(&state), "{text}");
@@ -253,6 +244,24 @@ fn a_frozen_state_disk_keeps_the_lease_and_status_answers() {
     for id in 1..=3 {
         c.spawn(id);
     }
+    Some((disk, c))
+}
+
+/// Issue 21, item 4: a leader whose state file system is frozen for 4 s while a write
+/// is due (`elect b` on its socket makes it vote in a new term of group b, which needs
+/// the state file) keeps group a's lease (role leader, same term, in every answer) and
+/// answers `status` within the bounds; once thawed, the write lands. Group b itself
+/// needs that write (its vote, then its new term), so it may lose its seat meanwhile:
+/// a stalled disk delays only what needs a write.
+///
+/// Fails on the code before the state writer thread: the loop waited in the fsync, no
+/// status was answered for seconds and group a's lease ended.
+#[test]
+fn a_frozen_state_disk_keeps_the_lease_and_status_answers() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((disk, c)) = cluster_with_server_1_on_a_loop_mount() else {
+        return;
+    };
     let term_a = server_1_leads_both(&c);
     let term_b = agreed(&c).unwrap()["b"].1;
     let sock = c.sock(1);
@@ -329,6 +338,80 @@ fn a_frozen_state_disk_keeps_the_lease_and_status_answers() {
         || Some(writes()).filter(|&w| w > before),
     );
     eprintln!("state writes: {before} before the freeze, {during} at its end, {after} after");
+    drop(c);
+    drop(disk);
+}
+
+/// README: "a stalled state disk delays only votes, new terms and `drain` answers; a
+/// sitting leader keeps its lease, a drained one still hands over". Server 1 leads
+/// both groups; its state file system is frozen, then it is drained. It hands both
+/// groups over as planned (`electd_handovers_total{reason="drain"}`) while the disk is
+/// still frozen, each to a server of the group's order, and answers the drain only once
+/// the disk thaws.
+///
+/// Fails on the code where the drain's write held every datagram behind it: the
+/// drained leader's heartbeats stopped with the write, its leases ran out, the others
+/// elected without a handover, and the counter stayed at 0 until the thaw.
+#[test]
+fn a_drained_leader_on_a_frozen_disk_still_hands_over() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((disk, c)) = cluster_with_server_1_on_a_loop_mount() else {
+        return;
+    };
+    server_1_leads_both(&c);
+    let sock = c.sock(1);
+    let mnt = disk.mnt.to_str().unwrap().to_string();
+    let drain_handovers = |g: &str| {
+        common::metric_value::<u64>(
+            &request_at(&sock, "metrics").unwrap_or_default(),
+            &format!("electd_handovers_total{{group=\"{g}\",reason=\"drain\"}}"),
+        )
+    };
+    assert_eq!(drain_handovers("a"), Some(0));
+    let writes_before = c.metric(1, "electd_state_writes_total");
+    assert!(sh(&["fsfreeze", "-f", &mnt]), "fsfreeze -f {mnt}");
+    let thaw = Thaw(disk.mnt.clone());
+    let frozen_at = Instant::now();
+    let mut drainer = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    drainer.write_all(b"drain\n").unwrap();
+    // Within the freeze (4 s, and the lease at the cluster's heartbeat is far shorter):
+    // both groups led by server 2, the next in their order, each after a planned
+    // handover.
+    let moved = wait_for(
+        "both groups handed over while the disk is frozen",
+        Duration::from_secs(3),
+        || {
+            let a = agreed(&c)?;
+            let planned = ["a", "b"].iter().all(|g| drain_handovers(g) == Some(1));
+            (a.values().all(|(l, _)| *l == 2) && planned).then_some(a)
+        },
+    );
+    let took = frozen_at.elapsed();
+    assert!(took < STALL, "handed over after {took:?}, past the freeze");
+    assert_eq!(
+        c.metric(1, "electd_state_writes_total"),
+        writes_before,
+        "no write can land on a frozen disk: the handover did not wait for one"
+    );
+    drainer.set_nonblocking(true).unwrap();
+    let mut early = [0u8; 256];
+    assert!(
+        matches!(drainer.read(&mut early), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "a drain must not be answered while its write cannot land"
+    );
+    eprintln!("drained on a frozen disk: handed over in {took:?}: {moved:?}");
+    std::thread::sleep(STALL.saturating_sub(frozen_at.elapsed()));
+    drop(thaw);
+    drainer.set_nonblocking(false).unwrap();
+    drainer
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = std::io::BufReader::new(&drainer).read_line(&mut answer);
+    assert!(
+        answer.contains("\"ok\":true") && answer.contains("\"drained\":true"),
+        "the drain's answer after the thaw: {answer:?}"
+    );
     drop(c);
     drop(disk);
 }

@@ -78,8 +78,8 @@ impl Node {
         );
         invariant!(
             self,
-            self.requested.is_some() || self.held.is_empty(),
-            "outputs held with no write pending"
+            self.sends_wait() || self.held.is_empty(),
+            "outputs held with no write pending that holds them"
         );
     }
 
@@ -91,8 +91,8 @@ impl Node {
         let d = &self.durable;
         invariant!(
             self,
-            self.requested.is_none(),
-            "a datagram left while a write was pending"
+            !self.sends_wait(),
+            "a datagram left while a write that holds it was pending"
         );
         match msg.body {
             Body::Vote { candidate } => invariant!(

@@ -133,6 +133,9 @@ pub struct Node {
     checked_term: u64,
     durable: Durable,
     requested: Option<Durable>,
+    /// A write asked for since the last time none was pending changes more than the
+    /// drain (`Node::sends_wait`): datagrams wait until every write is confirmed.
+    write_holds: bool,
     held: VecDeque<Held>,
     out: VecDeque<Output>,
     counters: Counters,
@@ -221,6 +224,7 @@ impl Node {
             checked_term: term,
             durable,
             requested: None,
+            write_holds: false,
             held: VecDeque::new(),
             last_ack_unfit: None,
             out: VecDeque::new(),

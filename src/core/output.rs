@@ -23,6 +23,7 @@ impl Node {
         }
         if self.requested == Some(state) {
             self.requested = None;
+            self.write_holds = false;
         }
         self.release(now);
         self.check_invariants(now);
@@ -56,14 +57,35 @@ impl Node {
     /// Asks for the state to be written if it differs from what was last asked for.
     pub(super) fn persist(&mut self) {
         let want = self.durable_view();
-        if want != self.requested.unwrap_or(self.durable) {
+        let base = self.requested.unwrap_or(self.durable);
+        if want != base {
+            // Only the drain changed: nothing that leaves waits for this write. Once a
+            // write holds, datagrams wait for every write asked for until none is
+            // pending (a later write may undo what the held ones reflect, so none may
+            // leave before all are confirmed, as with any write).
+            self.write_holds |= Durable {
+                drained: base.drained,
+                ..want
+            } != base;
             self.requested = Some(want);
             self.out.push_back(Output::Persist(want));
         }
     }
 
+    /// True while a write this node asked for holds its datagrams: one that changes
+    /// what a datagram may reflect (SPEC section 4: the term, a vote, the term led, the
+    /// hold promise). A write that only records a drain holds nothing: no datagram
+    /// promises that a drain is durable, and the drain's answer waits for the write on
+    /// its own (the daemon counts the writes done). Held behind it, the heartbeats of a
+    /// drained leader whose disk stalled stopped, and its planned handover became a
+    /// lapsed lease (tests/health_sim.rs,
+    /// `a_stalled_disk_during_a_drain_still_hands_over_at_once`).
+    pub(super) fn sends_wait(&self) -> bool {
+        self.requested.is_some() && (self.write_holds || self.cfg.sabotage.drain_write_holds_sends)
+    }
+
     pub(super) fn send(&mut self, dest: Dest, msg: Message) {
-        if self.requested.is_some() || !self.held.is_empty() {
+        if self.sends_wait() || !self.held.is_empty() {
             self.held.push_back(Held::Send(dest, msg));
         } else {
             self.emit_send(dest, msg);
@@ -94,9 +116,9 @@ impl Node {
         }
     }
 
-    /// Emits held outputs, in order, while no write is outstanding.
+    /// Emits held outputs, in order, while no write that holds them is outstanding.
     pub(super) fn release(&mut self, now: Time) {
-        while self.requested.is_none() {
+        while !self.sends_wait() {
             let Some(h) = self.held.pop_front() else {
                 break;
             };

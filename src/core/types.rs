@@ -96,6 +96,10 @@ pub struct Sabotage {
     /// when that LEAD waited for the drain's write (a preference breakage only: a slow
     /// write names a less preferred successor).
     pub unfit_wait_from_turn: bool,
+    /// A write that only records a drain holds every later datagram, as any write
+    /// did before (a liveness breakage only: a drained leader on a stalled disk stops
+    /// its heartbeats and its handover waits for its lease to lapse).
+    pub drain_write_holds_sends: bool,
 }
 
 impl Sabotage {
@@ -116,6 +120,7 @@ impl Sabotage {
             no_turn_wait: false,
             first_sparse_targeted: false,
             unfit_wait_from_turn: false,
+            drain_write_holds_sends: false,
             late_first_round: false,
             ..*self
         } != Sabotage::default()

@@ -2,7 +2,7 @@
 //! with its random latency, its confirmation to the host, and crashes that land in the
 //! middle of a write.
 
-use super::{Ev, Sim};
+use super::{Ev, Real, Sim};
 use electd::host::StateWrite;
 use electd::node::Durable;
 
@@ -43,7 +43,9 @@ impl Sim {
         let h = &mut self.hosts[host];
         let state = Disk(w.by_group);
         h.writing = Some(state.clone());
-        let at = (self.now + d).max(h.write_done_at + 1);
+        let at = (self.now + d)
+            .max(h.write_done_at + 1)
+            .max(h.disk_stalled_until);
         if self.opts.trace {
             let what = if state.0.len() == 1 {
                 format!("{:?}", state.0[0])
@@ -70,6 +72,21 @@ impl Sim {
                     restart_after,
                 },
             );
+        }
+    }
+
+    /// `id`'s state disk stalls for `d` from now (fsfreeze on its file system): every
+    /// write started before the stall ends lands at its end at the earliest. A write
+    /// already in flight keeps its time.
+    pub fn stall_disk(&mut self, id: u16, d: Real) {
+        let i = self.idx(id);
+        self.hosts[i].disk_stalled_until = self.now + d;
+        if self.opts.trace {
+            self.trace.push(format!(
+                "{} {id} disk stalled until {}",
+                self.now,
+                self.now + d
+            ));
         }
     }
 

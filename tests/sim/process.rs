@@ -23,6 +23,9 @@ pub struct Host {
     pub(super) writing: Option<Disk>,
     /// When the last write completes.
     pub(super) write_done_at: Real,
+    /// The state disk is stalled until then (fsfreeze): a write started before it
+    /// lands no earlier (`Sim::stall_disk`).
+    pub(super) disk_stalled_until: Real,
     pub(super) paused: bool,
     pub(super) backlog: Vec<Ev>,
     /// Datagrams that arrived while the host said they may wait
@@ -69,6 +72,7 @@ impl Host {
             disk: Disk(vec![Durable::default(); groups]),
             writing: None,
             write_done_at: 0,
+            disk_stalled_until: 0,
             paused: false,
             backlog: Vec::new(),
             deferred: Vec::new(),
