@@ -1921,9 +1921,13 @@ fn readme_consumer_healthy(readme: &str) -> String {
 }
 
 /// A listener on `addr` in `m`, by socket activation (so it listens without a gap
-/// between connections): each connection gets `reply` (printf's format) and is closed.
-/// `systemctl stop NAME.socket` ends it, `start` brings it back.
+/// between connections): each connection gets `reply`, and is closed once the client
+/// closes it. (Closed with the request unread, the socket would be reset, and curl
+/// could lose the reply: status 56 for any status line.) `systemctl stop NAME.socket`
+/// ends it, `start` brings it back.
 fn listen(m: &Machine, name: &str, addr: &str, reply: &str) {
+    let file = format!("/etc/{name}.reply");
+    m.write(&file, reply);
     m.write(
         &format!("/etc/systemd/system/{name}.socket"),
         &format!("[Socket]\nListenStream={addr}\nAccept=yes\n"),
@@ -1931,7 +1935,8 @@ fn listen(m: &Machine, name: &str, addr: &str, reply: &str) {
     m.write(
         &format!("/etc/systemd/system/{name}@.service"),
         &format!(
-            "[Service]\nExecStart=/usr/bin/printf '{reply}'\nStandardInput=socket\nStandardOutput=socket\n"
+            "[Service]\nExecStart=/bin/sh -c 'cat {file} && exec cat >/dev/null'\n\
+             StandardInput=socket\nStandardOutput=socket\n"
         ),
     );
     m.ok(&format!(
@@ -2023,7 +2028,7 @@ fn readme_health_check_under_systemd() {
         nm,
         "healthz",
         "127.0.0.1:9090",
-        "HTTP/1.0 500 x\\r\\n\\r\\n",
+        "HTTP/1.0 500 x\r\nContent-Length: 0\r\n\r\n",
     );
     let third = c.next_leader(next, "", "its /healthz answered 500");
     let said = wait_for(
@@ -2033,7 +2038,9 @@ fn readme_health_check_under_systemd() {
         || {
             let j = nm.journal("electd.service");
             j.lines()
-                .find(|l| l.contains("health failing") && l.contains("/healthz fails"))
+                .find(|l| {
+                    l.contains("health failing") && l.contains("/healthz fails (curl status 22)")
+                })
                 .map(str::to_string)
         },
     );
