@@ -29,6 +29,11 @@
 //! file and the state. `readme_polkit_rule_lets_hooks_start_and_stop_a_unit` runs
 //! README's polkit rule and `systemctl --no-block` hooks under electd's unit: a unit
 //! follows the lease through two yields, and a rule for another unit is refused.
+//! `readme_health_check_under_systemd`, `readme_consumer_units_under_systemd` and
+//! `readme_group_units_under_systemd` run README's worked example of health checks
+//! (its `consumer-healthy` script as electd.service's check, its consumer unit with
+//! `--max-restarts`) and the units of its election groups, as README.md gives them,
+//! on three servers each: what tests/health.rs can only run with stubs.
 //!
 //! Needs root, systemd-nspawn (systemd-container), debootstrap, nsenter, ip and
 //! cargo-deb, and runs from `cargo test --release`. The rootfs is made once by
