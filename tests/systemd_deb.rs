@@ -1509,11 +1509,18 @@ fn processor_overlap_checker_catches_overlap() {
     assert_eq!(runs.len(), 2);
     assert!(runs[0].stopped && !runs[1].stopped);
     assert_no_overlap(&runs);
+    // A crash (X) ends a run, not stopped by SIGTERM.
+    let crashed = proc_runs("1 S 100 1\n1 X 120\n1 S 130 1\n1 X 140\n2 S 150 2\n");
+    assert_eq!(crashed.len(), 3);
+    assert!(crashed.iter().all(|r| !r.stopped));
+    assert_no_overlap(&crashed);
     for bad in [
         // 2 starts while 1 still ticks.
         "1 S 100 1\n1 T 150\n2 S 160 2\n1 T 200\n1 E 210\n",
         // 1 was killed (no E line) after its last tick, and 2 started before that tick.
         "1 S 100 1\n2 S 140 2\n1 T 150\n",
+        // 2 starts before 1's crash.
+        "1 S 100 1\n2 S 140 2\n1 X 150\n",
         // A new leader with an old term.
         "1 S 100 3\n1 E 200\n2 S 210 3\n",
     ] {
