@@ -29,6 +29,11 @@
 //! file and the state. `readme_polkit_rule_lets_hooks_start_and_stop_a_unit` runs
 //! README's polkit rule and `systemctl --no-block` hooks under electd's unit: a unit
 //! follows the lease through two yields, and a rule for another unit is refused.
+//! `readme_health_check_under_systemd`, `readme_consumer_units_under_systemd` and
+//! `readme_group_units_under_systemd` run README's worked example of health checks
+//! (its `consumer-healthy` script as electd.service's check, its consumer unit with
+//! `--max-restarts`) and the units of its election groups, as README.md gives them,
+//! on three servers each: what tests/health.rs can only run with stubs.
 //!
 //! Needs root, systemd-nspawn (systemd-container), debootstrap, nsenter, ip and
 //! cargo-deb, and runs from `cargo test --release`. The rootfs is made once by
@@ -69,8 +74,10 @@ const PACKAGES: [&str; 6] = [
 /// Installed with apt in the made rootfs, after debootstrap: polkitd, for README's
 /// polkit rule (`readme_polkit_rule_lets_hooks_start_and_stop_a_unit`). debootstrap's
 /// own `--include` fails on it (its postinst wants a running bus and /proc); apt in
-/// the chroot completes it, warning only that nothing runs.
-const LATER_PACKAGES: [&str; 1] = ["polkitd"];
+/// the chroot completes it, warning only that nothing runs. netcat-openbsd and curl,
+/// which README's health check `consumer-healthy` runs
+/// (`readme_health_check_under_systemd`).
+const LATER_PACKAGES: [&str; 3] = ["polkitd", "netcat-openbsd", "curl"];
 /// Host tools and the Debian packages that provide them.
 const TOOLS: [(&str, &str); 7] = [
     ("systemd-nspawn", "systemd-container"),
@@ -348,7 +355,16 @@ impl Machine {
 
     /// This server's `status` line, or None while its socket does not answer.
     fn status(&self) -> Option<Value> {
-        let o = self.run(&format!("electctl --socket {} status --json", self.socket));
+        self.status_of("")
+    }
+
+    /// This server's `status GROUP` line (`""`: the only group), or None while its
+    /// socket does not answer.
+    fn status_of(&self, group: &str) -> Option<Value> {
+        let o = self.run(&format!(
+            "electctl --socket {} status {group} --json",
+            self.socket
+        ));
         if !o.status.success() {
             return None;
         }
@@ -556,14 +572,36 @@ impl Cluster {
     }
 
     fn proc_log(&self) -> String {
-        fs::read_to_string(self.dir.join("shared/proc.log")).unwrap_or_default()
+        self.log_of("proc")
+    }
+
+    /// The shared log `/shared/NAME.log` of PROC_SH's processors.
+    fn log_of(&self, name: &str) -> String {
+        fs::read_to_string(self.dir.join(format!("shared/{name}.log"))).unwrap_or_default()
+    }
+
+    /// PROC_SH in /shared, and its logs `/shared/NAME.log` for each of `logs`, empty and
+    /// writable by the processors' dynamic users.
+    fn share_processor(&self, logs: &[&str]) {
+        use std::os::unix::fs::PermissionsExt;
+        fs::write(self.dir.join("shared/proc.sh"), PROC_SH).unwrap();
+        for name in logs {
+            let log = self.dir.join(format!("shared/{name}.log"));
+            fs::write(&log, "").unwrap();
+            fs::set_permissions(&log, fs::Permissions::from_mode(0o666)).unwrap();
+        }
     }
 
     /// Polls every server until exactly one leads and all agree on it and its term.
     fn settle(&self, limit: Duration) -> (u8, u64) {
+        self.settle_group(limit, "")
+    }
+
+    /// `settle` in election group `group` (`""`: the only group).
+    fn settle_group(&self, limit: Duration, group: &str) -> (u8, u64) {
         let end = Instant::now() + limit;
         loop {
-            let st: Vec<Option<Value>> = self.machines.iter().map(Machine::status).collect();
+            let st: Vec<Option<Value>> = self.machines.iter().map(|m| m.status_of(group)).collect();
             let last = format!("{st:?}");
             let leaders: Vec<u8> = self
                 .machines
@@ -598,6 +636,19 @@ impl Cluster {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// The agreed leader of `group` once it is another server than `old` (after `why`).
+    fn next_leader(&self, old: u8, group: &str, why: &str) -> u8 {
+        wait_for(
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            &format!("a leader other than {old} after {why}"),
+            || {
+                let (l, _) = self.settle_group(Duration::from_secs(30), group);
+                (l != old).then_some(l)
+            },
+        )
     }
 
     fn machine(&self, id: u8) -> &Machine {
@@ -833,7 +884,8 @@ struct ProcRun {
     stopped: bool,
 }
 
-/// Lines: "ID S NS TERM" at start, "ID T NS" every 50 ms, "ID E NS" on SIGTERM.
+/// Lines: "ID S NS TERM" at start, "ID T NS" every 50 ms, "ID E NS" on SIGTERM, "ID X
+/// NS" on a crash.
 fn proc_runs(log: &str) -> Vec<ProcRun> {
     let mut done = Vec::new();
     let mut open: Vec<Option<ProcRun>> = vec![None; 4];
@@ -867,10 +919,10 @@ fn proc_runs(log: &str) -> Vec<ProcRun> {
                     r.end = r.end.max(ns);
                 }
             }
-            "E" => {
+            "E" | "X" => {
                 if let Some(mut r) = slot.take() {
                     r.end = r.end.max(ns);
-                    r.stopped = true;
+                    r.stopped = w[1] == "E";
                     done.push(r);
                 }
             }
@@ -920,12 +972,17 @@ fn config(id: Option<u8>, socket: &str, heartbeat_ms: u64) -> String {
 }
 
 /// The processor: logs its start (with the term electctl run hands it), a tick every
-/// 50 ms, and its stop on SIGTERM, to a file every container shares.
+/// 50 ms, and its stop on SIGTERM, to a file every container shares (`proc.log`, or
+/// `NAME.log` for the processor of election group NAME, its second argument). It
+/// crashes (exit 1, an `X` line) at once and at every start while `/shared/crash.ID`
+/// exists: a consumer that cannot run (`readme_consumer_units_under_systemd`).
 const PROC_SH: &str = r#"#!/bin/sh
-f=/shared/proc.log
+f=/shared/${2:-proc}.log
 echo "$1 S $(date +%s%N) $ELECTD_TERM" >> $f
 trap 'echo "$1 E $(date +%s%N)" >> $f; exit 0' TERM
-while :; do echo "$1 T $(date +%s%N)" >> $f; sleep 0.05; done
+while [ ! -e /shared/crash.$1 ]; do echo "$1 T $(date +%s%N)" >> $f; sleep 0.05; done
+echo "$1 X $(date +%s%N)" >> $f
+exit 1
 "#;
 
 fn lease_samples(m: &Machine, n: usize) -> Vec<u64> {
@@ -1017,12 +1074,7 @@ fn debian_package_under_systemd() {
         .say("package installed on 3; nothing enabled or started");
 
     // The operator's files: server 1 names its id, 2 and 3 share one without it.
-    fs::write(c.dir.join("shared/proc.sh"), PROC_SH).unwrap();
-    // The processors run as dynamic users: their log is writable by anyone.
-    let log = c.dir.join("shared/proc.log");
-    fs::write(&log, "").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&log, fs::Permissions::from_mode(0o666)).unwrap();
+    c.share_processor(&["proc"]);
     for m in &c.machines {
         let conf = match m.id {
             1 => config(Some(1), &m.socket, HEARTBEAT_MS),
@@ -1457,11 +1509,18 @@ fn processor_overlap_checker_catches_overlap() {
     assert_eq!(runs.len(), 2);
     assert!(runs[0].stopped && !runs[1].stopped);
     assert_no_overlap(&runs);
+    // A crash (X) ends a run, not stopped by SIGTERM.
+    let crashed = proc_runs("1 S 100 1\n1 X 120\n1 S 130 1\n1 X 140\n2 S 150 2\n");
+    assert_eq!(crashed.len(), 3);
+    assert!(crashed.iter().all(|r| !r.stopped));
+    assert_no_overlap(&crashed);
     for bad in [
         // 2 starts while 1 still ticks.
         "1 S 100 1\n1 T 150\n2 S 160 2\n1 T 200\n1 E 210\n",
         // 1 was killed (no E line) after its last tick, and 2 started before that tick.
         "1 S 100 1\n2 S 140 2\n1 T 150\n",
+        // 2 starts before 1's crash.
+        "1 S 100 1\n2 S 140 2\n1 X 150\n",
         // A new leader with an old term.
         "1 S 100 3\n1 E 200\n2 S 210 3\n",
     ] {
@@ -1476,7 +1535,8 @@ fn readme_block(readme: &str, after: &str) -> Vec<String> {
         lines.next().is_some(),
         "README.md has no line with '{after}'"
     );
-    let mut lines = lines.skip_while(|l| l.trim() != "```").skip(1);
+    // The opening fence may name a language (```sh).
+    let mut lines = lines.skip_while(|l| !l.trim().starts_with("```")).skip(1);
     let block: Vec<String> = lines
         .by_ref()
         .take_while(|l| l.trim() != "```")
@@ -1805,15 +1865,7 @@ fn readme_polkit_rule_lets_hooks_start_and_stop_a_unit() {
     for round in 0..2 {
         let old = c.machine(leader);
         old.ok(&format!("electctl --socket {} yield", old.socket));
-        let end = Instant::now() + Duration::from_secs(30);
-        let new = loop {
-            let (l, _) = c.settle(Duration::from_secs(30));
-            if l != leader {
-                break l;
-            }
-            assert!(Instant::now() < end, "no new leader after yield");
-            std::thread::sleep(Duration::from_millis(200));
-        };
+        let new = c.next_leader(leader, "", "yield");
         let m = c.machine(new);
         wait_for(
             Duration::from_secs(20),
@@ -1837,4 +1889,407 @@ fn readme_polkit_rule_lets_hooks_start_and_stop_a_unit() {
             .say(&format!("yield: {leader} -> {new}; myproc.service follows"));
         leader = new;
     }
+}
+
+/// README's check, as its `check` line names it.
+const CONSUMER_HEALTHY: &str = "/usr/local/bin/consumer-healthy";
+/// Where README's `consumer-healthy` looks for the broker, and where the test puts it:
+/// a listener on each container's own loopback, so that one server can lose it alone.
+const README_BROKER: &str = "mq.internal:5672";
+const TEST_BROKER: &str = "127.0.0.1:7672";
+/// README's spool, and the directory the test gives the check instead.
+const README_SPOOL: &str = "/var/spool/orders";
+const TEST_SPOOL: &str = "/srv/orders-spool";
+/// The check's timers: small, so that a verdict takes about a second.
+const CHECK_TIMERS: &str =
+    "check-interval 500ms\ncheck-timeout 500ms\ncheck-fall 2\ncheck-rise 2\n";
+/// The heartbeat under README's consumer units: their `--grace 1s` must fit the lease
+/// a steady leader has left (lease - heartbeat - rtt: 1258 ms here), or `run` refuses.
+const CONSUMER_HEARTBEAT_MS: u64 = 700;
+
+/// README's `consumer-healthy` (its ```sh block), from README.md, with the test's
+/// broker and spool for README's: nothing else of it changed.
+fn readme_consumer_healthy(readme: &str) -> String {
+    let block = readme_block(readme, "**A worked example: a message consumer.**");
+    assert!(
+        block[0] == "#!/bin/sh" && block[1].starts_with(&format!("# {CONSUMER_HEALTHY}")),
+        "README's consumer-healthy block: {block:?}"
+    );
+    let (host, port) = README_BROKER.split_once(':').unwrap();
+    let (test_host, test_port) = TEST_BROKER.split_once(':').unwrap();
+    let mut script = block.join("\n") + "\n";
+    for (from, to) in [
+        (format!("{host} {port}"), format!("{test_host} {test_port}")),
+        (README_BROKER.to_string(), TEST_BROKER.to_string()),
+        (README_SPOOL.to_string(), TEST_SPOOL.to_string()),
+    ] {
+        assert!(
+            script.contains(&from),
+            "README's consumer-healthy lacks '{from}'"
+        );
+        script = script.replace(&from, &to);
+    }
+    script
+}
+
+/// A listener on `addr` in `m`, by socket activation (so it listens without a gap
+/// between connections): each connection gets `reply`, and is closed once the client
+/// closes it. (Closed with the request unread, the socket would be reset, and curl
+/// could lose the reply: status 56 for any status line.) `systemctl stop NAME.socket`
+/// ends it, `start` brings it back.
+fn listen(m: &Machine, name: &str, addr: &str, reply: &str) {
+    let file = format!("/etc/{name}.reply");
+    m.write(&file, reply);
+    m.write(
+        &format!("/etc/systemd/system/{name}.socket"),
+        &format!("[Socket]\nListenStream={addr}\nAccept=yes\n"),
+    );
+    m.write(
+        &format!("/etc/systemd/system/{name}@.service"),
+        &format!(
+            "[Service]\nExecStart=/bin/sh -c 'cat {file} && exec cat >/dev/null'\n\
+             StandardInput=socket\nStandardOutput=socket\n"
+        ),
+    );
+    m.ok(&format!(
+        "systemctl daemon-reload && systemctl start {name}.socket"
+    ));
+}
+
+/// Waits until `m`'s `health` in `group` is `want` with a `health_cause` holding
+/// `cause` (`""`: any); its status.
+fn wait_health(m: &Machine, group: &str, want: &str, cause: &str) -> Value {
+    wait_for(
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        &format!("server {}: health {want} ({cause})", m.id),
+        || {
+            let s = m.status_of(group)?;
+            let why = s.get("health_cause")?.as_str().unwrap_or_default();
+            (s.get("health")?.as_str()? == want && why.contains(cause)).then_some(s)
+        },
+    )
+}
+
+/// A counter of `m`'s `electctl metrics` (the first sample of `name`).
+fn metric(m: &Machine, name: &str) -> f64 {
+    let out = m.ok(&format!("electctl --socket {} metrics", m.socket));
+    out.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in metrics: {out}"))
+}
+
+/// README's health check, `consumer-healthy`, taken from README.md (the broker and the
+/// spool moved to the test's), as the `check` of electd.service on three servers,
+/// under the unit's sandbox (user electd, ProtectProc=invisible, ...): all healthy
+/// with the broker listening; the leader's broker stopped, it hands over and reports
+/// `failing` with the script's first line as the cause; on the new leader a
+/// /healthz answering 500 makes it hand over ("/healthz fails"), and nothing
+/// listening there (curl's status 7) keeps the next leader healthy.
+#[test]
+fn readme_health_check_under_systemd() {
+    let Some(_one) = container_test("README's health check under systemd") else {
+        return;
+    };
+    let readme = fs::read_to_string("README.md").unwrap();
+    let script = readme_consumer_healthy(&readme);
+    let lines: Vec<String> = readme.lines().map(str::to_string).collect();
+    let check = readme_command(&lines, &format!("check {CONSUMER_HEALTHY}"));
+    let (c, deb_in) = booted_with_deb(3);
+    for m in &c.machines {
+        m.ok(&format!("dpkg -i {deb_in}"));
+        m.write(CONSUMER_HEALTHY, &script);
+        m.ok(&format!(
+            "chmod 755 {CONSUMER_HEALTHY} && mkdir -p {TEST_SPOOL}"
+        ));
+        listen(m, "broker", TEST_BROKER, "");
+        m.write(
+            "/etc/electd/electd.conf",
+            &format!(
+                "{}{check}\n{CHECK_TIMERS}",
+                config(Some(m.id), &m.socket, HEARTBEAT_MS)
+            ),
+        );
+        m.ok("systemctl enable --now electd.service");
+    }
+    let (leader, _) = c.settle(Duration::from_secs(30));
+    for m in &c.machines {
+        wait_health(m, "", "ok", "");
+    }
+    c.clock.say(&format!(
+        "README's consumer-healthy passes on 3 servers under electd.service; leader {leader}"
+    ));
+
+    // The broker gone from the leader: it hands over and says why, in the script's words.
+    let lm = c.machine(leader);
+    lm.ok("systemctl stop broker.socket");
+    let next = c.next_leader(leader, "", "its broker stopped");
+    let unreachable = format!("broker {TEST_BROKER} unreachable");
+    let st = wait_health(lm, "", "failing", &unreachable);
+    c.clock.say(&format!(
+        "broker stopped on {leader}: handed over to {next}; its cause: {}",
+        st.get("health_cause").and_then(Value::as_str).unwrap()
+    ));
+    lm.ok("systemctl start broker.socket");
+    wait_health(lm, "", "ok", "");
+
+    // The leader's own branch: a /healthz that answers 500 makes it hand over.
+    let nm = c.machine(next);
+    listen(
+        nm,
+        "healthz",
+        "127.0.0.1:9090",
+        "HTTP/1.0 500 x\r\nContent-Length: 0\r\n\r\n",
+    );
+    let third = c.next_leader(next, "", "its /healthz answered 500");
+    let said = wait_for(
+        Duration::from_secs(10),
+        Duration::from_millis(200),
+        &format!("server {next}'s journal to say why it failed"),
+        || {
+            let j = nm.journal("electd.service");
+            j.lines()
+                .find(|l| {
+                    l.contains("health failing") && l.contains("/healthz fails (curl status 22)")
+                })
+                .map(str::to_string)
+        },
+    );
+    nm.ok("systemctl stop healthz.socket");
+    c.clock.say(&format!(
+        "/healthz 500 on {next}: handed over to {third}: {said}"
+    ));
+
+    // Nothing listening on /healthz (curl's status 7): the leader stays healthy and
+    // leads on through many more checks than check-fall.
+    let tm = c.machine(third);
+    let o = tm.run("curl -fsS -m 0.4 -o /dev/null http://127.0.0.1:9090/healthz");
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    let runs = metric(tm, "electd_check_runs_total");
+    let end = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < end {
+        let s = tm.status().expect("status");
+        assert!(
+            s.get("role").and_then(Value::as_str) == Some("leader")
+                && s.get("health").and_then(Value::as_str) == Some("ok"),
+            "the leader without /healthz: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let ran = metric(tm, "electd_check_runs_total") - runs;
+    assert!(ran >= 4.0, "the leader's check ran {ran} times in 4 s");
+    c.clock.say(&format!(
+        "nothing on /healthz (curl status 7): {third} leads on, healthy, through {ran} checks"
+    ));
+}
+
+/// The package on `m`, electd.service with the test's file plus `conf`, and each of
+/// `units` (name, text, the consumer its ExecStart runs, its log) enabled as written,
+/// its consumer PROC_SH writing to `/shared/LOG.log`.
+fn install_consumers(m: &Machine, deb_in: &str, conf: &str, units: &[(&str, &str, &str, &str)]) {
+    m.ok(&format!("dpkg -i {deb_in}"));
+    m.write(
+        "/etc/electd/electd.conf",
+        &format!(
+            "{}{conf}",
+            config(Some(m.id), &m.socket, CONSUMER_HEARTBEAT_MS)
+        ),
+    );
+    let mut names = Vec::new();
+    for (name, unit, consumer, log) in units {
+        m.write(
+            consumer,
+            &format!("#!/bin/sh\nexec /bin/sh /shared/proc.sh {} {log}\n", m.id),
+        );
+        m.ok(&format!("chmod 755 {consumer}"));
+        m.write(&format!("/etc/systemd/system/{name}"), unit);
+        // The test's log is the one thing added to README's unit.
+        m.write(
+            &format!("/etc/systemd/system/{name}.d/test.conf"),
+            "[Service]\nReadWritePaths=/shared\n",
+        );
+        names.push(*name);
+    }
+    m.ok(&format!(
+        "systemctl daemon-reload && systemctl enable --now electd.service && systemctl enable --now {}",
+        names.join(" ")
+    ));
+}
+
+/// Waits until the newest run in `/shared/LOG.log` is `leader`'s, then checks that no
+/// two runs overlapped (and terms grew); the runs.
+fn consumer_on(c: &Cluster, log: &str, leader: u8) -> Vec<ProcRun> {
+    let runs = wait_for(
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        &format!("{log}: a consumer on the leader {leader}"),
+        || {
+            let runs = proc_runs(&c.log_of(log));
+            (runs.last()?.id == leader).then_some(runs)
+        },
+    );
+    assert_no_overlap(&runs);
+    runs
+}
+
+/// README's consumer unit (`electctl run --grace 1s --max-restarts 3 --restart-window 1m
+/// -- /usr/local/bin/orders-consumer`, a dynamic user in the group electd, tied to
+/// electd.service), taken from README.md and enabled on three servers: the consumer
+/// runs on the leader only; made to exit at once at every start there, its third exit
+/// within the window makes the leader report `failing` ("3 exits within 60s") and hand
+/// over, and the new leader's consumer runs, never two at once.
+#[test]
+fn readme_consumer_units_under_systemd() {
+    let Some(_one) = container_test("README's consumer unit under systemd") else {
+        return;
+    };
+    let readme = fs::read_to_string("README.md").unwrap();
+    let unit = readme_block(&readme, "and the consumer's unit:").join("\n") + "\n";
+    let consumer = "/usr/local/bin/orders-consumer";
+    for line in [
+        format!(
+            "ExecStart=/usr/bin/electctl run --grace 1s --max-restarts 3 --restart-window 1m -- {consumer}"
+        ),
+        "DynamicUser=yes".into(),
+        "SupplementaryGroups=electd".into(),
+        "Requires=electd.service".into(),
+        "After=electd.service".into(),
+        "WantedBy=electd.service".into(),
+    ] {
+        assert!(
+            unit.lines().any(|l| l == line),
+            "README's consumer unit lacks {line}: {unit}"
+        );
+    }
+    let exits = "3 exits within 60s";
+    assert!(
+        prose(&readme).contains(&format!("`health failing {exits}`")),
+        "README.md lacks `health failing {exits}`"
+    );
+    let (c, deb_in) = booted_with_deb(3);
+    c.share_processor(&["proc"]);
+    let name = "orders-consumer.service";
+    for m in &c.machines {
+        install_consumers(m, &deb_in, "", &[(name, &unit, consumer, "proc")]);
+    }
+    let (leader, _) = c.settle(Duration::from_secs(30));
+    consumer_on(&c, "proc", leader);
+    // Long enough for a follower's consumer to have started, had it been let.
+    std::thread::sleep(Duration::from_secs(2));
+    let runs = proc_runs(&c.proc_log());
+    assert!(
+        runs.iter().all(|r| r.id == leader),
+        "a consumer ran off the leader {leader}: {runs:?}"
+    );
+    c.clock.say(&format!(
+        "README's consumer unit on 3 servers: the consumer runs on the leader {leader} only"
+    ));
+
+    // The leader's consumer exits at once, at every start: the third exit hands over.
+    fs::write(c.dir.join(format!("shared/crash.{leader}")), "").unwrap();
+    let next = c.next_leader(leader, "", "its consumer exited 3 times");
+    let st = wait_health(c.machine(leader), "", "failing", exits);
+    let runs = consumer_on(&c, "proc", next);
+    let crashes = c
+        .proc_log()
+        .lines()
+        .filter(|l| l.starts_with(&format!("{leader} X ")))
+        .count();
+    assert!(
+        crashes >= 3,
+        "{crashes} exits before the handover: {runs:?}"
+    );
+    c.clock.say(&format!(
+        "{crashes} exits on {leader}: handed over to {next}, whose consumer runs; cause: {}",
+        st.get("health_cause").and_then(Value::as_str).unwrap()
+    ));
+}
+
+/// README's units of "Election groups" (`electctl run --group orders --grace 1s ...`,
+/// and payments' alike), taken from README.md, on three servers whose file has two
+/// `group` lines (and `balance on`): each group's consumer runs only where its
+/// group's lease is held, and a yield of orders moves its consumer alone.
+#[test]
+fn readme_group_units_under_systemd() {
+    let Some(_one) = container_test("README's group units under systemd") else {
+        return;
+    };
+    let readme = fs::read_to_string("README.md").unwrap();
+    let orders =
+        readme_block(&readme, "One unit per processor, enabled on every server").join("\n") + "\n";
+    assert!(
+        orders.contains(
+            "ExecStart=/usr/bin/electctl run --group orders --grace 1s -- /usr/local/bin/orders-consumer"
+        ),
+        "README's group unit: {orders}"
+    );
+    // README: "payments.service and audit.service alike".
+    let payments = orders.replace("orders", "payments");
+    let (c, deb_in) = booted_with_deb(3);
+    c.share_processor(&["orders", "payments"]);
+    let units = [
+        (
+            "orders.service",
+            orders.as_str(),
+            "/usr/local/bin/orders-consumer",
+            "orders",
+        ),
+        (
+            "payments.service",
+            payments.as_str(),
+            "/usr/local/bin/payments-consumer",
+            "payments",
+        ),
+    ];
+    for m in &c.machines {
+        install_consumers(
+            m,
+            &deb_in,
+            "balance on\ngroup orders\ngroup payments\n",
+            &units,
+        );
+    }
+    let mut leaders = Vec::new();
+    for (_, _, _, group) in units {
+        let (l, _) = c.settle_group(Duration::from_secs(30), group);
+        consumer_on(&c, group, l);
+        leaders.push(l);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    for ((_, _, _, group), l) in units.iter().zip(&leaders) {
+        let runs = proc_runs(&c.log_of(group));
+        assert!(
+            runs.iter().all(|r| r.id == *l),
+            "{group}'s consumer ran off its leader {l}: {runs:?}"
+        );
+    }
+    assert_ne!(
+        leaders[0], leaders[1],
+        "balance on put both groups on one server"
+    );
+    c.clock.say(&format!(
+        "two groups: orders' consumer on {} only, payments' on {} only",
+        leaders[0], leaders[1]
+    ));
+
+    // A yield of orders moves orders' consumer, and payments' stays where it is.
+    let before = proc_runs(&c.log_of("payments"));
+    let om = c.machine(leaders[0]);
+    om.ok(&format!("electctl --socket {} yield orders", om.socket));
+    let next = c.next_leader(leaders[0], "orders", "yield orders");
+    consumer_on(&c, "orders", next);
+    assert_eq!(
+        c.settle_group(Duration::from_secs(10), "payments").0,
+        leaders[1]
+    );
+    let after = proc_runs(&c.log_of("payments"));
+    assert!(
+        after.len() == before.len() && after.iter().all(|r| r.id == leaders[1]),
+        "payments' consumer moved with orders: {before:?} then {after:?}"
+    );
+    c.clock.say(&format!(
+        "yield orders: its consumer moved {} -> {next}; payments' stayed on {}",
+        leaders[0], leaders[1]
+    ));
 }
