@@ -2021,6 +2021,27 @@ fn readme_health_check_under_systemd() {
         "README's consumer-healthy passes on 3 servers under electd.service; leader {leader}"
     ));
 
+    // README's own broker name resolves nowhere here (no DNS in the containers): the
+    // script's line must still be the first one printed, the one the daemon logs as
+    // the cause (nc's own error line came first before README sent it to /dev/null).
+    let m1 = &c.machines[0];
+    let (th, tp) = TEST_BROKER.split_once(':').unwrap();
+    let (rh, rp) = README_BROKER.split_once(':').unwrap();
+    let as_readme = script
+        .replace(&format!("{th} {tp}"), &format!("{rh} {rp}"))
+        .replace(TEST_BROKER, README_BROKER);
+    m1.write("/usr/local/bin/readme-broker-healthy", &as_readme);
+    let out = m1.ok(&format!(
+        "getent hosts {rh} && exit 9; chmod 755 /usr/local/bin/readme-broker-healthy; \
+         ELECTD_ROLE=follower /usr/local/bin/readme-broker-healthy 2>&1; echo \"rc=$?\""
+    ));
+    assert_eq!(
+        out.lines().next(),
+        Some(format!("broker {README_BROKER} unreachable").as_str()),
+        "README's script with a broker name that does not resolve printed: {out:?}"
+    );
+    assert!(out.contains("rc=1"), "{out}");
+
     // The broker gone from the leader: it hands over and says why, in the script's words.
     let lm = c.machine(leader);
     lm.ok("systemctl stop broker.socket");
