@@ -395,4 +395,36 @@ mod tests {
         assert_eq!(h.deadline(), Some(started + Duration::from_secs(60)));
         reap(&mut h, Duration::ZERO);
     }
+
+    /// A stop's bound (README "Signals"): `kill_by` brings the running hook's deadline
+    /// in, never out; `kill_now` kills its group at once and names it and the queue.
+    #[test]
+    fn a_stop_brings_the_kill_forward_and_kills_at_its_bound() {
+        let sleep = Some(vec!["sleep".into(), "30".into()]);
+        let mut h = Hooks::new(1, sleep, Some(vec!["true".into()]), Duration::from_secs(60));
+        h.transition(Role::Leader, Some(1), 7, "ok");
+        h.transition(Role::Follower, None, 7, "ok");
+        let started = h.running.as_ref().map(|r| r.started).unwrap();
+        let by = started + Duration::from_secs(5);
+        h.kill_by(by);
+        assert_eq!(h.deadline(), Some(by));
+        h.kill_by(started + Duration::from_secs(50));
+        assert_eq!(h.deadline(), Some(by), "kill_by moved the kill out");
+        assert!(h.busy());
+        let pid = h.running().map(|r| r.pid).unwrap();
+        assert_eq!(h.queued(), ["on-follower"]);
+        assert_eq!(
+            h.kill_now(),
+            Some(HookRun {
+                name: "on-leader",
+                pid
+            })
+        );
+        assert_eq!(h.deadline(), None, "a killed hook has no deadline");
+        let r = h.running.as_mut().unwrap();
+        let status = r.child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+        h.running = None;
+        h.queue.clear();
+    }
 }
