@@ -257,6 +257,63 @@ impl Hooks {
     }
 }
 
+/// A hook as a stop names it in the log: its name and its pid.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct HookRun {
+    /// `on-leader` or `on-follower`.
+    pub name: &'static str,
+    /// Its process, which leads its process group.
+    pub pid: u32,
+}
+
+/// What a stop waits for and, past its bound, gives up on (README "Signals"). Apart
+/// from `poll`, `deadline` and `start_next`, which a daemon at rest runs and the
+/// profile-guided build has laid out from a profile: the stop changes only the data
+/// they read, and drops nothing here (a drop here would move what they inline).
+impl Hooks {
+    /// True while a hook runs or waits to run.
+    pub fn busy(&self) -> bool {
+        self.running.is_some() || !self.queue.is_empty()
+    }
+
+    /// The running hook, if one runs.
+    pub fn running(&self) -> Option<HookRun> {
+        self.running.as_ref().map(|r| HookRun {
+            name: r.job.name,
+            pid: r.child.id(),
+        })
+    }
+
+    /// The names of the hooks waiting behind the running one, oldest first.
+    pub fn queued(&self) -> Vec<&'static str> {
+        self.queue.iter().map(|j| j.name).collect()
+    }
+
+    /// Brings the running hook's kill forward to `by` if its timeout ends later (a
+    /// stop's bound): `deadline` then wakes the loop by `by`. Call again once the next
+    /// hook has started: each one started keeps the timeout of its start.
+    pub fn kill_by(&mut self, by: Instant) {
+        if let Some(r) = self.running.as_mut() {
+            r.timeout = r.timeout.min(by.saturating_duration_since(r.started));
+        }
+    }
+
+    /// Kills the running hook's process group now, without waiting for it (a stop past
+    /// its bound: the daemon exits next, and whoever inherits the hook reaps it).
+    /// Returns the hook, if one ran; the queued ones stay queued and never start.
+    pub fn kill_now(&mut self) -> Option<HookRun> {
+        let r = self.running.as_mut()?;
+        if !r.killed {
+            r.killed = true;
+            self.failures += 1;
+            // SAFETY: kill(2) on the process group this hook leads, which we started
+            // and have not reaped, so its id cannot have been reused.
+            unsafe { libc::kill(-(r.child.id() as i32), libc::SIGKILL) };
+        }
+        self.running()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,5 +394,37 @@ mod tests {
         let started = h.running.as_ref().map(|r| r.started).unwrap();
         assert_eq!(h.deadline(), Some(started + Duration::from_secs(60)));
         reap(&mut h, Duration::ZERO);
+    }
+
+    /// A stop's bound (README "Signals"): `kill_by` brings the running hook's deadline
+    /// in, never out; `kill_now` kills its group at once and names it and the queue.
+    #[test]
+    fn a_stop_brings_the_kill_forward_and_kills_at_its_bound() {
+        let sleep = Some(vec!["sleep".into(), "30".into()]);
+        let mut h = Hooks::new(1, sleep, Some(vec!["true".into()]), Duration::from_secs(60));
+        h.transition(Role::Leader, Some(1), 7, "ok");
+        h.transition(Role::Follower, None, 7, "ok");
+        let started = h.running.as_ref().map(|r| r.started).unwrap();
+        let by = started + Duration::from_secs(5);
+        h.kill_by(by);
+        assert_eq!(h.deadline(), Some(by));
+        h.kill_by(started + Duration::from_secs(50));
+        assert_eq!(h.deadline(), Some(by), "kill_by moved the kill out");
+        assert!(h.busy());
+        let pid = h.running().map(|r| r.pid).unwrap();
+        assert_eq!(h.queued(), ["on-follower"]);
+        assert_eq!(
+            h.kill_now(),
+            Some(HookRun {
+                name: "on-leader",
+                pid
+            })
+        );
+        assert_eq!(h.deadline(), None, "a killed hook has no deadline");
+        let r = h.running.as_mut().unwrap();
+        let status = r.child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+        h.running = None;
+        h.queue.clear();
     }
 }

@@ -211,6 +211,83 @@ fn hooks_time_out_and_fail_loudly() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A single-server cluster that leads, with `on-follower` set to `body` and
+/// `hook-timeout` to `timeout`, and the directory of the hook's files.
+fn leader_with_on_follower(body: &str, timeout: &str) -> (Cluster, PathBuf) {
+    let dir = hook_dir();
+    let hook = script(&dir, "on-follower.sh", body);
+    let extra = format!("on-follower {}\nhook-timeout {timeout}\n", hook.display());
+    let c = Cluster::start_with(Mode::Unicast, 1, &extra, &[]);
+    c.agreement(Duration::from_secs(3));
+    (c, dir)
+}
+
+/// SIGTERM to server 1 and its exit, waited for at most 10 s (times the slack): its
+/// exit status, how long it took, and its log.
+fn sigterm_and_wait(c: &mut Cluster) -> (Option<i32>, Duration, String) {
+    let t0 = Instant::now();
+    let code = wait_exit(c.terminate(1), Duration::from_secs(10));
+    (code, t0.elapsed(), c.log(1))
+}
+
+/// README "Signals": SIGTERM makes a leader resign, which starts its `on-follower`
+/// hook (the one that stops the processor); the daemon exits only once that hook has
+/// finished. (It used to exit as soon as the RESIGN was out, and under systemd the
+/// stop then killed the hook's processes with the rest of the unit's control group,
+/// leaving the processor running on a server that no longer leads.)
+#[test]
+fn sigterm_waits_for_the_on_follower_hook() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut c, dir) = leader_with_on_follower("sleep 1\ntouch \"$(dirname \"$0\")/done\"", "5s");
+    let (code, took, log) = sigterm_and_wait(&mut c);
+    assert_eq!(code, Some(0), "{log}");
+    assert!(
+        dir.join("done").exists(),
+        "electd exited {took:?} after SIGTERM, before its on-follower hook finished:\n{log}"
+    );
+    assert!(log.contains("hook on-follower finished"), "{log}");
+    assert!(log.contains("waiting for hook on-follower (pid "), "{log}");
+    drop(c);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// README "Hooks": the wait at SIGTERM is bounded by `hook-timeout`: a hook that
+/// outlives it has its process group killed, and the daemon exits all the same.
+#[test]
+fn sigterm_kills_a_hook_that_outlives_hook_timeout() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut c, dir) = leader_with_on_follower(
+        "sleep 30 &\necho $$ $! > \"$(dirname \"$0\")/pids\"\nwait",
+        "1s",
+    );
+    let (code, took, log) = sigterm_and_wait(&mut c);
+    let pids: Vec<u32> = std::fs::read_to_string(dir.join("pids"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 2, "the hook ran and wrote its pids:\n{log}");
+    // The hook's group dies with SIGKILL, at once; a zombie left to init counts as gone.
+    let dead = common::eventually(Duration::from_secs(1), || {
+        !pids.iter().any(|&p| common::alive(p))
+    });
+    // Ours to clean up either way: the hook leads its process group (by pid).
+    // SAFETY: kill(2) on the process group of a hook this test's daemon started.
+    unsafe { libc::kill(-(pids[0] as i32), libc::SIGKILL) };
+    assert_eq!(code, Some(0), "{log}");
+    // hook-timeout 1s, then the exit: far below the hook's 30 s.
+    assert!(
+        took < Duration::from_secs(10),
+        "exit {took:?} after SIGTERM:\n{log}"
+    );
+    assert!(dead, "the hook's process group outlived electd:\n{log}");
+    // Killed at its own timeout (poll) or at the stop's bound, whichever came first.
+    assert!(log.contains("outlived hook-timeout 1s"), "{log}");
+    assert!(log.contains("waiting for hook on-follower (pid "), "{log}");
+    drop(c);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// SPEC 12: SIGHUP applies new timers without a role change; a changed server list is
 /// refused and the running configuration stays.
 #[test]

@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{Cluster, Mode, Opts, SERIAL, boottime_ns, children, slacked};
+use common::{Cluster, Mode, Opts, SERIAL, alive, boottime_ns, children, slacked};
 use electd::json::{self, Value};
 use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -92,13 +92,6 @@ fn wakeups(pid: u32) -> u64 {
             .unwrap_or(0);
     }
     n
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        !s.rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-    })
 }
 
 fn signal(pid: u32, sig: i32) {

@@ -18,7 +18,9 @@
 //! `Node::handle_released` only when each has confirmed that its command exited; a
 //! supervisor that left unconfirmed is no confirmation, and the core's own deadline
 //! lets the RESIGN go at the lease end. SIGTERM and SIGINT take the same path and the
-//! daemon exits once both RESIGNs are out.
+//! daemon exits once both RESIGNs are out and its hooks have finished (`stop`: at most
+//! `hook-timeout` later; the `on-follower` that the resign started often stops the
+//! processor).
 //!
 //! Health (SPEC section 13): the core is told one bool, the AND of the check's verdict
 //! (`health::Checks`, run on its own thread, results through a `mio::Waker`) and of
@@ -33,7 +35,7 @@
 //! `metrics`
 //! (counters and the Prometheus text), `status` (status line, STATUS=, supervisor
 //! lines, change reports), `requests` (control-socket answers), `reload` (SIGHUP and
-//! `reload`), `signals` (the signalfd).
+//! `reload`), `signals` (the signalfd), `stop` (the hooks a stop waits for).
 
 mod flush;
 mod group;
@@ -45,6 +47,7 @@ mod reload;
 mod requests;
 mod signals;
 mod status;
+mod stop;
 
 use group::Group;
 use handoff::Handoff;
@@ -195,6 +198,8 @@ pub struct Daemon {
     write_since: Option<(Instant, bool)>,
     /// `drain`/`undrain` requests applied and answered once their write is durable.
     pending_drains: Vec<requests::PendingDrain>,
+    /// Until when a stop that is otherwise over waits for hooks (`stop`), once set.
+    hooks_bound: Option<Instant>,
 }
 
 impl Daemon {
@@ -398,6 +403,7 @@ impl Daemon {
             pending_drains: Vec::new(),
             writer,
             write_since: None,
+            hooks_bound: None,
         })
     }
 
@@ -526,7 +532,8 @@ impl Daemon {
                 self.stop_groups()?;
                 // Never before the RESIGN; at the latest the lease end plus a heartbeat.
                 // A RESIGN held behind a write leaves once it lands (or the bound passes).
-                match self.host.stop_state(boot_now()) {
+                // Then hooks still running or queued finish, within hook-timeout.
+                match self.stop_state(boot_now()) {
                     StopState::Done => {
                         info!("stopped");
                         return Ok(());

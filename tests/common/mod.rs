@@ -1317,6 +1317,15 @@ pub fn groups_text(groups: &[(&str, Option<&str>)]) -> String {
     s
 }
 
+/// True while process `pid` runs: it has an entry in /proc that is not a zombie (one
+/// dead but not yet reaped, by a parent that exited, say, counts as gone).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    })
+}
+
 /// The children of `pid` (from /proc), with their command lines.
 pub fn children(pid: u32) -> Vec<(u32, String)> {
     let mut out = Vec::new();
