@@ -11,6 +11,7 @@ mod debpkg;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 fn have(tool: &str) -> bool {
     let found = Command::new("sh")
@@ -411,6 +412,40 @@ fn units_and_example_config_agree() {
     );
     got.remove(preserve.unwrap());
     assert_eq!(got, expect, "electd@.service differs from electd.service");
+}
+
+/// A stop under the shipped units has room for what electd waits for at SIGTERM (README
+/// "Signals"): the lease (at most, until local `electctl run` confirms), a heartbeat,
+/// then a hook still running, up to `hook-timeout`. With `TimeoutStopSec` shorter,
+/// systemd killed the daemon and its `on-follower` hook first (the units said 10s, the
+/// default hook-timeout alone). Checked against the example configuration's timers and
+/// defaults, as the package installs it.
+#[test]
+fn units_give_a_stop_room_for_the_lease_and_a_hook() {
+    let cfg = electd::config::Config::parse(
+        &std::fs::read_to_string("conf/electd.conf").unwrap(),
+        Path::new("conf/electd.conf"),
+        None,
+    )
+    .expect("the example configuration parses");
+    let lease = cfg.heartbeat * cfg.missed_heartbeats;
+    let needed = lease + cfg.heartbeat + cfg.rtt + cfg.hook_timeout;
+    for unit in ["systemd/electd.service", "systemd/electd@.service"] {
+        let stop = settings(unit)
+            .iter()
+            .find_map(|l| l.strip_prefix("TimeoutStopSec=").map(str::to_string))
+            .unwrap_or_else(|| panic!("{unit} sets no TimeoutStopSec"));
+        let secs: u64 = stop
+            .strip_suffix('s')
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{unit}: TimeoutStopSec={stop}: not in whole seconds"));
+        assert!(
+            Duration::from_secs(secs) > needed,
+            "{unit}: TimeoutStopSec={stop} leaves no room for a stop of up to {needed:?} \
+             (lease {lease:?}, a heartbeat and an rtt, hook-timeout {:?})",
+            cfg.hook_timeout
+        );
+    }
 }
 
 /// `cargo deb` into `out`, one build at a time (concurrent builds share cargo deb's

@@ -34,6 +34,8 @@
 //! (its `consumer-healthy` script as electd.service's check, its consumer unit with
 //! `--max-restarts`) and the units of its election groups, as README.md gives them,
 //! on three servers each: what tests/health.rs can only run with stubs.
+//! `stop_lets_the_on_follower_hook_finish_under_systemd` stops a leader's unit and
+//! requires its slow `on-follower` hook to have finished (the shipped TimeoutStopSec).
 //!
 //! Needs root, systemd-nspawn (systemd-container), debootstrap, nsenter, ip and
 //! cargo-deb, and runs from `cargo test --release`. The rootfs is made once by
@@ -2312,5 +2314,56 @@ fn readme_group_units_under_systemd() {
     c.clock.say(&format!(
         "yield orders: its consumer moved {} -> {next}; payments' stayed on {}",
         leaders[0], leaders[1]
+    ));
+}
+
+/// README "Signals" and "Hooks": `systemctl stop electd` on a leader lets the
+/// `on-follower` hook its resignation starts finish (the hook that stops the processor's
+/// unit, say), up to `hook-timeout`, before the daemon exits and the unit's stop kills
+/// what is left of its control group; the shipped `TimeoutStopSec` leaves room for it.
+/// One server alone (a cluster of one leads at once), its hook a script that takes 3 s
+/// and then writes a file. Before electd waited for hooks, the stop returned at once and
+/// the hook died with the control group: no file.
+#[test]
+fn stop_lets_the_on_follower_hook_finish_under_systemd() {
+    let Some(_one) = container_test("the on-follower hook at systemctl stop") else {
+        return;
+    };
+    let (c, deb_in) = booted_with_deb(1);
+    let m = &c.machines[0];
+    m.ok(&format!("dpkg -i {deb_in}"));
+    let one: String = config(Some(1), &m.socket, HEARTBEAT_MS)
+        .lines()
+        .filter(|l| !l.starts_with("server 2 ") && !l.starts_with("server 3 "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    m.write(
+        "/usr/local/bin/slow-on-follower",
+        "#!/bin/sh\nsleep 3\necho \"$ELECTD_ROLE $ELECTD_TERM\" > /var/lib/electd/hook-done\n",
+    );
+    m.ok("chmod 755 /usr/local/bin/slow-on-follower");
+    m.write(
+        "/etc/electd/electd.conf",
+        &format!("{one}on-follower /usr/local/bin/slow-on-follower\nhook-timeout 8s\n"),
+    );
+    m.ok("systemctl enable --now electd.service");
+    let (leader, term) = c.settle(Duration::from_secs(30));
+    assert_eq!(leader, 1);
+    let t0 = Instant::now();
+    m.ok("systemctl stop electd.service");
+    let took = t0.elapsed();
+    let done = m.run("cat /var/lib/electd/hook-done");
+    let journal = m.journal("electd.service");
+    assert!(
+        done.status.success() && text(&done).trim() == format!("follower {term}"),
+        "the on-follower hook did not finish before the unit stopped ({took:?}): {}\n{journal}",
+        text(&done)
+    );
+    assert!(
+        journal.contains("stopping: waiting for hook on-follower"),
+        "{journal}"
+    );
+    c.clock.say(&format!(
+        "systemctl stop took {took:?}; the on-follower hook (3 s) finished first"
     ));
 }
