@@ -212,6 +212,21 @@ impl Drop for Thaw {
     }
 }
 
+/// Reads the answer to the `drain` sent on `drainer` (within 10 s, the disk thawed):
+/// it must say drained.
+fn drain_answered(drainer: &std::os::unix::net::UnixStream) {
+    drainer.set_nonblocking(false).unwrap();
+    drainer
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = std::io::BufReader::new(drainer).read_line(&mut answer);
+    assert!(
+        answer.contains("\"ok\":true") && answer.contains("\"drained\":true"),
+        "the drain's answer after the thaw: {answer:?}"
+    );
+}
+
 /// A loop-mounted disk and a cluster (`opts`) whose server 1 keeps its state (and
 /// lock) file on it, every server running; None (skipped, or failed under CI) when
 /// this host cannot freeze a disk. Drop the cluster before the disk.
@@ -312,16 +327,7 @@ fn a_frozen_state_disk_keeps_the_lease_and_status_answers() {
     drop(thaw);
     samples.check("state disk frozen 4 s");
     // Once the write lands, the held answer comes.
-    drainer.set_nonblocking(false).unwrap();
-    drainer
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut answer = String::new();
-    let _ = std::io::BufReader::new(&drainer).read_line(&mut answer);
-    assert!(
-        answer.contains("\"ok\":true") && answer.contains("\"drained\":true"),
-        "the drain's answer after the thaw: {answer:?}"
-    );
+    drain_answered(&drainer);
     assert_eq!(during, before, "no state write can finish on a frozen disk");
     // The write that waited lands: group b's round completes in a new term.
     wait_for(
@@ -402,16 +408,7 @@ fn a_drained_leader_on_a_frozen_disk_still_hands_over() {
     eprintln!("drained on a frozen disk: handed over in {took:?}: {moved:?}");
     std::thread::sleep(STALL.saturating_sub(frozen_at.elapsed()));
     drop(thaw);
-    drainer.set_nonblocking(false).unwrap();
-    drainer
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut answer = String::new();
-    let _ = std::io::BufReader::new(&drainer).read_line(&mut answer);
-    assert!(
-        answer.contains("\"ok\":true") && answer.contains("\"drained\":true"),
-        "the drain's answer after the thaw: {answer:?}"
-    );
+    drain_answered(&drainer);
     drop(c);
     drop(disk);
 }
