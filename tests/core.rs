@@ -456,3 +456,55 @@ fn a_claim_is_not_resent_for_turning_unhealthy_mid_round() {
         [(true, false)]
     );
 }
+
+/// A reload to a hold longer than the one on disk waits for a write of it, which holds
+/// no datagram; a refused reload puts back both the timers in force and those waiting;
+/// the write's confirmation puts the waiting ones in force.
+#[test]
+fn longer_timers_wait_for_their_hold_on_disk() {
+    let d = Durable {
+        hold_ms: 300,
+        ..Durable::default()
+    };
+    let mut n = Node::new(cfg(1, 3), d, ms(0)).unwrap();
+    drain(&mut n);
+    let hbt = |ms: u64| Duration::from_millis(ms);
+    let (rtt, max) = (hbt(20), Duration::from_secs(60));
+    // Shorter or equal: in force at once, no write.
+    n.set_timers(hbt(80), rtt, 3, 10_000, max).unwrap();
+    assert_eq!(n.heartbeat(), hbt(80));
+    assert!(drain(&mut n).is_empty(), "no write for a shorter hold");
+    // Longer than the hold on disk and in force: asked for, not in force yet.
+    n.set_timers(hbt(200), rtt, 3, 10_000, max).unwrap();
+    assert_eq!(
+        n.heartbeat(),
+        hbt(80),
+        "in force before its hold is durable"
+    );
+    assert_eq!(n.timers_asked().1, hbt(200));
+    let writes: Vec<Durable> = drain(&mut n)
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Persist(d) => Some(d),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(writes.len(), 1, "one write of the longer hold");
+    assert_eq!(writes[0].hold_ms, 600);
+    // A reload refused after set_timers puts back what waited, too.
+    let before = n.timers_before();
+    n.set_timers(hbt(400), rtt, 3, 10_000, max).unwrap();
+    assert_eq!(n.timers_asked().1, hbt(400));
+    n.put_back_timers(before);
+    assert_eq!(n.heartbeat(), hbt(80));
+    assert_eq!(
+        n.timers_asked().1,
+        hbt(200),
+        "the waiting timers wait again"
+    );
+    // The write of 600 ms confirmed (the refused reload's, of 1,200 ms, is still
+    // asked for): the waiting timers come into force.
+    n.handle_persisted(ms(1), writes[0]);
+    assert_eq!(n.heartbeat(), hbt(200));
+    assert_eq!(n.timers_asked().1, hbt(200));
+}

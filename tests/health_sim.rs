@@ -1358,3 +1358,99 @@ fn slow_drain_handovers(sabotage: Sabotage) -> Vec<(u64, u16)> {
     }
     against
 }
+
+/// A reload to longer timers on a leader whose state disk has stalled: the LEADs that
+/// carry the longer hold must wait for it to be durable (SPEC section 4), so the
+/// leader keeps sending the hold that is on its disk, with the timers that go with it,
+/// until the new one is written, and keeps its lease all along. When the first LEAD
+/// with the longer hold waited for the write and held every later datagram, the
+/// heartbeats stopped with the disk: the lease lapsed and the followers elected
+/// another server.
+#[test]
+fn a_reload_to_longer_timers_on_a_stalled_disk_keeps_the_lease() {
+    let (lost, applied) = stalled_disk_reloads(Sabotage::default());
+    assert!(
+        lost.is_empty(),
+        "a leader reloaded to longer timers on a stalled disk lost its lease \
+         (seed, who led, ms after the reload): {lost:?}"
+    );
+    assert_eq!(
+        applied,
+        20,
+        "the new timers did not apply once the disk came back, in {} of 20 seeds",
+        20 - applied
+    );
+    eprintln!(
+        "reload on a stalled disk: the lease held in 20 of 20 seeds, new timers applied after the thaw"
+    );
+}
+
+/// The control: with a reload's longer timers in force at once (the old rule), every
+/// run loses its lease while the disk is stalled.
+#[test]
+fn negative_control_reload_holds_sends() {
+    let (lost, _) = stalled_disk_reloads(Sabotage {
+        reload_holds_sends: true,
+        ..Sabotage::default()
+    });
+    assert!(
+        lost.len() == 20,
+        "negative control 'reload_holds_sends' NOT caught: the lease lapsed in only {} of 20 \
+         seeds ({lost:?})",
+        lost.len()
+    );
+    eprintln!(
+        "negative control 'reload_holds_sends': caught (the lease lapsed in {} of 20 seeds, \
+         {}-{} ms after the reload)",
+        lost.len(),
+        lost.iter().map(|l| l.2).min().unwrap_or(0),
+        lost.iter().map(|l| l.2).max().unwrap_or(0)
+    );
+}
+
+/// Server 1 leads 3 (heartbeat 500 ms, K 3, RTT 100 ms); its disk stalls for 6 s, and
+/// every server reloads to heartbeat 1 s just after. Returns the seeds where server 1
+/// lost its lease while the disk was stalled (with who led and when), and how many
+/// seeds had the new heartbeat in force on server 1 two seconds after the thaw.
+fn stalled_disk_reloads(sabotage: Sabotage) -> (Vec<(u64, Vec<u16>, u64)>, usize) {
+    let (mut lost, mut applied) = (Vec::new(), 0);
+    for seed in 0..20 {
+        let mut o = Options::new(seed, 3);
+        o.sabotage = sabotage.clone();
+        o.heartbeat = Duration::from_millis(500);
+        o.rtt = Duration::from_millis(100);
+        o.priorities = vec![(1, 30), (2, 20), (3, 10)];
+        let mut s = Sim::new(o);
+        let (l, _) = s.run_until_leader(ms(10_000)).expect("a leader");
+        assert_eq!(l, 1, "seed {seed}: the most preferred server leads first");
+        let phase = ms(3000) + s.rand(ms(500));
+        s.run_for(phase);
+        s.stall_disk(1, ms(6000));
+        let at = s.now + ms(1) + s.rand(ms(500));
+        let longer = sim::Timers {
+            heartbeat: Duration::from_millis(1000),
+            rtt: Duration::from_millis(100),
+            k: 3,
+        };
+        for id in 1..=3 {
+            s.reload_at(id, at, longer);
+        }
+        // Until the thaw, every 10 ms: server 1 alone leads.
+        let mut gone = None;
+        while s.now < at + ms(5900) {
+            s.run_for(ms(10));
+            if s.leaders() != vec![1] && gone.is_none() {
+                gone = Some((s.leaders(), (s.now.saturating_sub(at)) / ms(1)));
+            }
+        }
+        if let Some((who, when)) = gone {
+            lost.push((seed, who, when));
+        }
+        s.run_for(ms(2500));
+        s.assert_safe(REPLAY);
+        if s.heartbeat_of(1) == Some(Duration::from_millis(1000)) && s.leaders() == vec![1] {
+            applied += 1;
+        }
+    }
+    (lost, applied)
+}

@@ -413,6 +413,94 @@ fn a_drained_leader_on_a_frozen_disk_still_hands_over() {
     drop(disk);
 }
 
+/// A reload to longer timers (heartbeat 100 ms to 300 ms: the hold grows from 300 ms to
+/// 900 ms) on every server while the leader's state disk is frozen: the longer hold
+/// must be on disk before a LEAD carries it, so the leader keeps its running timers and
+/// the hold on its disk until the write can land, and keeps both leases all along (role
+/// leader, same term, in every `status` of the freeze). Once thawed, the new heartbeat
+/// is in force on it.
+///
+/// Fails on the code that put a reload's timers in force at once: the first LEAD with
+/// the longer hold waited for the write and held every later datagram, and both leases
+/// lapsed within a second of the reload.
+#[test]
+fn a_reload_to_longer_timers_on_a_frozen_disk_keeps_the_lease() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((disk, c)) = cluster_with_server_1_on_a_loop_mount() else {
+        return;
+    };
+    let term_a = server_1_leads_both(&c);
+    let sock = c.sock(1);
+    let mnt = disk.mnt.to_str().unwrap().to_string();
+    let longer = |id: u16| {
+        let text = std::fs::read_to_string(c.conf_of(id)).unwrap();
+        let from = format!("heartbeat {}ms\n", common::HBT_MS);
+        assert!(text.contains(&from), "{text}");
+        text.replace(&from, "heartbeat 300ms\n")
+    };
+    let (own, shared) = (longer(1), longer(2));
+    // The lease left, as `status a` says it: at most the lease of a heartbeat of 100 ms
+    // (294 ms) under the running timers; up to 882 ms under the new ones.
+    let lease_ms = || {
+        let v = request_at(&sock, "status a").and_then(|l| json::parse(l.trim()).ok());
+        v.and_then(|v| v.get("lease_ms")?.as_u64())
+    };
+    let longest = |over: Duration| {
+        let t0 = Instant::now();
+        let mut most = 0;
+        while t0.elapsed() < over {
+            most = most.max(lease_ms().unwrap_or(0));
+            std::thread::sleep(STATUS_EVERY);
+        }
+        most
+    };
+    assert!(
+        longest(Duration::from_millis(500)) <= 300,
+        "a lease of the running timers"
+    );
+    assert!(sh(&["fsfreeze", "-f", &mnt]), "fsfreeze -f {mnt}");
+    let thaw = Thaw(disk.mnt.clone());
+    let mut reloaded = false;
+    let samples = sample(&sock, term_a, || {
+        if !reloaded {
+            reloaded = true;
+            c.set_server_text(1, &own);
+            std::fs::write(&c.conf, &shared).unwrap();
+            for id in 1..=3 {
+                common::signal(c.child(id), libc::SIGHUP);
+            }
+        }
+    });
+    let kept = longest(Duration::from_millis(500));
+    drop(thaw);
+    assert!(
+        samples.bad.is_empty(),
+        "the leader lost its lease after a reload on a frozen disk: {:?}",
+        &samples.bad[..samples.bad.len().min(5)]
+    );
+    assert!(
+        kept <= 300,
+        "a lease of {kept} ms at the end of the freeze: the longer timers were in force \
+         before their hold could be written"
+    );
+    wait_for(
+        "a lease of the new timers after the thaw",
+        Duration::from_secs(5),
+        || (lease_ms().unwrap_or(0) > 400).then_some(()),
+    );
+    assert_eq!(
+        agreed(&c).unwrap()["a"],
+        (1, term_a),
+        "same leader, same term"
+    );
+    eprintln!(
+        "reload on a frozen disk: {} status answers, every one leader of term {term_a}",
+        samples.latencies.len()
+    );
+    drop(c);
+    drop(disk);
+}
+
 /// A FIFO whose read end the test holds: drained by a thread while `reading`, left
 /// full otherwise.
 struct Sink {

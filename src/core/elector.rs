@@ -616,7 +616,7 @@ impl Node {
                     self.log_tag, self.promise
                 );
             }
-            self.promise = hold;
+            self.promise = hold.max(self.promise_floor());
         }
     }
 }

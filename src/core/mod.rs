@@ -46,6 +46,13 @@ use resign::Resign;
 use std::collections::VecDeque;
 use std::time::Duration;
 
+/// A node's timers saved before a reload (`Node::timers_before`).
+#[derive(Clone, Debug)]
+pub struct TimersBefore {
+    cfg: NodeConfig,
+    staged: Option<NodeConfig>,
+}
+
 /// One server's protocol state: ELECTOR and CANDIDATE.
 #[derive(Debug)]
 pub struct Node {
@@ -136,6 +143,10 @@ pub struct Node {
     /// A write asked for since the last time none was pending changes more than the
     /// drain (`Node::sends_wait`): datagrams wait until every write is confirmed.
     write_holds: bool,
+    /// A reload's timers whose hold is longer than the one on disk: they take effect
+    /// once a write of that hold is confirmed (`Node::set_timers`); until then the
+    /// timers in force, and their hold, go on.
+    staged: Option<NodeConfig>,
     held: VecDeque<Held>,
     out: VecDeque<Output>,
     counters: Counters,
@@ -225,6 +236,7 @@ impl Node {
             durable,
             requested: None,
             write_holds: false,
+            staged: None,
             held: VecDeque::new(),
             last_ack_unfit: None,
             out: VecDeque::new(),
@@ -413,6 +425,16 @@ impl Node {
     /// lease length it was sent with, and followers never shorten a promise already
     /// made, so the change is safe at any moment; running timers keep their deadlines
     /// and the new values apply from the next one.
+    ///
+    /// A hold longer than the one on disk must be durable before a LEAD carries it
+    /// (SPEC section 4). Such timers wait: the promise grows to the new hold at once and
+    /// is written, and the timers take effect when that write is confirmed
+    /// (`handle_persisted`). Until then the timers in force go on, with the hold already
+    /// on disk, so nothing that leaves waits for this write: a leader whose disk stalls
+    /// keeps sending its heartbeats and keeps its lease. Applied at once, the first LEAD
+    /// with the longer hold waited for the write and held every later datagram: on a
+    /// stalled disk the lease lapsed (tests/health_sim.rs,
+    /// `a_reload_to_longer_timers_on_a_stalled_disk_keeps_the_lease`).
     pub fn set_timers(
         &mut self,
         heartbeat: Duration,
@@ -421,6 +443,52 @@ impl Node {
         drift_ppm: u32,
         max_hold: Duration,
     ) -> Result<(), ConfigError> {
+        let cfg = self.timers_cfg(heartbeat, rtt, k, drift_ppm, max_hold)?;
+        let hold = cfg.hold();
+        // Not longer than the hold on disk, or than the one in force (whose LEADs wait
+        // for their own write as before): nothing to wait for.
+        let covered = ms_ceil(hold) <= self.durable.hold_ms.max(ms_ceil(self.hold));
+        if covered || self.cfg.sabotage.reload_holds_sends {
+            self.staged = None;
+            self.apply_timers(cfg);
+            return Ok(());
+        }
+        debug!(
+            "{}new timers wait for their hold promise ({hold:?}) to be on disk",
+            self.log_tag
+        );
+        self.staged = Some(cfg);
+        self.promise = self.promise.max(hold);
+        self.persist_ahead();
+        self.check_invariants(self.last_now);
+        Ok(())
+    }
+
+    /// The timers in force and any waiting for their hold to be written: what a
+    /// reload refused after `set_timers` puts back with `put_back_timers`.
+    pub fn timers_before(&self) -> TimersBefore {
+        TimersBefore {
+            cfg: self.cfg.clone(),
+            staged: self.staged.clone(),
+        }
+    }
+
+    /// Puts back what `timers_before` saved, in the same turn (those timers were in
+    /// force a moment ago, and those waiting wait again; the promise grown for them
+    /// stays, which only makes a restart wait longer).
+    pub fn put_back_timers(&mut self, before: TimersBefore) {
+        self.apply_timers(before.cfg);
+        self.staged = before.staged;
+    }
+
+    fn timers_cfg(
+        &self,
+        heartbeat: Duration,
+        rtt: Duration,
+        k: u32,
+        drift_ppm: u32,
+        max_hold: Duration,
+    ) -> Result<NodeConfig, ConfigError> {
         let cfg = NodeConfig {
             heartbeat,
             rtt,
@@ -430,10 +498,43 @@ impl Node {
             ..self.cfg.clone()
         };
         cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Puts `cfg`'s timers in force.
+    fn apply_timers(&mut self, cfg: NodeConfig) {
         self.hold = cfg.hold();
-        self.lease_len = lease_len(self.hold, drift_ppm);
+        self.lease_len = lease_len(self.hold, cfg.drift_ppm);
         self.cfg = cfg;
-        Ok(())
+    }
+
+    /// Staged timers take effect once their hold is durable.
+    pub(super) fn apply_staged(&mut self) {
+        let ready = self
+            .staged
+            .as_ref()
+            .is_some_and(|c| ms_ceil(c.hold()) <= self.durable.hold_ms);
+        if ready {
+            if let Some(cfg) = self.staged.take() {
+                debug!("{}new timers in force, their hold on disk", self.log_tag);
+                self.apply_timers(cfg);
+            }
+        }
+    }
+
+    /// The lease length and heartbeat a reload asked for (in force, or waiting for
+    /// their hold to be written): what a supervisor's grace must fit.
+    pub fn timers_asked(&self) -> (Duration, Duration) {
+        match &self.staged {
+            Some(c) => (lease_len(c.hold(), c.drift_ppm), c.heartbeat),
+            None => (self.lease_len, self.cfg.heartbeat),
+        }
+    }
+
+    /// The hold the promise may not shrink below: staged timers' (their write is asked
+    /// for ahead of any LEAD that carries it).
+    pub(super) fn promise_floor(&self) -> Duration {
+        self.staged.as_ref().map_or(Duration::ZERO, |c| c.hold())
     }
 
     // ----- views --------------------------------------------------------------------

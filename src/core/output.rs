@@ -25,6 +25,7 @@ impl Node {
             self.requested = None;
             self.write_holds = false;
         }
+        self.apply_staged();
         self.release(now);
         self.check_invariants(now);
     }
@@ -67,6 +68,27 @@ impl Node {
                 drained: base.drained,
                 ..want
             } != base;
+            self.requested = Some(want);
+            self.out.push_back(Output::Persist(want));
+        }
+    }
+
+    /// Asks for a write of a hold promise grown ahead of any LEAD that carries it (a
+    /// reload's staged timers, `Node::set_timers`): nothing that leaves reflects the
+    /// longer hold before it is durable, so the growth alone holds no datagram. Any
+    /// other change in the same write holds them as in `persist`.
+    pub(super) fn persist_ahead(&mut self) {
+        let want = self.durable_view();
+        let base = self.requested.unwrap_or(self.durable);
+        if want != base {
+            self.write_holds |= Durable {
+                drained: base.drained,
+                hold_ms: base.hold_ms.max(want.hold_ms),
+                ..want
+            } != Durable {
+                hold_ms: base.hold_ms.max(want.hold_ms),
+                ..base
+            };
             self.requested = Some(want);
             self.out.push_back(Output::Persist(want));
         }

@@ -100,6 +100,10 @@ pub struct Sabotage {
     /// did before (a liveness breakage only: a drained leader on a stalled disk stops
     /// its heartbeats and its handover waits for its lease to lapse).
     pub drain_write_holds_sends: bool,
+    /// A reload's longer timers take effect at once, so the first LEAD with the longer
+    /// hold waits for its write and holds every later datagram, as before (a liveness
+    /// breakage only: a leader whose disk stalls loses its lease at a reload).
+    pub reload_holds_sends: bool,
 }
 
 impl Sabotage {
@@ -121,6 +125,7 @@ impl Sabotage {
             first_sparse_targeted: false,
             unfit_wait_from_turn: false,
             drain_write_holds_sends: false,
+            reload_holds_sends: false,
             late_first_round: false,
             ..*self
         } != Sabotage::default()

@@ -122,18 +122,19 @@ impl Daemon {
             drift_ppm: c.drift_ppm,
             max_hold: c.max_hold,
         };
-        let (old, next) = (timers(&self.cfg), timers(&new));
         // The graces of supervisors still connected only.
         self.take_departures();
-        self.host.handle_reload_timers(old, next)?;
+        let before = self.host.handle_reload_timers(timers(&new))?;
         // Every group or none: a failure below puts back the running timers.
-        let restore = |host: &mut Host| host.restore_timers(old);
+        let mut before = Some(before);
         for g in 0..self.groups.len() {
             if let Err(e) = self.groups[g]
                 .checks
                 .reconfigure(new.groups[g].check.as_ref())
             {
-                restore(&mut self.host);
+                if let Some(b) = before.take() {
+                    self.host.restore_timers(b);
+                }
                 // All or nothing: the groups before this one get their checks back.
                 for (k, group) in self.groups[..g].iter_mut().enumerate() {
                     if let Err(back) = group.checks.reconfigure(self.cfg.groups[k].check.as_ref()) {

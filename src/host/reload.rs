@@ -20,72 +20,66 @@ pub struct ReloadTimers {
     pub max_hold: Duration,
 }
 
+/// The timers every group ran before a reload, for a refusal to put back.
+#[derive(Debug)]
+pub struct TimersBefore {
+    groups: Vec<crate::node::TimersBefore>,
+    rtt: Duration,
+    max_hold: Duration,
+}
+
 impl Host {
     /// Applies `new` to every group, all or nothing: on a refusal every group keeps
-    /// `old` (the running timers) and the error says why. Flush after.
-    pub fn handle_reload_timers(
-        &mut self,
-        old: ReloadTimers,
-        new: ReloadTimers,
-    ) -> Result<(), String> {
-        let set = |host: &mut Host, g: usize, t: ReloadTimers| {
-            host.groups[g].node.set_timers(
-                t.heartbeat,
-                t.rtt,
-                t.missed_heartbeats,
-                t.drift_ppm,
-                t.max_hold,
-            )
-        };
-        let restore = |host: &mut Host, upto: usize| {
-            for g in 0..upto {
-                if let Err(back) = set(host, g, old) {
-                    log::error!("reload: cannot restore the running timers: {back}");
-                }
-            }
+    /// the timers it ran (in force, and any still waiting for their hold to be
+    /// written) and the error says why. Ok gives those, for a refusal later in the
+    /// same reload (`restore_timers`). Flush after.
+    pub fn handle_reload_timers(&mut self, new: ReloadTimers) -> Result<TimersBefore, String> {
+        let before = TimersBefore {
+            groups: self.groups.iter().map(|g| g.node.timers_before()).collect(),
+            rtt: self.cfg.rtt,
+            max_hold: self.cfg.max_hold,
         };
         for g in 0..self.groups.len() {
-            if let Err(e) = set(self, g, new) {
-                restore(self, g);
+            let set = self.groups[g].node.set_timers(
+                new.heartbeat,
+                new.rtt,
+                new.missed_heartbeats,
+                new.drift_ppm,
+                new.max_hold,
+            );
+            if let Err(e) = set {
+                self.restore_timers(before);
                 return Err(e.to_string());
             }
         }
         if let Err(e) = self.graces_fit(new.rtt) {
-            restore(self, self.groups.len());
+            self.restore_timers(before);
             return Err(e);
         }
         self.cfg.rtt = new.rtt;
         self.cfg.max_hold = new.max_hold;
-        Ok(())
+        Ok(before)
     }
 
-    /// Puts back `old` after a reload refused later (the check runners): no check,
-    /// these are the timers that ran.
-    pub fn restore_timers(&mut self, old: ReloadTimers) {
-        for g in 0..self.groups.len() {
-            let r = self.groups[g].node.set_timers(
-                old.heartbeat,
-                old.rtt,
-                old.missed_heartbeats,
-                old.drift_ppm,
-                old.max_hold,
-            );
-            if let Err(back) = r {
-                log::error!("reload: cannot restore the running timers: {back}");
-            }
+    /// Puts back what every group ran before a reload refused later (the check
+    /// runners): no check, these are the timers that ran.
+    pub fn restore_timers(&mut self, before: TimersBefore) {
+        for (group, t) in self.groups.iter_mut().zip(before.groups) {
+            group.node.put_back_timers(t);
         }
-        self.cfg.rtt = old.rtt;
-        self.cfg.max_hold = old.max_hold;
+        self.cfg.rtt = before.rtt;
+        self.cfg.max_hold = before.max_hold;
     }
 
     /// Err names the first supervisor whose `--grace` has no room in its group's lease
     /// with the timers now set and round-trip bound `rtt`, and the largest that fits.
     fn graces_fit(&self, rtt: Duration) -> Result<(), String> {
         for g in 0..self.groups.len() {
-            let node = &self.groups[g].node;
+            // The timers asked for, also while they wait for their hold to be written.
+            let (lease_len, heartbeat) = self.groups[g].node.timers_asked();
             let t = Timers {
-                lease_len: node.lease_len(),
-                heartbeat: node.heartbeat(),
+                lease_len,
+                heartbeat,
                 rtt,
             };
             let tag = if self.cfg.several {

@@ -103,6 +103,12 @@ impl Sim {
         h.node_of(g).map(|n| n.status(h.clock.local(self.now)))
     }
 
+    /// The heartbeat in force on a running server's group 0 (a reload's may wait for
+    /// its hold to be written).
+    pub fn heartbeat_of(&self, id: u16) -> Option<std::time::Duration> {
+        self.hosts[self.idx(id)].node_of(0).map(|n| n.heartbeat())
+    }
+
     /// The servers holding a valid lease now (at most one, by S2).
     pub fn leaders(&self) -> Vec<u16> {
         self.leaders_in(0)

@@ -452,7 +452,6 @@ impl Sim {
             drift_ppm: c.drift_ppm,
             max_hold: c.max_hold,
         };
-        let old = reload_timers(&self.cfgs[host][0]);
         for cfg in self.cfgs[host].iter_mut() {
             timers.apply(cfg);
         }
@@ -464,7 +463,7 @@ impl Sim {
         if let Some(sh) = h.shell.as_mut() {
             // The daemon's own reload of the timers (every group or none); the
             // simulator's supervisors announce no grace, so none is refused.
-            sh.handle_reload_timers(old, new).expect("valid timers");
+            sh.handle_reload_timers(new).expect("valid timers");
             self.drive(host);
         }
     }
