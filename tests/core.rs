@@ -481,6 +481,7 @@ fn longer_timers_wait_for_their_hold_on_disk() {
         hbt(80),
         "in force before its hold is durable"
     );
+    assert!(n.timers_waiting());
     assert_eq!(n.timers_asked().1, hbt(200));
     let writes: Vec<Durable> = drain(&mut n)
         .into_iter()
@@ -506,5 +507,6 @@ fn longer_timers_wait_for_their_hold_on_disk() {
     // asked for): the waiting timers come into force.
     n.handle_persisted(ms(1), writes[0]);
     assert_eq!(n.heartbeat(), hbt(200));
+    assert!(!n.timers_waiting());
     assert_eq!(n.timers_asked().1, hbt(200));
 }

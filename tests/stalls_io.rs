@@ -472,7 +472,12 @@ fn a_reload_to_longer_timers_on_a_frozen_disk_keeps_the_lease() {
         }
     });
     let kept = longest(Duration::from_millis(500));
+    let log = std::fs::read_to_string(c.dir.join("1.log")).unwrap_or_default();
     drop(thaw);
+    assert!(
+        log.contains("(in force once their longer hold is written to the state file)"),
+        "the reload's log line does not say the new timers wait for the disk"
+    );
     assert!(
         samples.bad.is_empty(),
         "the leader lost its lease after a reload on a frozen disk: {:?}",

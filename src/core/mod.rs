@@ -531,6 +531,11 @@ impl Node {
         }
     }
 
+    /// True while a reload's timers wait for their hold to be written.
+    pub fn timers_waiting(&self) -> bool {
+        self.staged.is_some()
+    }
+
     /// The hold the promise may not shrink below: staged timers' (their write is asked
     /// for ahead of any LEAD that carries it).
     pub(super) fn promise_floor(&self) -> Duration {
@@ -603,6 +608,11 @@ impl Node {
     /// The heartbeat interval now in force.
     pub fn heartbeat(&self) -> Duration {
         self.cfg.heartbeat
+    }
+
+    /// The round-trip bound now in force (a reload's waits with its other timers).
+    pub fn rtt(&self) -> Duration {
+        self.cfg.rtt
     }
 
     /// Each other server's id and when it was last heard.

@@ -193,9 +193,19 @@ impl Daemon {
             // The old listener and its connections close here (scrapers reconnect).
             self.http = m;
         }
+        // Longer timers wait for their hold on the state disk (`Node::set_timers`):
+        // say so, or an operator whose disk stalls sees the old ones go on unexplained.
+        let waiting = self.host.groups().iter().any(|g| g.node.timers_waiting());
         info!(
-            "configuration reloaded: heartbeat {:?}, rtt {:?}, missed-heartbeats {}",
-            new.heartbeat, new.rtt, new.missed_heartbeats
+            "configuration reloaded: heartbeat {:?}, rtt {:?}, missed-heartbeats {}{}",
+            new.heartbeat,
+            new.rtt,
+            new.missed_heartbeats,
+            if waiting {
+                " (in force once their longer hold is written to the state file)"
+            } else {
+                ""
+            }
         );
         self.cfg = new;
         Ok(())

@@ -64,7 +64,7 @@ impl Host {
         let node = &self.groups[g].node;
         let room = node
             .lease_len()
-            .saturating_sub(node.heartbeat() * 2 + self.cfg.rtt);
+            .saturating_sub(node.heartbeat() * 2 + node.rtt());
         if grace + crate::supervise::MARGIN >= room {
             return false;
         }
@@ -73,6 +73,6 @@ impl Host {
         };
         let term = crate::supervise::stop_at(until.as_nanos(), grace).term_ns;
         let next = self.next_deadline(now).max(now);
-        term > (next + self.cfg.rtt).as_nanos()
+        term > (next + node.rtt()).as_nanos()
     }
 }

@@ -525,8 +525,9 @@ impl Host {
                             // than with the next LEAD (a heartbeat old). The round-trip
                             // bound covers a late flush, `run`'s MARGIN its own
                             // scheduling.
-                            let heartbeat = self.groups[g].node.heartbeat();
-                            let slack = heartbeat * 2 + self.cfg.rtt + crate::supervise::MARGIN;
+                            let node = &self.groups[g].node;
+                            let slack =
+                                node.heartbeat() * 2 + node.rtt() + crate::supervise::MARGIN;
                             (self.key_of(now, g), slack)
                         });
                         (c, s.due(&key, now, slack), key)
@@ -556,7 +557,7 @@ impl Host {
             node.lease_len(),
             node.heartbeat(),
             node.resign_pending(),
-            self.cfg.rtt,
+            node.rtt(),
         )
     }
 
@@ -575,7 +576,7 @@ impl Host {
             now,
             lease_len: node.lease_len(),
             heartbeat: node.heartbeat(),
-            rtt: self.cfg.rtt,
+            rtt: node.rtt(),
             resigning: node.resign_pending(),
             timers: false,
         }
