@@ -73,6 +73,9 @@ pub struct Hooks {
     on_follower: Option<Vec<String>>,
     timeout: Duration,
     queue: VecDeque<Job>,
+    /// At a stop, the queue held back from `poll` (which starts the next hook as soon as
+    /// it reaps one): the stop starts them, only before its bound (`kill_by`).
+    held: VecDeque<Job>,
     running: Option<Running>,
     /// Hooks that exited non-zero, were killed or could not start.
     pub failures: u64,
@@ -96,6 +99,7 @@ impl Hooks {
             on_follower,
             timeout,
             queue: VecDeque::new(),
+            held: VecDeque::new(),
             running: None,
             failures: 0,
             runs: 0,
@@ -273,7 +277,7 @@ pub struct HookRun {
 impl Hooks {
     /// True while a hook runs or waits to run.
     pub fn busy(&self) -> bool {
-        self.running.is_some() || !self.queue.is_empty()
+        self.running.is_some() || !self.queue.is_empty() || !self.held.is_empty()
     }
 
     /// The running hook, if one runs.
@@ -286,13 +290,30 @@ impl Hooks {
 
     /// The names of the hooks waiting behind the running one, oldest first.
     pub fn queued(&self) -> Vec<&'static str> {
-        self.queue.iter().map(|j| j.name).collect()
+        self.held
+            .iter()
+            .chain(&self.queue)
+            .map(|j| j.name)
+            .collect()
     }
 
-    /// Brings the running hook's kill forward to `by` if its timeout ends later (a
-    /// stop's bound): `deadline` then wakes the loop by `by`. Call again once the next
-    /// hook has started: each one started keeps the timeout of its start.
-    pub fn kill_by(&mut self, by: Instant) {
+    /// A stop's turn before its bound `by` (`now` is earlier): starts the next hook if
+    /// none runs, and brings the running hook's kill forward to `by` if its timeout ends
+    /// later (`deadline` then wakes the loop by `by`). Call at every turn of the stopping
+    /// loop until the bound: each hook started keeps the timeout of its start, brought
+    /// forward here. The queue is held back from `poll`, which starts the next hook as
+    /// soon as it reaps one: reaped at or past the bound (where `poll` kills it), the
+    /// next would start only to be killed at once. So only this starts one, and only
+    /// before the bound; past it they stay queued and never start (`kill_now`).
+    pub fn kill_by(&mut self, by: Instant, now: Instant) {
+        self.held.append(&mut self.queue);
+        while self.running.is_none() && now < by {
+            let Some(job) = self.held.pop_front() else {
+                break;
+            };
+            self.queue.push_back(job);
+            self.start_next();
+        }
         if let Some(r) = self.running.as_mut() {
             r.timeout = r.timeout.min(by.saturating_duration_since(r.started));
         }
@@ -396,6 +417,42 @@ mod tests {
         reap(&mut h, Duration::ZERO);
     }
 
+    /// At a stop's bound the queue never starts (README "Signals", daemon/stop.rs): a
+    /// running hook reaped past the bound (killed there by `poll`, or ended on its own)
+    /// leaves the next one queued, for the stop to name. `poll` used to start it as it
+    /// reaped the last one, and the stop then killed it at once, logged as outliving
+    /// hook-timeout: the race the loop lost whenever the killed hook died before
+    /// `poll`'s wait (2 runs in 6 of the operations test on one CPU).
+    #[test]
+    fn a_hook_reaped_past_a_stops_bound_starts_none_of_the_queue() {
+        let t = Some(vec!["true".into()]);
+        let mut h = Hooks::new(1, t.clone(), t, Duration::from_secs(60));
+        h.transition(Role::Leader, Some(1), 7, "ok");
+        h.transition(Role::Follower, None, 7, "ok");
+        let pid = h.running().map(|r| r.pid).expect("on-leader started");
+        assert_eq!(h.queued(), ["on-follower"]);
+        // The stop's bound, set while the hook runs, then passed: it has exited (a
+        // zombie, not yet reaped) when the loop's next turn comes.
+        let bound = Instant::now() + Duration::from_millis(20);
+        h.kill_by(bound, Instant::now());
+        let end = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        }) {
+            assert!(Instant::now() < end, "the hook did not exit");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(bound.saturating_duration_since(Instant::now()));
+        h.poll(Instant::now());
+        let started = h.running();
+        reap(&mut h, Duration::ZERO);
+        assert_eq!(started, None, "a queued hook started past the stop's bound");
+        assert!(h.busy(), "the queued hook still waits");
+        assert_eq!(h.queued(), ["on-follower"]);
+        assert_eq!(h.runs, 1);
+    }
+
     /// A stop's bound (README "Signals"): `kill_by` brings the running hook's deadline
     /// in, never out; `kill_now` kills its group at once and names it and the queue.
     #[test]
@@ -406,9 +463,9 @@ mod tests {
         h.transition(Role::Follower, None, 7, "ok");
         let started = h.running.as_ref().map(|r| r.started).unwrap();
         let by = started + Duration::from_secs(5);
-        h.kill_by(by);
+        h.kill_by(by, Instant::now());
         assert_eq!(h.deadline(), Some(by));
-        h.kill_by(started + Duration::from_secs(50));
+        h.kill_by(started + Duration::from_secs(50), Instant::now());
         assert_eq!(h.deadline(), Some(by), "kill_by moved the kill out");
         assert!(h.busy());
         let pid = h.running().map(|r| r.pid).unwrap();

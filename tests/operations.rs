@@ -288,6 +288,113 @@ fn sigterm_kills_a_hook_that_outlives_hook_timeout() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// The pids a hook wrote to `file` (its own first: it leads its process group).
+fn hook_pids(file: &Path) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// README "Signals"/"Hooks", a hook still queued at the stop's bound: a slow
+/// `on-leader` still runs at SIGTERM, so the `on-follower` the resign starts waits
+/// behind it. `hook-timeout` after the stop the running one is killed with its process
+/// group and the queued one never starts (daemon/stop.rs: the stop "names what waits,
+/// which never runs"), each named in the log, and the daemon exits 0. The on-leader
+/// hook started under a `hook-timeout` of 60s that a reload then cut to 1s: it keeps
+/// its own, so only the stop's bound can end it while the other waits.
+#[test]
+fn sigterm_kills_the_running_hook_and_never_starts_the_queued_one_at_hook_timeout() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = hook_dir();
+    let on_leader = script(
+        &dir,
+        "on-leader.sh",
+        "sleep 60 &\necho $$ $! > \"$(dirname \"$0\")/leader-pids\"\nwait",
+    );
+    let on_follower = script(
+        &dir,
+        "on-follower.sh",
+        "sleep 60 &\necho $$ $! > \"$(dirname \"$0\")/follower-pids\"\nwait",
+    );
+    let extra = format!(
+        "on-leader {}\non-follower {}\nhook-timeout 60s\n",
+        on_leader.display(),
+        on_follower.display()
+    );
+    let mut c = Cluster::start_with(Mode::Unicast, 1, &extra, &[]);
+    c.agreement(Duration::from_secs(3));
+    wait_for("the on-leader hook", Duration::from_secs(3), || {
+        hook_pids(&dir.join("leader-pids")).len() == 2
+    });
+    let leader_pids = hook_pids(&dir.join("leader-pids"));
+    // The stop's bound from now on; the running hook keeps its 60s.
+    let hook_timeout = Duration::from_secs(1);
+    let text = std::fs::read_to_string(&c.conf).unwrap();
+    std::fs::write(&c.conf, text.replace("hook-timeout 60s", "hook-timeout 1s")).unwrap();
+    signal_daemon(&c);
+    wait_for("the reload", Duration::from_secs(2), || {
+        c.log(1).contains("configuration reloaded")
+    });
+    let (code, took, log) = sigterm_and_wait(&mut c);
+    // The group dies with SIGKILL at once; a zombie left to init counts as gone.
+    let leader_dead = common::eventually(Duration::from_secs(1), || {
+        !leader_pids.iter().any(|&p| common::alive(p))
+    });
+    // A hook started at the exit would have written its pids by now.
+    std::thread::sleep(Duration::from_millis(300));
+    let follower_pids = hook_pids(&dir.join("follower-pids"));
+    // Ours to clean up either way: each hook leads its process group.
+    for pids in [&leader_pids, &follower_pids] {
+        if let Some(&p) = pids.first() {
+            // SAFETY: kill(2) on the process group of a hook this test's daemon started.
+            unsafe { libc::kill(-(p as i32), libc::SIGKILL) };
+        }
+    }
+    assert_eq!(code, Some(0), "{log}");
+    assert!(
+        follower_pids.is_empty() && !log.contains("hook on-follower started"),
+        "the queued on-follower hook started (pids {follower_pids:?}):\n{log}"
+    );
+    // The host's stop is over within a few heartbeats (no `electctl run` to wait for),
+    // then the bound: the exit comes one loop turn after it. A second of slack (times
+    // the slack factor) for a loaded machine is far from the on-leader hook's own 60s
+    // and from a queued hook given a hook-timeout of its own.
+    let limit = hook_timeout + common::slacked(Duration::from_secs(1));
+    assert!(
+        took >= hook_timeout && took < limit,
+        "exit {took:?} after SIGTERM, not within [{hook_timeout:?}, {limit:?}):\n{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "waiting for hook on-leader (pid {}) to finish, then on-follower, at most hook-timeout 1s",
+            leader_pids[0]
+        )),
+        "{log}"
+    );
+    assert!(
+        leader_dead,
+        "the on-leader hook's process group outlived electd ({leader_pids:?}):\n{log}"
+    );
+    // Killed at the bound by the stop, or by `poll` at the deadline the stop brought
+    // forward to the bound, which reaps it at once when it died fast enough.
+    assert!(
+        log.contains(&format!(
+            "killed hook on-leader (pid {}) and its process group",
+            leader_pids[0]
+        )) || log.contains("hook on-leader killed after"),
+        "{log}"
+    );
+    assert!(
+        log.contains("exiting without running the queued hooks on-follower"),
+        "{log}"
+    );
+    eprintln!("exit {took:?} after SIGTERM (hook-timeout {hook_timeout:?})");
+    drop(c);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// SPEC 12: SIGHUP applies new timers without a role change; a changed server list is
 /// refused and the running configuration stays.
 #[test]

@@ -7,7 +7,9 @@
 //!
 //! The loop keeps running meanwhile: SIGCHLD wakes it when a hook exits, and each
 //! running hook's kill is brought forward to the bound, so `Hooks::deadline` wakes it
-//! there at the latest. None of this runs at rest.
+//! there at the latest. A queued hook is started by the stop's turn (`Hooks::kill_by`),
+//! only before the bound: one reaped at the bound leaves the next unstarted. None of
+//! this runs at rest.
 
 use super::*;
 use crate::hooks::HookRun;
@@ -38,8 +40,9 @@ impl Daemon {
             }
         };
         if at < bound {
+            // Starts a queued hook if none runs (only here, never past the bound).
             for g in &mut self.groups {
-                g.hooks.kill_by(bound);
+                g.hooks.kill_by(bound, at);
             }
             return StopState::Waiting(now + (bound - at));
         }
