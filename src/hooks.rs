@@ -76,6 +76,9 @@ pub struct Hooks {
     /// At a stop, the queue held back from `poll` (which starts the next hook as soon as
     /// it reaps one): the stop starts them, only before its bound (`kill_by`).
     held: VecDeque<Job>,
+    /// A stop has begun (`kill_by` was called): hooks of later transitions wait in
+    /// `held` too, started only by the stop's turn before its bound.
+    stopping: bool,
     running: Option<Running>,
     /// Hooks that exited non-zero, were killed or could not start.
     pub failures: u64,
@@ -100,6 +103,7 @@ impl Hooks {
             timeout,
             queue: VecDeque::new(),
             held: VecDeque::new(),
+            stopping: false,
             running: None,
             failures: 0,
             runs: 0,
@@ -137,22 +141,35 @@ impl Hooks {
             Role::Follower => ("on-follower", self.on_follower.clone()),
         };
         let Some(argv) = argv else { return };
-        if self.queue.len() >= MAX_QUEUED {
-            if let Some(old) = self.queue.pop_front() {
+        // At a stop the hooks wait in `held` (see below): the same limit applies there.
+        let waiting = if self.stopping {
+            &mut self.held
+        } else {
+            &mut self.queue
+        };
+        if waiting.len() >= MAX_QUEUED {
+            if let Some(old) = waiting.pop_front() {
                 warn!(
                     "{}hook queue full: dropped the {} hook of term {}",
                     self.log_tag, old.name, old.term
                 );
             }
         }
-        self.queue.push_back(Job {
+        let job = Job {
             name,
             argv,
             role,
             leader,
             term,
             health,
-        });
+        };
+        if self.stopping {
+            // At a stop only its own turn starts a hook, before its bound (`kill_by`):
+            // one started here past the bound would be killed at once.
+            self.held.push_back(job);
+            return;
+        }
+        self.queue.push_back(job);
         self.start_next();
     }
 
@@ -306,6 +323,7 @@ impl Hooks {
     /// next would start only to be killed at once. So only this starts one, and only
     /// before the bound; past it they stay queued and never start (`kill_now`).
     pub fn kill_by(&mut self, by: Instant, now: Instant) {
+        self.stopping = true;
         self.held.append(&mut self.queue);
         while self.running.is_none() && now < by {
             let Some(job) = self.held.pop_front() else {
@@ -451,6 +469,15 @@ mod tests {
         assert!(h.busy(), "the queued hook still waits");
         assert_eq!(h.queued(), ["on-follower"]);
         assert_eq!(h.runs, 1);
+        // A transition past the bound (a group's role changes while the stop waits)
+        // starts nothing either: it waits with the rest.
+        h.transition(Role::Leader, Some(1), 8, "ok");
+        assert_eq!(
+            h.running(),
+            None,
+            "a transition past the bound started a hook"
+        );
+        assert_eq!(h.queued(), ["on-follower", "on-leader"]);
     }
 
     /// A stop's bound (README "Signals"): `kill_by` brings the running hook's deadline
