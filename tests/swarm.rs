@@ -153,6 +153,9 @@
 //! it, while the drain's write may be in flight): the most preferred fit server must be
 //! elected and hold a lease within a planned handover's bound (`drain_bound`, about a
 //! heartbeat, where the hold is at least two), while the disk is still stalled.
+//! Negative control: a drain's write that holds every later datagram, the rule before
+//! (`Sabotage::drain_write_holds_sends`), caught at seed 2 (4,291 of the 10,000
+//! default seeds); no other check of the swarm sees it.
 //!
 //! A run that handles 20 million events (an ELECT storm) stops with a livelock
 //! violation.
@@ -4058,3 +4061,36 @@ fn negative_control_first_sparse_targeted() {
 /// (seq 262, naming 2 and 3) went to them alone, the next one's copy to 4 was lost, and
 /// 4's timer, at the faith of the dense LEAD 261, opened a round before LEAD 264.
 const FIRST_SPARSE_TARGETED_SEED: u64 = 103;
+
+/// A drain's write holds every later datagram again (`Sabotage::drain_write_holds_sends`,
+/// the rule before the drain left the datagrams alone): a drained leader whose state
+/// disk stalls stops its heartbeats, its lease runs out, and the planned handover
+/// becomes a failover. Before L-drain the default swarm with it found no violation and
+/// no liveness failure; L-drain does. The catching seed is asserted, and
+/// that it passes without the breakage.
+#[test]
+fn negative_control_drain_write_holds_sends() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            drain_write_holds_sends: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_drain_write_holds_sends",
+        "drain write holds sends",
+        &broken,
+        &["L-drain"],
+        DRAIN_WRITE_HOLDS_SENDS_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::drain_write_holds_sends`
+/// (4,291 of the 10,000 default seeds, `SWARM_COUNT=1`, of 6,403 episodes; about as
+/// many pass as the 2,073 whose stall begins just after the drain, when its write is
+/// already in flight and lands on time): leader 1 of 3, hold 768 ms, drained with its
+/// disk stalled from just before; server 2 led 855 ms later, against a bound of
+/// 108 ms.
+const DRAIN_WRITE_HOLDS_SENDS_SEED: u64 = 2;
