@@ -157,6 +157,16 @@
 //! (`Sabotage::drain_write_holds_sends`), caught at seed 2 (4,291 of the 10,000
 //! default seeds); no other check of the swarm sees it.
 //!
+//! A reload on a stalled state disk, L-reload (`reload_stall_episode`, docs/PROTOCOL.md
+//! "Durable state"): after L-drain, in every one-group seed whose shape allows it (7,052
+//! of the 10,000 default seeds; 1.4 % more events), a sitting leader's state disk
+//! stalls for two to three holds and every server is reloaded within a heartbeat to
+//! longer timers: the leader's leases must cover the stall without a gap, nobody may be
+//! elected, and the new heartbeat must be in force on it within a hold of the thaw.
+//! Negative control: a reload's timers in force at once, the rule before
+//! (`Sabotage::reload_holds_sends`), caught at seed 2 (6,329 of the 10,000 default
+//! seeds); no other check of the swarm sees it.
+//!
 //! A run that handles 20 million events (an ELECT storm) stops with a livelock
 //! violation.
 //!
@@ -245,6 +255,9 @@ struct Outcome {
     /// L-drain: the episode's shape (0 the stall before the drain, 1 at it, 2 just
     /// after it) and how long the handover took, in ms, with its bound.
     drain_stall: Option<(u8, f64, f64)>,
+    /// L-reload: an episode ran (a reload to longer timers on a leader whose disk
+    /// stalled), and how long after the thaw the new timers were in force, in ms.
+    reload_stall: Option<f64>,
 }
 
 /// Which of issue 10's adversaries a seed turns on, besides the Options knobs.
@@ -701,6 +714,10 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
         if out.liveness.is_none() && s.check.violations.is_empty() {
             out.liveness = drain_stall_episode(&mut s, iso, &mut out);
         }
+        // A reload on a stalled disk (L-reload): after L-drain, for the same reason.
+        if out.liveness.is_none() && s.check.violations.is_empty() {
+            out.liveness = reload_stall_episode(&mut s, iso, &mut out);
+        }
         out.events = s.events;
         out.violations = s.check.violations.clone();
         out.stats = s.stats.clone();
@@ -770,6 +787,12 @@ fn run_seed_inner(seed: u64, broken: &Breakage) -> Outcome {
     // schedule moves.
     if out.violations.is_empty() && out.liveness.is_none() {
         out.liveness = drain_stall_episode(&mut s, None, &mut out);
+        out.events = s.events;
+        out.violations = s.check.violations.clone();
+    }
+    // A reload on a stalled disk (L-reload): after L-drain, for the same reason.
+    if out.violations.is_empty() && out.liveness.is_none() {
+        out.liveness = reload_stall_episode(&mut s, None, &mut out);
         out.events = s.events;
         out.violations = s.check.violations.clone();
     }
@@ -2986,6 +3009,136 @@ fn drain_stall_episode(s: &mut Sim, iso: Option<u16>, out: &mut Outcome) -> Opti
     ))
 }
 
+// ----- a reload on a stalled state disk (L-reload) --------------------------------------
+
+/// L-reload (docs/PROTOCOL.md, "Durable state"; SPEC sections 4, 11): a sitting
+/// leader's state disk stalls, and every server is reloaded, within a heartbeat, to
+/// longer timers (a heartbeat 1.5 to 3 times the longest in force, the longest K and
+/// RTT: a longer hold than any in force). A LEAD may carry the longer hold only once it
+/// is on disk, so the leader keeps its running timers and the hold on its disk until
+/// the write lands (`Node::set_timers`), and keeps its lease. Checked: the leader's
+/// leases cover the time from the stall to its end without a gap, and nobody is
+/// elected meanwhile; a hold after the thaw the new heartbeat is in force on it. With a
+/// reload's timers in force at once (`Sabotage::reload_holds_sends`, the old rule) the
+/// first LEAD with the longer hold waits for the disk and holds every later one: the
+/// lease lapses within the stall.
+///
+/// The shape, so that the check is sound in every seed that runs it: one group (a
+/// group's balance could move it), on the quiet network after every other check (the
+/// leader reached by a majority: an isolated server in the health seeds stays out of
+/// it), one-way delays within RTT/4, the leader fit and followed by every server that
+/// reaches it, no fit server preferred to it when preempt-delay is set, and no
+/// supervisor that hangs. Runs last, after L-drain (drawing from the run's generator
+/// only then, so nothing else moves).
+fn reload_stall_episode(s: &mut Sim, iso: Option<u16>, out: &mut Outcome) -> Option<String> {
+    let n = s.opts.n as u16;
+    if s.opts.groups > 1 {
+        return None;
+    }
+    let side: Vec<u16> = (1..=n).filter(|&x| Some(x) != iso).collect();
+    if side.len() <= s.opts.n / 2 {
+        return None;
+    }
+    let rtt_min = s
+        .hosts
+        .iter()
+        .map(|h| h.timers.rtt.as_nanos() as u64)
+        .min()
+        .unwrap_or(0);
+    s.opts.delay_min = s.opts.delay_min.min(rtt_min / 4);
+    s.opts.delay_max = s.opts.delay_max.min(rtt_min / 4).max(s.opts.delay_min);
+    s.opts.confirm_hung_pm = 0;
+    let t = s.settle_time().max(s.now) + report_time(s);
+    s.run_until(t);
+    if !s.check.violations.is_empty() {
+        return None;
+    }
+    let all_run = side.iter().all(|&x| s.is_up(x) && !s.is_paused(x));
+    let l = s
+        .leader()
+        .filter(|l| all_run && side.contains(l) && s.fit(*l))?;
+    let pr = |s: &Sim, x: u16| s.opts.priority(0, x);
+    let follows = side
+        .iter()
+        .all(|&x| s.status(x).is_some_and(|st| st.leader == Some(l)));
+    let preempt = s.opts.preempt_delay.is_some()
+        && side
+            .iter()
+            .any(|&x| x != l && s.fit(x) && pr(s, x) > pr(s, l));
+    if !follows || preempt {
+        return None;
+    }
+    let hbt = max_hbt(s);
+    let k = s.hosts.iter().map(|h| h.timers.k).max().unwrap_or(3);
+    let rtt = s
+        .hosts
+        .iter()
+        .map(|h| h.timers.rtt)
+        .max()
+        .unwrap_or_default();
+    let longer = 3 * hbt / 2 + s.rand(3 * hbt / 2 + 1);
+    let timers = sim::Timers {
+        heartbeat: Duration::from_nanos(longer),
+        rtt,
+        k,
+    };
+    if timers.hold() > Duration::from_secs(60).as_nanos() as u64 {
+        return None;
+    }
+    let hold = timers.hold();
+    let stall = 2 * hold + s.rand(hold + 1);
+    let t0 = s.now;
+    let won = s.check.won.len();
+    s.stall_disk(l, stall);
+    let stall_end = t0 + stall;
+    for x in 1..=n {
+        let at = t0 + 1 + s.rand(hbt);
+        s.reload_at(x, at, timers);
+    }
+    s.run_until(stall_end);
+    if !s.check.violations.is_empty() {
+        return None;
+    }
+    let covered = s.checks(0).lease_covers(l, t0, stall_end);
+    let elected = s.check.won[won..].first().copied();
+    if !covered || elected.is_some() {
+        let reach = s.checks(0).lease_reach(l, t0, stall_end);
+        return Some(format!(
+            "L-reload: leader {l}'s disk stalled at {} ms until {} ms, every server reloaded \
+             within {} ms to heartbeat {} us, K {k} (hold {} ms): its lease reached only \
+             {} ms; elected since: {elected:?}",
+            t0 / ms(1),
+            stall_end / ms(1),
+            hbt / ms(1),
+            longer / 1000,
+            hold / ms(1),
+            reach / ms(1)
+        ));
+    }
+    // The new timers come into force once the write lands after the thaw.
+    let limit = stall_end + hold;
+    let mut applied = None;
+    while s.now < limit && s.check.violations.is_empty() {
+        if s.heartbeat_of(l) == Some(timers.heartbeat) {
+            applied = Some(s.now);
+            break;
+        }
+        s.run_for(ms(1));
+    }
+    let Some(at) = applied else {
+        return Some(format!(
+            "L-reload: leader {l}'s disk thawed at {} ms; its reloaded heartbeat ({} us) not \
+             in force a hold ({} ms) later (in force: {:?})",
+            stall_end / ms(1),
+            longer / 1000,
+            hold / ms(1),
+            s.heartbeat_of(l)
+        ));
+    };
+    out.reload_stall = Some((at - stall_end) as f64 / 1e6);
+    None
+}
+
 fn seeds() -> Vec<u64> {
     if let Some(one) = std::env::var("SWARM_SEED")
         .ok()
@@ -3204,6 +3357,17 @@ fn swarm() {
             drains[drains.len() / 2].1,
             drains[drains.len() - 1].1,
             100.0 * worst
+        );
+    }
+    let mut reloads: Vec<f64> = results.iter().filter_map(|r| r.1.reload_stall).collect();
+    reloads.sort_by(f64::total_cmp);
+    if !reloads.is_empty() {
+        eprintln!(
+            "swarm reloads on a stalled disk (L-reload): {} episodes, the lease kept in every \
+             one; new timers in force after the thaw: median {:.0} ms, max {:.0} ms",
+            reloads.len(),
+            reloads[reloads.len() / 2],
+            reloads[reloads.len() - 1]
         );
     }
     // Straight to stderr, past the test harness's capture: the line belongs in CI logs.
@@ -4094,3 +4258,34 @@ fn negative_control_drain_write_holds_sends() {
 /// disk stalled from just before; server 2 led 855 ms later, against a bound of
 /// 108 ms.
 const DRAIN_WRITE_HOLDS_SENDS_SEED: u64 = 2;
+
+/// A reload's longer timers take effect at once again (`Sabotage::reload_holds_sends`,
+/// the rule before they waited for their hold on disk): the first LEAD with the longer
+/// hold waits for the leader's stalled disk and holds every later one, and the lease
+/// lapses. Before L-reload the default swarm with it found no violation and no
+/// liveness failure (the disk never stalled at a reload). The catching seed is
+/// asserted, and that it passes without the breakage.
+#[test]
+fn negative_control_reload_holds_sends() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            reload_holds_sends: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_reload_holds_sends",
+        "reload holds sends",
+        &broken,
+        &["L-reload"],
+        RELOAD_HOLDS_SENDS_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::reload_holds_sends`
+/// (6,329 of the 10,000 default seeds, `SWARM_COUNT=1`): leader 2, its disk stalled at
+/// 37,466 ms for 3.6 s, every server reloaded within 192 ms to heartbeat 341 ms, K 4
+/// (hold 1,365 ms); its lease reached only 38,239 ms, and 3 was elected at 38,243 ms.
+const RELOAD_HOLDS_SENDS_SEED: u64 = 2;
