@@ -106,6 +106,7 @@ impl Node {
         } = lead;
         self.term = term;
         let hold = self.faith_hold(hold_ms);
+        self.ack_hold_ms = ms_ceil(hold);
         self.update_promise(now, hold);
         // The ACK below leaves only once the term and the promise are on disk.
         self.persist();

@@ -618,5 +618,14 @@ impl Node {
             }
             self.promise = hold.max(self.promise_floor());
         }
+        // What leaves next reflects this hold (the ACK of a LEAD that carries it, or
+        // the LEAD itself): it waits for a pending write, which may already carry it
+        // (a promise grown ahead by a staged reload asks for a write that holds
+        // nothing, and growing no further asks for none). Without this the ACK left
+        // with its hold on no disk (review of cd433a6:
+        // tests/reload_stall_adversary.rs).
+        if ms_ceil(hold) > self.durable.hold_ms && self.requested.is_some() {
+            self.write_holds = true;
+        }
     }
 }

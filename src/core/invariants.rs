@@ -116,12 +116,21 @@ impl Node {
                     "LEAD hold {hold_ms} ms above the durable promise"
                 );
             }
-            Body::Ack { .. } => invariant!(
-                self,
-                d.term >= msg.term,
-                "ACK of term {} left before the term was durable",
-                msg.term
-            ),
+            Body::Ack { .. } => {
+                invariant!(
+                    self,
+                    d.term >= msg.term,
+                    "ACK of term {} left before the term was durable",
+                    msg.term
+                );
+                invariant!(
+                    self,
+                    d.hold_ms >= self.ack_hold_ms,
+                    "ACK of a LEAD with hold {} ms left with {} ms on disk",
+                    self.ack_hold_ms,
+                    d.hold_ms
+                );
+            }
             Body::Elect { .. } => {}
         }
     }

@@ -131,6 +131,10 @@ pub struct Node {
     /// node, not per leadership: a new leadership asks everyone for its first
     /// `SPARSE_AFTER` heartbeats, so every follower's flag reaches it first anyway.
     last_ack_unfit: Option<bool>,
+    /// The hold, in ms rounded up, of the last LEAD this server accepted as a
+    /// follower: its ACK may leave only once a hold that long is on disk (checked at
+    /// each ACK, `check_durable_for`).
+    ack_hold_ms: u32,
     leadership: Option<Leadership>,
     resign: Resign,
 
@@ -239,6 +243,7 @@ impl Node {
             staged: None,
             held: VecDeque::new(),
             last_ack_unfit: None,
+            ack_hold_ms: 0,
             out: VecDeque::new(),
             counters: Counters::default(),
             cfg,

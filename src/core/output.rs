@@ -64,10 +64,16 @@ impl Node {
             // write holds, datagrams wait for every write asked for until none is
             // pending (a later write may undo what the held ones reflect, so none may
             // leave before all are confirmed, as with any write).
+            // Nor does a shorter hold: what leaves needs a hold at least as long on
+            // disk, never a shorter one (a longer one there only makes a restart stay
+            // quiet longer). What leaves with a longer hold than the disk's waits for
+            // its write on its own (`update_promise`).
             self.write_holds |= Durable {
                 drained: base.drained,
+                hold_ms: base.hold_ms,
                 ..want
-            } != base;
+            } != base
+                || want.hold_ms > base.hold_ms;
             self.requested = Some(want);
             self.out.push_back(Output::Persist(want));
         }
