@@ -624,7 +624,10 @@ impl Node {
         // nothing, and growing no further asks for none). Without this the ACK left
         // with its hold on no disk (review of cd433a6:
         // tests/reload_stall_adversary.rs).
-        if ms_ceil(hold) > self.durable.hold_ms && self.requested.is_some() {
+        // The bound is the lowest hold that may still land, not the disk's now: a
+        // write that lowered the hold, asked for earlier, holds nothing and may land
+        // after the datagram (second review).
+        if ms_ceil(hold) > self.min_hold_pending() && self.requested.is_some() {
             self.write_holds = true;
         }
     }

@@ -112,8 +112,9 @@ impl Node {
                 );
                 invariant!(
                     self,
-                    resign || d.hold_ms >= hold_ms,
-                    "LEAD hold {hold_ms} ms above the durable promise"
+                    resign || self.min_hold_pending() >= hold_ms,
+                    "LEAD hold {hold_ms} ms above the durable promise (or one a pending write \
+                     may leave)"
                 );
             }
             Body::Ack { .. } => {
@@ -123,12 +124,17 @@ impl Node {
                     "ACK of term {} left before the term was durable",
                     msg.term
                 );
+                // The hold of the last LEAD accepted, unless the promise has since
+                // shrunk below it (the faith that LEAD earned has then run down to
+                // within the promise): an ACK held and released after that needs only
+                // the promise on disk.
+                let need = self.ack_hold_ms.min(ms_ceil(self.promise));
                 invariant!(
                     self,
-                    d.hold_ms >= self.ack_hold_ms,
-                    "ACK of a LEAD with hold {} ms left with {} ms on disk",
-                    self.ack_hold_ms,
-                    d.hold_ms
+                    self.min_hold_pending() >= need,
+                    "ACK of a LEAD with hold {need} ms left with {} ms on disk (or that a \
+                     pending write may leave)",
+                    self.min_hold_pending()
                 );
             }
             Body::Elect { .. } => {}

@@ -147,6 +147,8 @@ pub struct Node {
     /// A write asked for since the last time none was pending changes more than the
     /// drain (`Node::sends_wait`): datagrams wait until every write is confirmed.
     write_holds: bool,
+    /// The lowest hold asked for since no write was pending (`min_hold_pending`).
+    pending_min_hold: u32,
     /// A reload's timers whose hold is longer than the one on disk: they take effect
     /// once a write of that hold is confirmed (`Node::set_timers`); until then the
     /// timers in force, and their hold, go on.
@@ -240,6 +242,7 @@ impl Node {
             durable,
             requested: None,
             write_holds: false,
+            pending_min_hold: 0,
             staged: None,
             held: VecDeque::new(),
             last_ack_unfit: None,
@@ -452,7 +455,9 @@ impl Node {
         let hold = cfg.hold();
         // Not longer than the hold on disk, or than the one in force (whose LEADs wait
         // for their own write as before): nothing to wait for.
-        let covered = ms_ceil(hold) <= self.durable.hold_ms.max(ms_ceil(self.hold));
+        // On disk: the lowest hold that may be there once the pending writes land (a
+        // write that lowered it may still be in flight: second review).
+        let covered = ms_ceil(hold) <= self.min_hold_pending().max(ms_ceil(self.hold));
         if covered || self.cfg.sabotage.reload_holds_sends {
             self.staged = None;
             self.apply_timers(cfg);
@@ -518,7 +523,7 @@ impl Node {
         let ready = self
             .staged
             .as_ref()
-            .is_some_and(|c| ms_ceil(c.hold()) <= self.durable.hold_ms);
+            .is_some_and(|c| ms_ceil(c.hold()) <= self.min_hold_pending());
         if ready {
             if let Some(cfg) = self.staged.take() {
                 debug!("{}new timers in force, their hold on disk", self.log_tag);

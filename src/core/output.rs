@@ -74,8 +74,32 @@ impl Node {
                 ..want
             } != base
                 || want.hold_ms > base.hold_ms;
-            self.requested = Some(want);
-            self.out.push_back(Output::Persist(want));
+            self.ask_write(want);
+        }
+    }
+
+    /// Records and emits a write of `want`, keeping the lowest hold that may still
+    /// land (`min_hold_pending`).
+    fn ask_write(&mut self, want: Durable) {
+        self.pending_min_hold = if self.requested.is_some() {
+            self.pending_min_hold.min(want.hold_ms)
+        } else {
+            self.durable.hold_ms.min(want.hold_ms)
+        };
+        self.requested = Some(want);
+        self.out.push_back(Output::Persist(want));
+    }
+
+    /// The lowest hold, in ms, that the disk may hold once the writes now pending have
+    /// landed or not: what is on disk, and every write asked for since none was
+    /// pending (a write that lowers the hold holds nothing, and may land after a
+    /// datagram that left). A datagram that reflects a longer hold waits
+    /// (`update_promise`), and staged timers apply only once it covers them.
+    pub(super) fn min_hold_pending(&self) -> u32 {
+        if self.requested.is_some() {
+            self.pending_min_hold.min(self.durable.hold_ms)
+        } else {
+            self.durable.hold_ms
         }
     }
 
@@ -95,8 +119,7 @@ impl Node {
                 hold_ms: base.hold_ms.max(want.hold_ms),
                 ..base
             };
-            self.requested = Some(want);
-            self.out.push_back(Output::Persist(want));
+            self.ask_write(want);
         }
     }
 
