@@ -503,9 +503,23 @@ fn longer_timers_wait_for_their_hold_on_disk() {
         hbt(200),
         "the waiting timers wait again"
     );
-    // The write of 600 ms confirmed (the refused reload's, of 1,200 ms, is still
-    // asked for): the waiting timers come into force.
+    // The write of 600 ms confirmed while the refused reload's, of 1,200 ms, is still
+    // asked for: the waiting timers stay waiting, since the core counts the lowest
+    // hold asked for since no write was pending (300 ms on disk when the first was
+    // asked) as what may still land (`min_hold_pending`, conservative).
+    let later: Vec<Durable> = drain(&mut n)
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Persist(d) => Some(d),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(later.len(), 1, "one write of the refused reload's hold");
     n.handle_persisted(ms(1), writes[0]);
+    assert_eq!(n.heartbeat(), hbt(80));
+    assert!(n.timers_waiting());
+    // Every write landed: the waiting timers come into force.
+    n.handle_persisted(ms(2), later[0]);
     assert_eq!(n.heartbeat(), hbt(200));
     assert!(!n.timers_waiting());
     assert_eq!(n.timers_asked().1, hbt(200));
