@@ -62,6 +62,17 @@ fn elect(sender: u16, term: u64, heard: u8) -> Message {
     )
 }
 
+/// The writes the node asks for, from its pending outputs.
+fn persists(n: &mut Node) -> Vec<Durable> {
+    drain(n)
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Persist(d) => Some(d),
+            _ => None,
+        })
+        .collect()
+}
+
 fn sends(out: &[Output]) -> Vec<(Dest, Body)> {
     out.iter()
         .filter_map(|o| match o {
@@ -483,13 +494,7 @@ fn longer_timers_wait_for_their_hold_on_disk() {
     );
     assert!(n.timers_waiting());
     assert_eq!(n.timers_asked().1, hbt(200));
-    let writes: Vec<Durable> = drain(&mut n)
-        .into_iter()
-        .filter_map(|o| match o {
-            Output::Persist(d) => Some(d),
-            _ => None,
-        })
-        .collect();
+    let writes = persists(&mut n);
     assert_eq!(writes.len(), 1, "one write of the longer hold");
     assert_eq!(writes[0].hold_ms, 600);
     // A reload refused after set_timers puts back what waited, too.
@@ -507,13 +512,7 @@ fn longer_timers_wait_for_their_hold_on_disk() {
     // asked for: the waiting timers stay waiting, since the core counts the lowest
     // hold asked for since no write was pending (300 ms on disk when the first was
     // asked) as what may still land (`min_hold_pending`, conservative).
-    let later: Vec<Durable> = drain(&mut n)
-        .into_iter()
-        .filter_map(|o| match o {
-            Output::Persist(d) => Some(d),
-            _ => None,
-        })
-        .collect();
+    let later = persists(&mut n);
     assert_eq!(later.len(), 1, "one write of the refused reload's hold");
     n.handle_persisted(ms(1), writes[0]);
     assert_eq!(n.heartbeat(), hbt(80));

@@ -2865,6 +2865,25 @@ fn drain_bound(s: &Sim) -> Real {
         + ms(1)
 }
 
+/// The quiet shape L-drain and L-reload run on: one-way delays within a quarter of the
+/// shortest RTT (L-rest's reload may have fixed every delay at RTT/2: no longer), no
+/// supervisor that hangs; then every daemon settled and every fitness report current.
+/// False if a violation stopped the run meanwhile.
+fn quiet_and_settled(s: &mut Sim) -> bool {
+    let rtt_min = s
+        .hosts
+        .iter()
+        .map(|h| h.timers.rtt.as_nanos() as u64)
+        .min()
+        .unwrap_or(0);
+    s.opts.delay_min = s.opts.delay_min.min(rtt_min / 4);
+    s.opts.delay_max = s.opts.delay_max.min(rtt_min / 4).max(s.opts.delay_min);
+    s.opts.confirm_hung_pm = 0;
+    let t = s.settle_time().max(s.now) + report_time(s);
+    s.run_until(t);
+    s.check.violations.is_empty()
+}
+
 /// L-drain (docs/PROTOCOL.md, "Durable state"; SPEC sections 4, 13): a sitting leader
 /// is drained while its state disk stalls (`Sim::stall_disk`): the stall begins up to
 /// a heartbeat before the drain, at it, or just after it (within two writes' time,
@@ -2911,22 +2930,9 @@ fn drain_stall_episode(s: &mut Sim, iso: Option<u16>, out: &mut Outcome) -> Opti
     if side.len() <= s.opts.n / 2 + 1 {
         return None;
     }
-    let rtt_min = s
-        .hosts
-        .iter()
-        .map(|h| h.timers.rtt.as_nanos() as u64)
-        .min()
-        .unwrap_or(0);
-    // (L-rest's reload may have fixed every delay at RTT/2: no longer.)
-    s.opts.delay_min = s.opts.delay_min.min(rtt_min / 4);
-    s.opts.delay_max = s.opts.delay_max.min(rtt_min / 4).max(s.opts.delay_min);
     s.opts.confirm_max = s.opts.confirm_max.min(max_hbt(s) / 10);
     s.opts.confirm_min = s.opts.confirm_min.min(s.opts.confirm_max);
-    s.opts.confirm_hung_pm = 0;
-    // Every daemon settled, then every fitness report current.
-    let t = s.settle_time().max(s.now) + report_time(s);
-    s.run_until(t);
-    if !s.check.violations.is_empty() {
+    if !quiet_and_settled(s) {
         return None;
     }
     let l = s.leader().filter(|l| side.contains(l) && s.fit(*l))?;
@@ -3039,18 +3045,7 @@ fn reload_stall_episode(s: &mut Sim, iso: Option<u16>, out: &mut Outcome) -> Opt
     if side.len() <= s.opts.n / 2 {
         return None;
     }
-    let rtt_min = s
-        .hosts
-        .iter()
-        .map(|h| h.timers.rtt.as_nanos() as u64)
-        .min()
-        .unwrap_or(0);
-    s.opts.delay_min = s.opts.delay_min.min(rtt_min / 4);
-    s.opts.delay_max = s.opts.delay_max.min(rtt_min / 4).max(s.opts.delay_min);
-    s.opts.confirm_hung_pm = 0;
-    let t = s.settle_time().max(s.now) + report_time(s);
-    s.run_until(t);
-    if !s.check.violations.is_empty() {
+    if !quiet_and_settled(s) {
         return None;
     }
     let all_run = side.iter().all(|&x| s.is_up(x) && !s.is_paused(x));

@@ -68,12 +68,7 @@ impl Node {
             // disk, never a shorter one (a longer one there only makes a restart stay
             // quiet longer). What leaves with a longer hold than the disk's waits for
             // its write on its own (`update_promise`).
-            self.write_holds |= Durable {
-                drained: base.drained,
-                hold_ms: base.hold_ms,
-                ..want
-            } != base
-                || want.hold_ms > base.hold_ms;
+            self.write_holds |= changes_more_than_hold(&want, &base) || want.hold_ms > base.hold_ms;
             self.ask_write(want);
         }
     }
@@ -111,14 +106,7 @@ impl Node {
         let want = self.durable_view();
         let base = self.requested.unwrap_or(self.durable);
         if want != base {
-            self.write_holds |= Durable {
-                drained: base.drained,
-                hold_ms: base.hold_ms.max(want.hold_ms),
-                ..want
-            } != Durable {
-                hold_ms: base.hold_ms.max(want.hold_ms),
-                ..base
-            };
+            self.write_holds |= changes_more_than_hold(&want, &base);
             self.ask_write(want);
         }
     }
@@ -216,4 +204,14 @@ impl Node {
                 && matches!(m.body, Body::Lead { resign: false, .. }))
         });
     }
+}
+
+/// True when `want` differs from `base` in what a datagram may reflect besides the hold
+/// (the term, a vote, the term led); the drain is reflected by none.
+fn changes_more_than_hold(want: &Durable, base: &Durable) -> bool {
+    Durable {
+        drained: base.drained,
+        hold_ms: base.hold_ms,
+        ..*want
+    } != *base
 }
