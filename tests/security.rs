@@ -516,7 +516,7 @@ fn passed_descriptors_cannot_exhaust_the_daemons_descriptor_table() {
     }
     let before = open_fds(d);
     let t = electd::supervise::StopTimers::create().unwrap();
-    let (two, four) = ([t.term_fd(), t.kill_fd()], [t.term_fd(); 4]);
+    let (two, four) = ([t.fd(); 2], [t.fd(); 4]);
     let mut conns = Vec::new();
     for i in 0..electd::control::MAX_CLIENTS {
         let Ok(mut s) = UnixStream::connect(c.sock(victim)) else {

@@ -23,8 +23,10 @@ use mio::{Interest, Registry, Token};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// The most descriptors taken with one request (the two stop timers); more are closed
-/// at once and the request refused.
+/// The most descriptors taken with one request; more are closed at once and the
+/// request refused. `supervise` keeps one (the stop timer); two are still taken here so
+/// that an older `run`, which passes two timers, is told "2 descriptors passed, 1
+/// expected" and registers without them.
 pub const MAX_PASSED: usize = 2;
 /// The most descriptors waiting for their request lines in the whole daemon (32: 16
 /// clients' stop timers arriving at once); a batch beyond is closed at once and its

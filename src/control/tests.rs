@@ -258,12 +258,8 @@ fn passed_descriptors_belong_to_their_line() {
     let mut s = f.connect();
     let t = crate::supervise::StopTimers::create().unwrap();
     s.write_all(b"ping\n").unwrap();
-    crate::supervise::send_with_fds(
-        &mut s,
-        b"supervise grace_ms=100\n",
-        &[t.term_fd(), t.kill_fd()],
-    )
-    .unwrap();
+    crate::supervise::send_with_fds(&mut s, b"supervise grace_ms=100\n", &[t.fd(), t.fd()])
+        .unwrap();
     s.write_all(b"status\nping\n").unwrap();
     f.read_all();
     let reqs = f.control.take_requests(Instant::now());
@@ -284,7 +280,7 @@ fn passed_descriptors_belong_to_their_line() {
         ]
     );
     // Too many descriptors: all closed at once, the request knows why.
-    let many: Vec<i32> = (0..super::MAX_PASSED + 1).map(|_| t.term_fd()).collect();
+    let many: Vec<i32> = (0..super::MAX_PASSED + 1).map(|_| t.fd()).collect();
     crate::supervise::send_with_fds(&mut s, b"supervise grace_ms=100\n", &many).unwrap();
     f.read_all();
     let reqs = f.control.take_requests(Instant::now());
@@ -296,7 +292,7 @@ fn passed_descriptors_belong_to_their_line() {
     );
     assert_eq!(f.control.counters.passed_refused, 1);
     // Descriptors with a line the next read does not end: closed, the line refused.
-    crate::supervise::send_with_fds(&mut s, b"supervise gr", &[t.term_fd(), t.kill_fd()]).unwrap();
+    crate::supervise::send_with_fds(&mut s, b"supervise gr", &[t.fd(), t.fd()]).unwrap();
     f.read_all();
     s.write_all(b"ace").unwrap();
     f.read_all();
@@ -311,7 +307,7 @@ fn passed_descriptors_belong_to_their_line() {
     );
     assert_eq!(f.control.counters.passed_refused, 2);
     // Split across two reads: the next read ends the line, the descriptors are taken.
-    crate::supervise::send_with_fds(&mut s, b"supervise gr", &[t.term_fd(), t.kill_fd()]).unwrap();
+    crate::supervise::send_with_fds(&mut s, b"supervise gr", &[t.fd(), t.fd()]).unwrap();
     f.read_all();
     s.write_all(b"ace_ms=100\n").unwrap();
     f.read_all();
@@ -319,9 +315,9 @@ fn passed_descriptors_belong_to_their_line() {
     assert_eq!(reqs.len(), 1);
     assert_eq!(reqs[0].1.1.fds.len(), 2, "{:?}", reqs[0].1.1);
     // A second batch while one waits for its line: the client is dropped.
-    crate::supervise::send_with_fds(&mut s, b"s", &[t.term_fd()]).unwrap();
+    crate::supervise::send_with_fds(&mut s, b"s", &[t.fd()]).unwrap();
     f.read_all();
-    crate::supervise::send_with_fds(&mut s, b"s", &[t.term_fd()]).unwrap();
+    crate::supervise::send_with_fds(&mut s, b"s", &[t.fd()]).unwrap();
     f.read_all();
     assert!(f.control.take_requests(Instant::now()).is_empty());
     assert_eq!(
@@ -341,8 +337,7 @@ fn parked_descriptors_are_capped_daemon_wide() {
     let n = super::MAX_PARKED / super::MAX_PASSED;
     let mut conns: Vec<_> = (0..n + 1).map(|_| f.connect()).collect();
     for s in conns.iter_mut() {
-        crate::supervise::send_with_fds(s, b"supervise grace_ms=1", &[t.term_fd(), t.kill_fd()])
-            .unwrap();
+        crate::supervise::send_with_fds(s, b"supervise grace_ms=1", &[t.fd(), t.fd()]).unwrap();
         f.read_all();
     }
     assert_eq!(
@@ -374,7 +369,7 @@ fn every_descriptor_of_a_message_is_received_then_closed_off_the_loop() {
     let mut f = Fixture::new("scm-max");
     let mut s = f.connect();
     let t = crate::supervise::StopTimers::create().unwrap();
-    let many = vec![t.term_fd(); super::SCM_MAX_FD];
+    let many = vec![t.fd(); super::SCM_MAX_FD];
     crate::supervise::send_with_fds(&mut s, b"supervise grace_ms=100\n", &many).unwrap();
     f.read_all();
     let reqs = f.control.take_requests(Instant::now());

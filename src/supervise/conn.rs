@@ -190,8 +190,7 @@ impl Conn {
             .set_write_timeout(Some(Duration::from_secs(1)))
             .and_then(|_| {
                 if pass_timers() {
-                    let fds = [timers.term_fd(), timers.kill_fd()];
-                    send_with_fds(&mut stream, req.as_bytes(), &fds)
+                    send_with_fds(&mut stream, req.as_bytes(), &[timers.fd()])
                 } else {
                     stream.write_all(req.as_bytes())
                 }

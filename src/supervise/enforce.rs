@@ -6,19 +6,21 @@
 //! fresh exec of the same binary: nothing of `run`'s state, threads or locks is
 //! inherited), in a process group of its own, so `kill -STOP` of run's pid, a debugger
 //! on run, or a terminal's ^Z or ^C do not reach it. Its stdin is a pipe from `run`,
-//! fd 3 the command's pidfd, fds 4 and 5 `run`'s stop timers (`supervise/timers.rs`): two
-//! CLOCK_BOOTTIME timerfds that fire at the SIGTERM and SIGKILL instants of the last
-//! lease end armed. The daemon re-arms them at every renewal (or, with a daemon that
-//! does not take them, `run` does from each line); the enforcer never arms them, it
-//! only sleeps on them, so a lease renewed in time never wakes it (issue 25):
+//! fd 3 the command's pidfd, fd 4 `run`'s stop timer (`supervise/timers.rs`): a
+//! CLOCK_BOOTTIME timerfd that fires at the SIGTERM instant of the last lease end armed
+//! and carries its SIGKILL instant. The daemon re-arms it at every renewal (or, with a
+//! daemon that does not take it, `run` does from each line); the enforcer never arms
+//! it, it only sleeps on it, so a lease renewed in time never wakes it (issue 25):
 //!
-//! - the SIGTERM timer fired: the pipe is read for `T` (run sent SIGTERM itself); if
+//! - the stop timer fired: the pipe is read for `T` (run sent SIGTERM itself); if
 //!   none came, a live `run` that woke on the same timer is given a few ms (at most a
 //!   quarter of the grace) to say it, then the enforcer sends SIGTERM to the command's
 //!   process group itself;
-//! - the SIGKILL timer fired: SIGKILL to the group;
-//! - it acts on what the timers say when it looks (their time left), not on its own
-//!   reading of the clock: a stopped enforcer that resumes acts at once on what came due;
+//! - the SIGKILL instant came (its own alarm, armed from the fired stop timer, rang):
+//!   SIGKILL to the group;
+//! - it acts on what the stop timer says when it looks (the instants armed), not on its
+//!   own idea of when it should have woken: a stopped enforcer that resumes acts at
+//!   once on what came due;
 //! - when the command's leader exits, it SIGKILLs what is left of the group and exits;
 //!   it also exits once the group is empty.
 //!
@@ -36,9 +38,8 @@ use std::time::Duration;
 pub const SUBCOMMAND: &str = "__enforce";
 /// The descriptor the command's pidfd is handed on as.
 const PIDFD: i32 = 3;
-/// The descriptors the SIGTERM and SIGKILL timers are handed on as.
-const TERM_FD: i32 = 4;
-const KILL_FD: i32 = 5;
+/// The descriptor the stop timer is handed on as.
+const TIMER_FD: i32 = 4;
 /// How long after its SIGTERM timer fired the enforcer waits for a live `run`'s `T`
 /// (ns, at most a quarter of the grace), so the command does not get two SIGTERMs.
 const TERM_LAG: u64 = 5_000_000;
@@ -69,7 +70,7 @@ fn nonblocking_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 
 impl Enforcer {
     /// Starts the enforcer of the command whose process group is `pgid` (its pidfd
-    /// `cmd_pidfd`, if one could be opened), sleeping on `timers`.
+    /// `cmd_pidfd`, if one could be opened), sleeping on `timers`' stop timer.
     pub fn start(
         pgid: u32,
         cmd_pidfd: Option<&OwnedFd>,
@@ -98,18 +99,14 @@ impl Enforcer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
-        let srcs = [
-            cmd_pidfd.map_or(-1, AsRawFd::as_raw_fd),
-            timers.term_fd(),
-            timers.kill_fd(),
-        ];
+        let srcs = [cmd_pidfd.map_or(-1, AsRawFd::as_raw_fd), timers.fd()];
         // SAFETY: fcntl and dup2 are async-signal-safe; they only touch the child's
         // descriptor table. Each source is first copied above fd 9 (close-on-exec), so
-        // no dup2 onto 3, 4 or 5 can clobber a source not yet placed; dup2 then clears
-        // close-on-exec on 3, 4 and 5 only.
+        // no dup2 onto 3 or 4 can clobber a source not yet placed; dup2 then clears
+        // close-on-exec on 3 and 4 only.
         unsafe {
             cmd.pre_exec(move || {
-                let mut high = [-1; 3];
+                let mut high = [-1; 2];
                 for (h, &s) in high.iter_mut().zip(&srcs) {
                     if s >= 0 {
                         *h = libc::fcntl(s, libc::F_DUPFD_CLOEXEC, 10);
@@ -118,7 +115,7 @@ impl Enforcer {
                         }
                     }
                 }
-                for (&h, to) in high.iter().zip([PIDFD, TERM_FD, KILL_FD]) {
+                for (&h, to) in high.iter().zip([PIDFD, TIMER_FD]) {
                     if h >= 0 && libc::dup2(h, to) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
@@ -241,16 +238,6 @@ fn readable(fd: RawFd, timeout_ns: u64) -> bool {
     unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) == 1 && p.revents != 0 }
 }
 
-/// True when the one-shot timerfd `fd` has no time left (it fired; or was never armed,
-/// which `run` never lets happen to a running command's timers: then act at once).
-fn due(fd: RawFd) -> bool {
-    // SAFETY: an all-zero itimerspec is valid; timerfd_gettime fills it.
-    let mut cur: libc::itimerspec = unsafe { std::mem::zeroed() };
-    // SAFETY: timerfd_gettime writes one itimerspec.
-    let r = unsafe { libc::timerfd_gettime(fd, &mut cur) };
-    r != 0 || (cur.it_value.tv_sec == 0 && cur.it_value.tv_nsec == 0)
-}
-
 /// The enforcer's state: what was sent already.
 struct State {
     a: Args,
@@ -261,14 +248,16 @@ struct State {
 }
 
 impl State {
-    /// Signals what the timers say is due.
-    fn act(&mut self, term: RawFd, kill: RawFd) {
-        if !self.killed && due(kill) {
+    /// Signals what the stop timer says is due.
+    fn act(&mut self, timers: &StopTimers) {
+        let look = timers.look();
+        let now = crate::time::boot_now().as_nanos();
+        if !self.killed && look.kill_ns() <= now {
             self.killed = true;
             group(self.a.pgid, libc::SIGKILL);
             return;
         }
-        if self.killed || self.termed || !due(term) {
+        if self.killed || self.termed || look.room(now) {
             return;
         }
         if self.open && read_term(&mut self.open) {
@@ -299,14 +288,19 @@ pub fn main(args: &[String]) -> i32 {
         let fl = libc::fcntl(0, libc::F_GETFL);
         libc::fcntl(0, libc::F_SETFL, fl | libc::O_NONBLOCK);
     }
-    if !is_open(TERM_FD) || !is_open(KILL_FD) {
+    // The stop timer run handed on as fd 4 (checked open), with an alarm of this
+    // process's own for the SIGKILL instant.
+    let timers = if is_open(TIMER_FD) {
+        // SAFETY: fd 4 is open and this process owns its copy.
+        StopTimers::adopt(unsafe { OwnedFd::from_raw_fd(TIMER_FD) }).ok()
+    } else {
+        None
+    };
+    let Some(timers) = timers else {
         // Nothing to sleep on: the command may not outlive a lease nobody enforces.
         group(a.pgid, libc::SIGKILL);
         return 1;
-    }
-    // SAFETY: fds 4 and 5 are the timers run handed on (checked open); this process
-    // owns its copies.
-    let (term, kill) = unsafe { (OwnedFd::from_raw_fd(TERM_FD), OwnedFd::from_raw_fd(KILL_FD)) };
+    };
     let pidfd = a.pidfd.then_some(PIDFD);
     let mut s = State {
         a,
@@ -317,7 +311,7 @@ pub fn main(args: &[String]) -> i32 {
     // Bounded by the command's life: each pass sleeps until a timer fires or the
     // command's leader exits (or TICK without a pidfd, or once SIGKILL is sent).
     loop {
-        s.act(term.as_raw_fd(), kill.as_raw_fd());
+        s.act(&timers);
         if pidfd.is_some_and(|fd| readable(fd, 0)) {
             // Nothing of the group may outlive its leader (as run does on a reap).
             group(s.a.pgid, libc::SIGKILL);
@@ -326,14 +320,15 @@ pub fn main(args: &[String]) -> i32 {
         if !group_exists(s.a.pgid) {
             return 0;
         }
-        wait(&s, pidfd, &term, &kill);
+        wait(&s, pidfd, &timers);
     }
 }
 
-/// Sleeps until a timer not yet acted on fires or the command's leader exits. Expired
-/// timers are never read (run polls them too) and not watched once acted on.
-fn wait(s: &State, pidfd: Option<i32>, term: &OwnedFd, kill: &OwnedFd) {
-    let mut fds = Vec::with_capacity(3);
+/// Sleeps until the stop timer fires (SIGTERM not sent yet), or its SIGKILL instant
+/// comes (the alarm once it fired), or the command's leader exits. A fired stop timer
+/// is never read (run polls it too) and not watched once acted on.
+fn wait(s: &State, pidfd: Option<i32>, timers: &StopTimers) {
+    let mut fds = Vec::with_capacity(2);
     let mut watch = |fd: RawFd| {
         fds.push(libc::pollfd {
             fd,
@@ -341,11 +336,12 @@ fn wait(s: &State, pidfd: Option<i32>, term: &OwnedFd, kill: &OwnedFd) {
             revents: 0,
         })
     };
-    if !s.termed && !s.killed {
-        watch(term.as_raw_fd());
-    }
     if !s.killed {
-        watch(kill.as_raw_fd());
+        watch(if s.termed {
+            timers.kill_fd()
+        } else {
+            timers.fd()
+        });
     }
     if let Some(fd) = pidfd {
         watch(fd);

@@ -5,22 +5,23 @@
 //! the command's pidfd, its stop timer and its own signals, with a timeout equal to the
 //! next thing it must do, so it learns of a planned stop at once.
 //!
-//! - Renewals (issue 25): `run` makes two CLOCK_BOOTTIME timerfds, its stop timers
-//!   (`timers.rs`), that fire at the SIGTERM and SIGKILL instants of a lease end
-//!   ([`stop_at`]), and passes them with SCM_RIGHTS on `supervise`. The daemon re-arms
-//!   them at every renewal from its own lease end, so a steady leader's `run` and its
-//!   enforcer wake for nothing. A daemon that does not take them (older, or it refused
-//!   them) pushes every renewal as a line, and `run` arms them itself from each line.
+//! - Renewals (issue 25): `run` makes a CLOCK_BOOTTIME timerfd, its stop timer
+//!   (`timers.rs`), that fires at the SIGTERM instant of a lease end and carries its
+//!   SIGKILL instant ([`stop_at`]), and passes it with SCM_RIGHTS on `supervise`. The
+//!   daemon re-arms it at every renewal from its own lease end (one `timerfd_settime`),
+//!   so a steady leader's `run` and its enforcer wake for nothing. A daemon that does
+//!   not take it (older, or it refused it) pushes every renewal as a line, and `run`
+//!   arms it itself from each line.
 //!
 //! - Planned stop (the daemon reports non-leader while the known lease has time left):
 //!   SIGTERM to the command's process group, wait out `--grace` (or until it exits),
 //!   SIGKILL only after the grace, then `released N` for the non-leader line N: the
 //!   daemon's RESIGN waits for that (SPEC section 6, Resign).
 //! - The lease end is enforced here too, on CLOCK_BOOTTIME, so a frozen or dead daemon
-//!   cannot keep the command alive: SIGTERM when the SIGTERM timer fires (`grace +
-//!   MARGIN` before the last lease end armed), SIGKILL after the grace or when the
-//!   SIGKILL timer fires (`MARGIN` before it). The command starts only while the SIGTERM
-//!   timer has not fired. A lost connection counts as a planned stop.
+//!   cannot keep the command alive: SIGTERM when the stop timer fires (`grace +
+//!   MARGIN` before the last lease end armed), SIGKILL after the grace or at the
+//!   SIGKILL instant it carries (`MARGIN` before it). The command starts only while the
+//!   stop timer has not fired. A lost connection counts as a planned stop.
 //! - Options that cannot work are refused at start (exit 2): `grace + MARGIN` must fit
 //!   in the least lease a steady leader can have left just before a renewal,
 //!   `lease_len - heartbeat - rtt` (see [`check_grace`]); then the command is never
@@ -76,7 +77,7 @@ pub use options::{
     DEFAULT_RESTART_WINDOW, MAX_GRACE, MAX_RESTART_WINDOW, MAX_RESTARTS, RunOptions,
 };
 pub use restarts::RestartWindow;
-pub use timers::{ArmFirst, StopTimers, TimersRefused, arm_order};
+pub use timers::{Alarm, INTERVAL_BASE_NS, Look, StopTimers, TimersRefused, look};
 
 use command::Running;
 use conn::Conn;

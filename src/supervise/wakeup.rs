@@ -123,10 +123,11 @@ impl Supervisor<'_> {
             .as_ref()
             .and_then(|r| r.exit_fd.as_ref())
             .and_then(|fd| at(&mut fds, fd.as_raw_fd()));
-        // A running command's next stop timer: SIGTERM's until it is sent, then
-        // SIGKILL's. Never one already acted on: an expired timer stays readable.
+        // A running command's next stop instant: the stop timer until SIGTERM is sent,
+        // then SIGKILL's (the alarm once the stop timer fired: a fired timer stays
+        // readable, and is not watched once acted on).
         let _ = match self.running.as_ref().map(|r| r.kill_at_ns.is_some()) {
-            Some(false) => at(&mut fds, self.timers.term_fd()),
+            Some(false) => at(&mut fds, self.timers.fd()),
             Some(true) => at(&mut fds, self.timers.kill_fd()),
             None => None,
         };
