@@ -46,7 +46,10 @@ def write_conf(d, name, port, hbt, extra=""):
         f.write(f"cluster {name}\n")
         for i in (1, 2, 3):
             f.write(f"server {i} 127.0.0.1:{port + i - 1} name s{i}" + (" priority 200" if i == 1 else "") + "\n")
-        f.write(f"unicast\nheartbeat {hbt}ms\nrtt 20ms\nmissed-heartbeats 3\n{extra}"
+        # RTT (ms, 20 by default): a slower tool (lackey) on a busy machine needs more,
+        # or server 1 misses every round it is handed and never leads.
+        rtt = env_num("RTT", 20, 1, 60000, int)
+        f.write(f"unicast\nheartbeat {hbt}ms\nrtt {rtt}ms\nmissed-heartbeats 3\n{extra}"
                 f"socket {d}/{{id}}.sock\nstate {d}/{{id}}.state\n")
     return conf
 

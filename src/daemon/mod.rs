@@ -177,6 +177,9 @@ pub struct Daemon {
     signals: i32,
     metrics: Metrics,
     udp_more: [bool; 2],
+    /// What recvmmsg(2) fills (`net.rs`), made at the first read and reused: taken out
+    /// for a read and put back after it.
+    batch: Option<Box<net::Batch>>,
     /// The UDP sockets are deregistered: the host said its datagrams may wait, so they
     /// are read at every wakeup before the timers (`net.rs`, issue 25).
     udp_deferred: bool,
@@ -393,6 +396,7 @@ impl Daemon {
             signals,
             metrics: Metrics::default(),
             udp_more: [false; 2],
+            batch: None,
             udp_deferred: false,
             all_dirty: false,
             started: Instant::now(),

@@ -69,7 +69,6 @@ impl Daemon {
     fn report_group(&mut self, g: usize, now: Time) -> bool {
         let view = self.view_of(g, now);
         self.note_leader(g, view.leader);
-        let several = self.cfg.has_groups();
         let group = &mut self.groups[g];
         let old = group.view;
         if view == old {
@@ -92,6 +91,9 @@ impl Daemon {
             let leader = view.leader.map_or("none".to_string(), |l| {
                 format!("{l} ({})", self.cfg.name_of(l))
             });
+            // Read here only: at rest (a renewal) nothing is logged, and the
+            // configuration's group line is not touched (issue 25).
+            let several = self.cfg.has_groups();
             info!(
                 "{}role {}, term {}, leader {leader}",
                 group.tag(several),

@@ -401,7 +401,14 @@ impl Host {
             !self.unflushed,
             "a waiting datagram's outputs need a flush first"
         );
-        self.transmits.pop_front()
+        let t = self.transmits.pop_front();
+        if self.transmits.is_empty() {
+            // Back to the start of its buffer (`clear` rewinds the ring; `pop_front`
+            // does not): a steady heartbeat's datagram then takes the same slot, and
+            // the same cache lines, each time, not the next slot of eight (issue 25).
+            self.transmits.clear();
+        }
+        t
     }
 
     /// The state file to write now, if a write is due and none is in flight. The
