@@ -4499,3 +4499,72 @@ fn negative_control_reload_holds_sends() {
 /// the old rule a LEAD held for the longer hold's write may leave once a later write
 /// lowered the hold.
 const RELOAD_HOLDS_SENDS_SEED: u64 = 2;
+
+/// The hold measured against the disk's now again (`Sabotage::disk_hold_bound`, the rule
+/// before the second review's `min_hold_pending`): a leader at a longer hold on disk,
+/// reloaded back to shorter timers on a stalled disk (its promise shrinks with a write
+/// that holds nothing and stalls) and then up to the longer again, applies those at
+/// once as covered by the disk, and its first LEAD of the longer hold waits for the
+/// stalled writes and holds every later one: the lease lapses. Before
+/// `ReloadShape::BackToDisk` the default swarm with it found no violation and no
+/// liveness failure (only tests/reload_stall_adversary.rs's D1 test did). The catching
+/// seed is asserted, and that it passes without the breakage.
+#[test]
+fn negative_control_disk_hold_bound() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            disk_hold_bound: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_disk_hold_bound",
+        "disk hold bound",
+        &broken,
+        &["L-reload"],
+        DISK_HOLD_BOUND_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::disk_hold_bound`
+/// (1,538 of the 10,000 default seeds, `SWARM_COUNT=1`, of the D1 sequences alone):
+/// leader 2 at heartbeat 385 ms with that hold on disk, its disk stalled at 77,866 ms
+/// for 3.6 s, every server reloaded back to 250 ms and, 1,475 ms after the stall, up to
+/// 385 ms again; its lease reached only 79,659 ms, and 1 was elected then.
+const DISK_HOLD_BOUND_SEED: u64 = 4;
+
+/// A write that only lowers the hold holds every later datagram again
+/// (`Sabotage::lowering_write_holds`, the rule before "a shorter hold holds nothing"):
+/// a stalled leader reloaded to longer timers and back (or among longer ones) shrinks
+/// its promise with a write that waits for the disk, and its heartbeats wait with it:
+/// the lease lapses. Before `ReloadShape::Back`, `Among` and `BackToDisk` the default
+/// swarm with it found no violation and no liveness failure (only
+/// tests/reload_stall_adversary.rs did). The catching seed is asserted, and that it
+/// passes without the breakage.
+#[test]
+fn negative_control_lowering_write_holds() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            lowering_write_holds: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_lowering_write_holds",
+        "lowering write holds",
+        &broken,
+        &["L-reload"],
+        LOWERING_WRITE_HOLDS_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::lowering_write_holds`
+/// (4,738 of the 10,000 default seeds, `SWARM_COUNT=1`, of the three sequences that
+/// reload back): leader 2, its disk stalled at 37,466 ms for 5.2 s, every server
+/// reloaded among longer timers (heartbeat 341 ms, 472 ms, 341 ms again); its lease
+/// reached only 39,452 ms, and 3 was elected at 40,611 ms.
+const LOWERING_WRITE_HOLDS_SEED: u64 = 2;
