@@ -158,14 +158,23 @@
 //! default seeds); no other check of the swarm sees it.
 //!
 //! A reload on a stalled state disk, L-reload (`reload_stall_episode`, docs/PROTOCOL.md
-//! "Durable state"): after L-drain, in every one-group seed whose shape allows it (7,052
-//! of the 10,000 default seeds; 1.4 % more events), a sitting leader's state disk
-//! stalls for two to three holds and every server is reloaded within a heartbeat to
-//! longer timers: the leader's leases must cover the stall without a gap, nobody may be
-//! elected, and the new heartbeat must be in force on it within a hold of the thaw.
-//! Negative control: a reload's timers in force at once, the rule before
-//! (`Sabotage::reload_holds_sends`), caught at seed 2 (6,329 of the 10,000 default
-//! seeds); no other check of the swarm sees it.
+//! "Durable state"): after L-drain, in every one-group seed whose shape allows it (7,046
+//! of the 10,000 default seeds), a sitting leader's state disk stalls and every server
+//! is reloaded, each step within a heartbeat, in one of four sequences (`ReloadShape`,
+//! a quarter of the episodes each: 1,766, 1,803, 1,750 and 1,727): once to longer
+//! timers; longer, back to the timers in force, longer again; longer, longer still,
+//! the first longer again; and the second review's D1, longer while the disk works
+//! (that hold on disk and in force), then, stalled, back to the timers before and up
+//! to the longer again while the write that lowered the hold is in flight. The stall
+//! lasts two to three holds past the last step: the leader's leases must cover it
+//! without a gap, nobody may be elected, and the last reload's heartbeat must be in
+//! force on it within two writes' time of the thaw. Negative controls, none of which
+//! another check of the swarm sees: a reload's timers in force at once, the rule
+//! before (`Sabotage::reload_holds_sends`), caught at seed 2 (6,332 of the 10,000
+//! default seeds); the hold measured against the disk's now, not the lowest that may
+//! land (`Sabotage::disk_hold_bound`), caught at seed 4 (1,538: D1 alone); and a write
+//! that only lowers the hold holding datagrams (`Sabotage::lowering_write_holds`),
+//! caught at seed 2 (4,738: the three sequences that reload back).
 //!
 //! A run that handles 20 million events (an ELECT storm) stops with a livelock
 //! violation.
@@ -255,9 +264,10 @@ struct Outcome {
     /// L-drain: the episode's shape (0 the stall before the drain, 1 at it, 2 just
     /// after it) and how long the handover took, in ms, with its bound.
     drain_stall: Option<(u8, f64, f64)>,
-    /// L-reload: an episode ran (a reload to longer timers on a leader whose disk
-    /// stalled), and how long after the thaw the new timers were in force, in ms.
-    reload_stall: Option<f64>,
+    /// L-reload: an episode ran (reloads of every server on a leader whose disk
+    /// stalled): its shape (`ReloadShape`), and how long after the thaw the last
+    /// reload's timers were in force, in ms.
+    reload_stall: Option<(u8, f64)>,
 }
 
 /// Which of issue 10's adversaries a seed turns on, besides the Options knobs.
@@ -3018,23 +3028,31 @@ fn drain_stall_episode(s: &mut Sim, iso: Option<u16>, out: &mut Outcome) -> Opti
 // ----- a reload on a stalled state disk (L-reload) --------------------------------------
 
 /// L-reload (docs/PROTOCOL.md, "Durable state"; SPEC sections 4, 11): a sitting
-/// leader's state disk stalls, and every server is reloaded, within a heartbeat, to
-/// longer timers (a heartbeat 1.5 to 3 times the longest in force, the longest K and
-/// RTT: a longer hold than any in force). A LEAD may carry the longer hold only once it
-/// is on disk, so the leader keeps its running timers and the hold on its disk until
-/// the write lands (`Node::set_timers`), and keeps its lease. Checked: the leader's
-/// leases cover the time from the stall to its end without a gap, and nobody is
-/// elected meanwhile; a hold after the thaw the new heartbeat is in force on it. With a
-/// reload's timers in force at once (`Sabotage::reload_holds_sends`, the old rule) the
-/// first LEAD with the longer hold waits for the disk and holds every later one: the
-/// lease lapses within the stall.
+/// leader's state disk stalls, and every server is reloaded in one of the sequences of
+/// `ReloadShape` (each step within a heartbeat; every longer heartbeat 1.5 to 3 times
+/// the longest in force, with the longest K and RTT: a longer hold than any in force).
+/// A LEAD may carry a longer hold only once it is on disk, so the leader keeps its
+/// running timers and the hold on its disk until the write lands (`Node::set_timers`),
+/// a write that only lowers its promise (a reload back) holds nothing, and staged
+/// timers are measured against the lowest hold that may land (`min_hold_pending`): it
+/// keeps its lease. Checked: the leader's leases cover the time from the stall to its
+/// end without a gap, and nobody is elected meanwhile; within two writes' time of the
+/// thaw the last reload's heartbeat is in force on it. Each rule has its control:
+/// `Sabotage::reload_holds_sends` (any sequence), `Sabotage::lowering_write_holds`
+/// (the sequences that reload back) and `Sabotage::disk_hold_bound` (D1): the
+/// heartbeats wait for the disk and the lease lapses within the stall.
 ///
-/// The shape, so that the check is sound in every seed that runs it: one group (a
+/// The shape, so that the checks are sound in every seed that runs it: one group (a
 /// group's balance could move it), on the quiet network after every other check (the
 /// leader reached by a majority: an isolated server in the health seeds stays out of
 /// it), one-way delays within RTT/4, the leader fit and followed by every server that
 /// reaches it, no fit server preferred to it when preempt-delay is set, and no
-/// supervisor that hangs. Runs last, after L-drain (drawing from the run's generator
+/// supervisor that hangs. A reload back to shorter timers is sound here: the
+/// simulator's supervisors announce no grace, so no reload is refused
+/// (`Sim::reload`), a follower's faith comes from the holds of the LEADs it took,
+/// which no reload shortens, and the leader's LEADs carry a hold on its disk
+/// throughout. D1's first step, with the disk working, is checked too
+/// (`reload_before_stall`). Runs last, after L-drain (drawing from the run's generator
 /// only then, so nothing else moves).
 fn reload_stall_episode(s: &mut Sim, iso: Option<u16>, out: &mut Outcome) -> Option<String> {
     let n = s.opts.n as u16;
@@ -3063,6 +3081,129 @@ fn reload_stall_episode(s: &mut Sim, iso: Option<u16>, out: &mut Outcome) -> Opt
     if !follows || preempt {
         return None;
     }
+    let plan = reload_plan(s)?;
+    let hbt = max_hbt(s);
+    if let Some(before) = plan.before_stall
+        && let Err(found) = reload_before_stall(s, l, &side, before)
+    {
+        return found;
+    }
+    let last = plan.phases.last().map(|p| p.1[usize::from(l) - 1])?;
+    let hold = last.hold();
+    let t0 = s.now;
+    let won = s.check.won.len();
+    s.stall_disk(l, plan.stall);
+    let stall_end = t0 + plan.stall;
+    for (off, to) in &plan.phases {
+        reload_every(s, t0 + off, hbt, to);
+    }
+    s.run_until(stall_end);
+    if !s.check.violations.is_empty() {
+        return None;
+    }
+    let shape = plan.shape;
+    let covered = s.checks(0).lease_covers(l, t0, stall_end);
+    let elected = s.check.won[won..].first().copied();
+    if !covered || elected.is_some() {
+        let reach = s.checks(0).lease_reach(l, t0, stall_end);
+        return Some(format!(
+            "L-reload: leader {l}'s disk stalled at {} ms until {} ms, every server reloaded \
+             ({shape:?}: {}) within {} ms of each step: its lease reached only {} ms; \
+             elected since: {elected:?}",
+            t0 / ms(1),
+            stall_end / ms(1),
+            plan.steps(l),
+            hbt / ms(1),
+            reach / ms(1)
+        ));
+    }
+    // The new timers come into force once the writes land after the thaw: the one in
+    // flight lands at the thaw, the one coalesced behind it (the host's one write in
+    // flight, `Sim::write`) within persist_max; the check looks every millisecond.
+    let bound = 2 * s.opts.persist_max + ms(2);
+    let limit = stall_end + bound;
+    let mut applied = None;
+    while s.now < limit && s.check.violations.is_empty() {
+        if s.heartbeat_of(l) == Some(last.heartbeat) {
+            applied = Some(s.now);
+            break;
+        }
+        s.run_for(ms(1));
+    }
+    let Some(at) = applied else {
+        return Some(format!(
+            "L-reload: leader {l}'s disk thawed at {} ms; its last reload's heartbeat ({} us, \
+             {shape:?}: {}) not in force {} us later (in force: {:?})",
+            stall_end / ms(1),
+            last.heartbeat.as_micros(),
+            plan.steps(l),
+            bound / 1000,
+            s.heartbeat_of(l)
+        ));
+    };
+    // Past the thaw by a hold, so that the safety checks see what the disk held leave.
+    s.run_until(stall_end + hold);
+    out.reload_stall = Some((shape as u8, (at - stall_end) as f64 / 1e6));
+    None
+}
+
+/// L-reload's sequences of reloads of every server on a stalled leader
+/// (`reload_stall_episode`), a quarter of its seeds each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReloadShape {
+    /// Once to longer timers.
+    Once = 0,
+    /// Longer, back to the timers in force, longer again (a fresh draw): the reload
+    /// back ends the staging and the leader's next heartbeat shrinks its promise with
+    /// a write that must hold nothing.
+    Back = 1,
+    /// Longer, longer still, the first longer again: the last reload lowers the
+    /// promise floor, and the next heartbeat shrinks the promise the same way.
+    Among = 2,
+    /// The second review's D1: longer while the disk works, until that hold is on disk
+    /// and in force; then, the disk stalled, back to the timers before (the promise
+    /// shrinks with a write that holds nothing and stalls), and up to the longer again
+    /// while that write is in flight: the hold on disk does not cover those timers,
+    /// the lowest hold that may land does not (`min_hold_pending`), so they wait.
+    BackToDisk = 3,
+}
+
+/// What L-reload does once its preconditions hold, all drawn before anything runs.
+struct ReloadPlan {
+    shape: ReloadShape,
+    /// Each step: how long after the stall begins, and every server's timers (server
+    /// i + 1 at index i); each step ends (`reload_every`) before the next begins.
+    phases: Vec<(Real, Vec<Timers>)>,
+    /// Timers every server is reloaded to, and in force on the leader with their hold
+    /// on its disk, before the stall (`ReloadShape::BackToDisk`).
+    before_stall: Option<Timers>,
+    /// How long the leader's disk stalls.
+    stall: Real,
+}
+
+impl ReloadPlan {
+    /// The heartbeats `id` is reloaded to, for a report.
+    fn steps(&self, id: u16) -> String {
+        let hb = |t: &Timers| format!("{} us", t.heartbeat.as_micros());
+        let mut v: Vec<String> = self
+            .before_stall
+            .iter()
+            .map(|t| hb(t) + " before")
+            .collect();
+        v.extend(
+            self.phases.iter().map(|(off, to)| {
+                format!("{} at +{} ms", hb(&to[usize::from(id) - 1]), off / ms(1))
+            }),
+        );
+        v.join(", ")
+    }
+}
+
+/// Draws L-reload's plan: every longer heartbeat 1.5 to 3 times the longest in force
+/// (with the longest K and RTT: a longer hold than any in force), the shape, the
+/// steps' times and the stall (from the last step on, two to three of its holds: past
+/// the lease of a leader whose heartbeats stop then). None if a hold would pass 60 s.
+fn reload_plan(s: &mut Sim) -> Option<ReloadPlan> {
     let hbt = max_hbt(s);
     let k = s.hosts.iter().map(|h| h.timers.k).max().unwrap_or(3);
     let rtt = s
@@ -3071,67 +3212,123 @@ fn reload_stall_episode(s: &mut Sim, iso: Option<u16>, out: &mut Outcome) -> Opt
         .map(|h| h.timers.rtt)
         .max()
         .unwrap_or_default();
-    let longer = 3 * hbt / 2 + s.rand(3 * hbt / 2 + 1);
-    let timers = sim::Timers {
-        heartbeat: Duration::from_nanos(longer),
+    let with = |hb: Real| Timers {
+        heartbeat: Duration::from_nanos(hb),
         rtt,
         k,
     };
-    if timers.hold() > Duration::from_secs(60).as_nanos() as u64 {
+    let cap = Duration::from_secs(60).as_nanos() as u64;
+    let t1 = with(3 * hbt / 2 + s.rand(3 * hbt / 2 + 1));
+    if t1.hold() > cap {
         return None;
     }
-    let hold = timers.hold();
-    let stall = 2 * hold + s.rand(hold + 1);
-    let t0 = s.now;
-    let won = s.check.won.len();
-    s.stall_disk(l, stall);
-    let stall_end = t0 + stall;
-    for x in 1..=n {
-        let at = t0 + 1 + s.rand(hbt);
-        s.reload_at(x, at, timers);
-    }
-    s.run_until(stall_end);
-    if !s.check.violations.is_empty() {
-        return None;
-    }
-    let covered = s.checks(0).lease_covers(l, t0, stall_end);
-    let elected = s.check.won[won..].first().copied();
-    if !covered || elected.is_some() {
-        let reach = s.checks(0).lease_reach(l, t0, stall_end);
-        return Some(format!(
-            "L-reload: leader {l}'s disk stalled at {} ms until {} ms, every server reloaded \
-             within {} ms to heartbeat {} us, K {k} (hold {} ms): its lease reached only \
-             {} ms; elected since: {elected:?}",
-            t0 / ms(1),
-            stall_end / ms(1),
-            hbt / ms(1),
-            longer / 1000,
-            hold / ms(1),
-            reach / ms(1)
-        ));
-    }
-    // The new timers come into force once the write lands after the thaw.
-    let limit = stall_end + hold;
-    let mut applied = None;
-    while s.now < limit && s.check.violations.is_empty() {
-        if s.heartbeat_of(l) == Some(timers.heartbeat) {
-            applied = Some(s.now);
-            break;
+    let shape = [
+        ReloadShape::Once,
+        ReloadShape::Back,
+        ReloadShape::Among,
+        ReloadShape::BackToDisk,
+    ][s.rand(4) as usize];
+    let n = s.opts.n;
+    let every = |t: Timers| vec![t; n];
+    let now: Vec<Timers> = s.hosts.iter().map(|h| h.timers).collect();
+    let h1 = t1.hold();
+    // A step's reloads all come within a heartbeat of its start.
+    let gap = hbt + 1;
+    let (phases, before_stall) = match shape {
+        ReloadShape::Once => (vec![(0, every(t1))], None),
+        ReloadShape::Back | ReloadShape::Among => {
+            let third = if shape == ReloadShape::Back {
+                with(3 * hbt / 2 + s.rand(3 * hbt / 2 + 1))
+            } else {
+                t1
+            };
+            let second = if shape == ReloadShape::Back {
+                now
+            } else {
+                let hb = t1.heartbeat.as_nanos() as u64;
+                every(with(hb + 1 + s.rand(hb / 2)))
+            };
+            if third.hold().max(second[0].hold()) > cap {
+                return None;
+            }
+            let off2 = gap + s.rand(h1 + 1);
+            let off3 = off2 + gap + s.rand(h1 + 1);
+            (
+                vec![(0, every(t1)), (off2, second), (off3, every(third))],
+                None,
+            )
         }
-        s.run_for(ms(1));
-    }
-    let Some(at) = applied else {
-        return Some(format!(
-            "L-reload: leader {l}'s disk thawed at {} ms; its reloaded heartbeat ({} us) not \
-             in force a hold ({} ms) later (in force: {:?})",
-            stall_end / ms(1),
-            longer / 1000,
-            hold / ms(1),
-            s.heartbeat_of(l)
-        ));
+        ReloadShape::BackToDisk => {
+            // Back up once the leader's faith in its own LEADs of the longer hold has
+            // run down to the shorter one (its promise shrank with a write asked for,
+            // stalled): after the hold, a heartbeat and a tenth for a fast clock.
+            let off2 = gap + (h1 + hbt) * 11 / 10 + s.rand(hbt + 1);
+            (vec![(0, now), (off2, every(t1))], Some(t1))
+        }
     };
-    out.reload_stall = Some((at - stall_end) as f64 / 1e6);
-    None
+    let (off, to) = phases.last()?;
+    let h_last = to.iter().map(|t| t.hold()).max().unwrap_or(h1);
+    let stall = off + gap + 2 * h_last + s.rand(h_last + 1);
+    Some(ReloadPlan {
+        shape,
+        phases,
+        before_stall,
+        stall,
+    })
+}
+
+/// One step of L-reload: server i + 1 reloaded to `to[i]` at `at` plus up to `spread`.
+fn reload_every(s: &mut Sim, at: Real, spread: Real, to: &[Timers]) {
+    for (i, &t) in to.iter().enumerate() {
+        let when = at + 1 + s.rand(spread);
+        s.reload_at(i as u16 + 1, when, t);
+    }
+}
+
+/// `ReloadShape::BackToDisk`'s start, the disk working: every server reloaded to
+/// `longer` within a heartbeat; two holds later the leader must still lead, nobody may
+/// have been elected, and the timers must be in force on it with their hold on its disk
+/// (its staged write lands within two writes' time, persist_max each). Err(None) skips
+/// the episode (a violation, or a server of `side` that no longer follows the leader),
+/// Err(Some(failure)).
+fn reload_before_stall(
+    s: &mut Sim,
+    l: u16,
+    side: &[u16],
+    longer: Timers,
+) -> Result<(), Option<String>> {
+    let t = s.now;
+    let won = s.check.won.len();
+    reload_every(s, t, max_hbt(s), &vec![longer; s.opts.n]);
+    let ready = t + max_hbt(s) + 1 + 2 * longer.hold() + 2 * s.opts.persist_max;
+    s.run_until(ready);
+    if !s.check.violations.is_empty() {
+        return Err(None);
+    }
+    let elected = s.check.won[won..].first().copied();
+    let disk_ms = u64::from(s.hosts[usize::from(l) - 1].disk.hold_ms);
+    let on_disk = disk_ms * ms(1) >= longer.hold();
+    if s.leader() != Some(l)
+        || elected.is_some()
+        || s.heartbeat_of(l) != Some(longer.heartbeat)
+        || !on_disk
+    {
+        return Err(Some(format!(
+            "L-reload: leader {l}, its disk working, reloaded at {} ms to heartbeat {} us \
+             (hold {} ms): at {} ms leaders {:?}, elected since {elected:?}, heartbeat in \
+             force {:?}, hold on disk {disk_ms} ms",
+            t / ms(1),
+            longer.heartbeat.as_micros(),
+            longer.hold() / ms(1),
+            s.now / ms(1),
+            s.leaders(),
+            s.heartbeat_of(l),
+        )));
+    }
+    let follows = side
+        .iter()
+        .all(|&x| s.status(x).is_some_and(|st| st.leader == Some(l)));
+    if follows { Ok(()) } else { Err(None) }
 }
 
 fn seeds() -> Vec<u64> {
@@ -3354,13 +3551,22 @@ fn swarm() {
             100.0 * worst
         );
     }
-    let mut reloads: Vec<f64> = results.iter().filter_map(|r| r.1.reload_stall).collect();
+    let episodes: Vec<(u8, f64)> = results.iter().filter_map(|r| r.1.reload_stall).collect();
+    let mut reloads: Vec<f64> = episodes.iter().map(|e| e.1).collect();
     reloads.sort_by(f64::total_cmp);
     if !reloads.is_empty() {
+        let shapes: Vec<usize> = (0..4)
+            .map(|k| episodes.iter().filter(|e| e.0 == k).count())
+            .collect();
         eprintln!(
-            "swarm reloads on a stalled disk (L-reload): {} episodes, the lease kept in every \
-             one; new timers in force after the thaw: median {:.0} ms, max {:.0} ms",
+            "swarm reloads on a stalled disk (L-reload): {} episodes (once {}, back {}, among \
+             longer {}, back to the hold on disk {}), the lease kept in every one; the last \
+             reload's timers in force after the thaw: median {:.1} ms, max {:.1} ms",
             reloads.len(),
+            shapes[0],
+            shapes[1],
+            shapes[2],
+            shapes[3],
             reloads[reloads.len() / 2],
             reloads[reloads.len() - 1]
         );
@@ -4285,7 +4491,80 @@ fn negative_control_reload_holds_sends() {
 }
 
 /// The first default seed at which the swarm catches `Sabotage::reload_holds_sends`
-/// (6,329 of the 10,000 default seeds, `SWARM_COUNT=1`): leader 2, its disk stalled at
-/// 37,466 ms for 3.6 s, every server reloaded within 192 ms to heartbeat 341 ms, K 4
-/// (hold 1,365 ms); its lease reached only 38,239 ms, and 3 was elected at 38,243 ms.
+/// (6,332 of the 10,000 default seeds, `SWARM_COUNT=1`): leader 2, its disk stalled at
+/// 37,130 ms for 7.0 s, every server reloaded among longer timers (heartbeat 381 ms,
+/// 571 ms, 381 ms again); its lease reached only 37,847 ms, and 3 was elected at
+/// 37,851 ms. (Before the sequences, seed 2 caught it with one reload, at 37,466 ms.)
+/// In the sequences that reload back, some seeds trip `check_durable_for` first: under
+/// the old rule a LEAD held for the longer hold's write may leave once a later write
+/// lowered the hold.
 const RELOAD_HOLDS_SENDS_SEED: u64 = 2;
+
+/// The hold measured against the disk's now again (`Sabotage::disk_hold_bound`, the rule
+/// before the second review's `min_hold_pending`): a leader at a longer hold on disk,
+/// reloaded back to shorter timers on a stalled disk (its promise shrinks with a write
+/// that holds nothing and stalls) and then up to the longer again, applies those at
+/// once as covered by the disk, and its first LEAD of the longer hold waits for the
+/// stalled writes and holds every later one: the lease lapses. Before
+/// `ReloadShape::BackToDisk` the default swarm with it found no violation and no
+/// liveness failure (only tests/reload_stall_adversary.rs's D1 test did). The catching
+/// seed is asserted, and that it passes without the breakage.
+#[test]
+fn negative_control_disk_hold_bound() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            disk_hold_bound: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_disk_hold_bound",
+        "disk hold bound",
+        &broken,
+        &["L-reload"],
+        DISK_HOLD_BOUND_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::disk_hold_bound`
+/// (1,538 of the 10,000 default seeds, `SWARM_COUNT=1`, of the D1 sequences alone):
+/// leader 2 at heartbeat 385 ms with that hold on disk, its disk stalled at 77,866 ms
+/// for 3.6 s, every server reloaded back to 250 ms and, 1,475 ms after the stall, up to
+/// 385 ms again; its lease reached only 79,659 ms, and 1 was elected then.
+const DISK_HOLD_BOUND_SEED: u64 = 4;
+
+/// A write that only lowers the hold holds every later datagram again
+/// (`Sabotage::lowering_write_holds`, the rule before "a shorter hold holds nothing"):
+/// a stalled leader reloaded to longer timers and back (or among longer ones) shrinks
+/// its promise with a write that waits for the disk, and its heartbeats wait with it:
+/// the lease lapses. Before `ReloadShape::Back`, `Among` and `BackToDisk` the default
+/// swarm with it found no violation and no liveness failure (only
+/// tests/reload_stall_adversary.rs did). The catching seed is asserted, and that it
+/// passes without the breakage.
+#[test]
+fn negative_control_lowering_write_holds() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            lowering_write_holds: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_lowering_write_holds",
+        "lowering write holds",
+        &broken,
+        &["L-reload"],
+        LOWERING_WRITE_HOLDS_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::lowering_write_holds`
+/// (4,738 of the 10,000 default seeds, `SWARM_COUNT=1`, of the three sequences that
+/// reload back): leader 2, its disk stalled at 37,466 ms for 5.2 s, every server
+/// reloaded among longer timers (heartbeat 341 ms, 472 ms, 341 ms again); its lease
+/// reached only 39,452 ms, and 3 was elected at 40,611 ms.
+const LOWERING_WRITE_HOLDS_SEED: u64 = 2;

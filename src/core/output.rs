@@ -68,7 +68,10 @@ impl Node {
             // disk, never a shorter one (a longer one there only makes a restart stay
             // quiet longer). What leaves with a longer hold than the disk's waits for
             // its write on its own (`update_promise`).
-            self.write_holds |= changes_more_than_hold(&want, &base) || want.hold_ms > base.hold_ms;
+            let lowers_holds =
+                self.cfg.sabotage.lowering_write_holds && want.hold_ms < base.hold_ms;
+            self.write_holds |=
+                changes_more_than_hold(&want, &base) || want.hold_ms > base.hold_ms || lowers_holds;
             self.ask_write(want);
         }
     }
@@ -91,7 +94,7 @@ impl Node {
     /// datagram that left). A datagram that reflects a longer hold waits
     /// (`update_promise`), and staged timers apply only once it covers them.
     pub(super) fn min_hold_pending(&self) -> u32 {
-        if self.requested.is_some() {
+        if self.requested.is_some() && !self.cfg.sabotage.disk_hold_bound {
             self.pending_min_hold.min(self.durable.hold_ms)
         } else {
             self.durable.hold_ms

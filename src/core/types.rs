@@ -104,6 +104,17 @@ pub struct Sabotage {
     /// hold waits for its write and holds every later datagram, as before (a liveness
     /// breakage only: a leader whose disk stalls loses its lease at a reload).
     pub reload_holds_sends: bool,
+    /// The hold a datagram and staged timers are measured against is the disk's now,
+    /// not the lowest that may be there once the pending writes land
+    /// (`min_hold_pending`, the rule before the second review): a reload back to a
+    /// hold still on disk while a write lowering it is in flight applies at once, and
+    /// its first LEAD waits for the stalled writes (a liveness breakage only: a leader
+    /// whose disk stalls loses its lease; the invariant is measured the same way).
+    pub disk_hold_bound: bool,
+    /// A write that only lowers the hold promise holds every later datagram, as any
+    /// write but a drain's did before (a liveness breakage only: a leader reloaded back
+    /// to shorter timers on a stalled disk stops its heartbeats and loses its lease).
+    pub lowering_write_holds: bool,
 }
 
 impl Sabotage {
@@ -126,6 +137,7 @@ impl Sabotage {
             unfit_wait_from_turn: false,
             drain_write_holds_sends: false,
             reload_holds_sends: false,
+            lowering_write_holds: false,
             late_first_round: false,
             ..*self
         } != Sabotage::default()
