@@ -679,3 +679,57 @@ fn odd_passings_leak_nothing() {
         open_fds(d)
     );
 }
+
+/// CPU time (utime + stime, clock ticks) of `pid`.
+fn cpu_ticks(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields after the comm: state is 0, utime is 11, stime is 12.
+    f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+}
+
+/// Review 21 (pre-existing, liveness): the leader's daemon frozen, `run` stops its
+/// command at the SIGTERM instant; the command exits, `run` still believes it leads
+/// (no line comes), the stop timer leaves no room, and `next_start` is past, so
+/// `timeout()` is 0 and `run` spins in ppoll(2) for as long as the daemon stays frozen.
+#[test]
+fn a_frozen_daemon_does_not_make_run_spin() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (c, o) = cluster();
+    let (leader, _) = c.agreement(o.failover_bound() + Duration::from_secs(1));
+    let r = run(&c, leader, &["sleep", "1000"], false);
+    let (cmd, _enf) = command_and_enforcer(r.id(), &c, leader);
+    std::thread::sleep(Duration::from_millis(700));
+    let d = c.child(leader).id();
+    signal(d, libc::SIGSTOP);
+    let t = Instant::now();
+    while alive(cmd) && t.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let cmd_alive = alive(cmd);
+    std::thread::sleep(Duration::from_millis(200));
+    let c0 = cpu_ticks(r.id());
+    let w0 = wakeups(r.id());
+    std::thread::sleep(Duration::from_millis(1000));
+    let c1 = cpu_ticks(r.id());
+    let w1 = wakeups(r.id());
+    signal(d, libc::SIGCONT);
+    let logs = run_log(&c, leader);
+    stop_run(r);
+    assert!(!cmd_alive, "the command outlived the frozen leader's lease");
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    eprintln!(
+        "run used {} ms of CPU in 1 s, {} wakeups",
+        (c1 - c0) * 1000 / hz,
+        w1 - w0
+    );
+    assert!(
+        (c1 - c0) * 1000 / hz < 100 && w1 - w0 < 100,
+        "run spun while the daemon was frozen: {} ms of CPU and {} wakeups in 1 s\n{logs}",
+        (c1 - c0) * 1000 / hz,
+        w1 - w0
+    );
+}
