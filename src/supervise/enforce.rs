@@ -45,6 +45,8 @@ const TIMER_FD: i32 = 4;
 const TERM_LAG: u64 = 5_000_000;
 /// How often the group is checked when no pidfd tells of the leader's exit.
 const TICK: Duration = Duration::from_millis(50);
+/// How often the stop timer is looked at between SIGTERM and SIGKILL (only then).
+const GRACE_TICK: Duration = Duration::from_millis(10);
 
 /// `run`'s handle on its enforcer.
 pub struct Enforcer {
@@ -251,13 +253,12 @@ impl State {
     /// Signals what the stop timer says is due.
     fn act(&mut self, timers: &StopTimers) {
         let look = timers.look();
-        let now = crate::time::boot_now().as_nanos();
-        if !self.killed && look.kill_ns() <= now {
+        if !self.killed && look.kill_in() == 0 {
             self.killed = true;
             group(self.a.pgid, libc::SIGKILL);
             return;
         }
-        if self.killed || self.termed || look.room(now) {
+        if self.killed || self.termed || look.room() {
             return;
         }
         if self.open && read_term(&mut self.open) {
@@ -347,8 +348,13 @@ fn wait(s: &State, pidfd: Option<i32>, timers: &StopTimers) {
         watch(fd);
     }
     // Without a pidfd the group is checked every TICK, and after the SIGKILL until it
-    // is gone; otherwise the wait is unbounded but for the timers.
-    let timeout = if pidfd.is_none() || s.killed {
+    // is gone; between SIGTERM and SIGKILL every GRACE_TICK, so that an arming that
+    // moves the SIGKILL instant earlier is seen though the alarm sleeps on the old one
+    // (review of the one stop timer: the daemon's lease end never moves earlier, but S5
+    // should not rest on that); otherwise the wait is unbounded but for the timers.
+    let timeout = if s.termed && !s.killed {
+        GRACE_TICK.as_millis() as i32
+    } else if pidfd.is_none() || s.killed {
         TICK.as_millis() as i32
     } else {
         -1

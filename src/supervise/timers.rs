@@ -16,9 +16,11 @@
 //! `it_value` is the time left to SIGTERM (at most a lease, far below half the base);
 //! once it fired, the kernel forwards it by the interval, so `it_value` is the time to
 //! SIGTERM plus the interval (more than half the base), and the SIGTERM instant follows
-//! from it, then SIGKILL's from the interval. Every instant a look derives is read
-//! against the clock taken *before* the read, so it is never later than the one armed
-//! (the read's own time makes it earlier, by microseconds: the safe side).
+//! from it, then SIGKILL's from the interval. A look gives only times *left*, all from
+//! the one `timerfd_gettime` and none from a clock read beside it: a process stopped
+//! between a clock read and the look would otherwise see every instant early by the
+//! stop (the review of this change: an early SIGKILL with no SIGTERM while the lease
+//! was renewed). Fired: the time to SIGKILL is the time left less the base.
 //!
 //! `run` and the enforcer only poll the stop timer and look at it, never read it (a
 //! read by one would clear the expiry the other waits for). Once it has fired, each
@@ -47,36 +49,36 @@ pub const INTERVAL_BASE_NS: u64 = 1 << 56;
 /// is bounded far below by the lease); a longer one read back is taken as zero.
 const MAX_GRACE_NS: u64 = 3_600_000_000_000;
 
-/// What a look at the stop timer finds. Instants are boot-clock ns, never later than
-/// the ones armed.
+/// What a look at the stop timer finds: times left (ns) from the moment of the look,
+/// all from one `timerfd_gettime`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Look {
     /// Never armed (or not a timer armed this way): nothing holds the command up.
     Unarmed,
-    /// Armed, not fired: SIGTERM at `term_ns` (which may already have come, the kernel
-    /// not having run the expiry yet), SIGKILL at `kill_ns`.
-    Armed { term_ns: u64, kill_ns: u64 },
-    /// Fired at `term_ns`; SIGKILL at `kill_ns`.
-    Fired { term_ns: u64, kill_ns: u64 },
+    /// Armed, not fired: SIGTERM in `term_in` (0: come, the kernel not having run the
+    /// expiry yet), SIGKILL in `kill_in`.
+    Armed { term_in: u64, kill_in: u64 },
+    /// Fired; SIGKILL in `kill_in` (0: come).
+    Fired { kill_in: u64 },
 }
 
 impl Look {
-    /// True while the SIGTERM instant has not come at `now_ns`.
-    pub fn room(self, now_ns: u64) -> bool {
-        matches!(self, Look::Armed { term_ns, .. } if term_ns > now_ns)
+    /// True while the SIGTERM instant has not come.
+    pub fn room(self) -> bool {
+        matches!(self, Look::Armed { term_in, .. } if term_in > 0)
     }
 
-    /// The SIGKILL instant (0: at once, when nothing is armed).
-    pub fn kill_ns(self) -> u64 {
+    /// The time left to the SIGKILL instant (0: due, and at once when nothing is armed).
+    pub fn kill_in(self) -> u64 {
         match self {
             Look::Unarmed => 0,
-            Look::Armed { kill_ns, .. } | Look::Fired { kill_ns, .. } => kill_ns,
+            Look::Armed { kill_in, .. } | Look::Fired { kill_in } => kill_in,
         }
     }
 }
 
-/// Decodes a timer's (time left, interval) read at or after `now_ns` (see the module).
-pub fn decode(now_ns: u64, left_ns: u64, interval_ns: u64) -> Look {
+/// Decodes a timer's (time left, interval) (see the module).
+pub fn decode(left_ns: u64, interval_ns: u64) -> Look {
     if interval_ns < INTERVAL_BASE_NS {
         // Not armed by `arm` (never armed: both zero). Nothing says how long the
         // command may run: it may not.
@@ -85,23 +87,20 @@ pub fn decode(now_ns: u64, left_ns: u64, interval_ns: u64) -> Look {
     let gap = interval_ns - INTERVAL_BASE_NS;
     let gap = if gap > MAX_GRACE_NS { 0 } else { gap };
     if left_ns > interval_ns / 2 {
-        let term_ns = (now_ns + left_ns).saturating_sub(interval_ns).max(1);
+        // Fired at T, looked at t: left = T + base + gap - t, SIGKILL at T + gap.
         Look::Fired {
-            term_ns,
-            kill_ns: term_ns + gap,
+            kill_in: left_ns.saturating_sub(INTERVAL_BASE_NS),
         }
     } else {
-        let term_ns = now_ns + left_ns;
         Look::Armed {
-            term_ns,
-            kill_ns: term_ns + gap,
+            term_in: left_ns,
+            kill_in: left_ns + gap,
         }
     }
 }
 
 /// Looks at the stop timer `fd` (see the module); None: `fd` is no timerfd.
 pub fn look(fd: RawFd) -> Option<Look> {
-    let now = crate::time::boot_now().as_nanos();
     // SAFETY: an all-zero itimerspec is valid; timerfd_gettime fills it.
     let mut cur: libc::itimerspec = unsafe { std::mem::zeroed() };
     // SAFETY: timerfd_gettime writes one itimerspec; EINVAL if `fd` is no timerfd.
@@ -109,7 +108,7 @@ pub fn look(fd: RawFd) -> Option<Look> {
         return None;
     }
     let ns = |t: libc::timespec| (t.tv_sec as u64) * 1_000_000_000 + t.tv_nsec as u64;
-    Some(decode(now, ns(cur.it_value), ns(cur.it_interval)))
+    Some(decode(ns(cur.it_value), ns(cur.it_interval)))
 }
 
 fn boot_timer() -> std::io::Result<OwnedFd> {
@@ -202,25 +201,27 @@ impl Alarm {
         })
     }
 
-    /// The descriptor to sleep on until the SIGKILL instant `look` gives: the stop
-    /// timer `stop_fd` while it has not fired (it fires at the SIGTERM instant first,
-    /// and a renewal moves both), else this alarm, armed for the SIGKILL instant.
-    pub fn until_kill(&self, stop_fd: RawFd, look: Look) -> RawFd {
-        match look {
-            Look::Armed { term_ns, .. } if term_ns > crate::time::boot_now().as_nanos() => stop_fd,
-            _ => {
-                let at = look.kill_ns().max(1);
-                if self.armed.get() != at && arm_at(self.fd.as_raw_fd(), at, 0).is_ok() {
-                    self.armed.set(at);
-                }
-                if self.armed.get() == at {
-                    self.fd.as_raw_fd()
-                } else {
-                    // The alarm could not be armed: the stop timer then, readable once
-                    // fired, so the sleeper spins on it rather than sleep past SIGKILL.
-                    stop_fd
-                }
-            }
+    /// The descriptor to sleep on until the SIGKILL instant: the stop timer `stop_fd`
+    /// while it is armed and has not fired (it fires at the SIGTERM instant first, and
+    /// a renewal moves both), else this alarm, armed for the SIGKILL instant: the clock
+    /// read *before* the look plus the time left to it, so never later than armed (a
+    /// stop between the two makes it early, and the sleeper then looks again).
+    pub fn until_kill(&self, stop_fd: RawFd) -> RawFd {
+        let now = crate::time::boot_now().as_nanos();
+        let l = look(stop_fd).unwrap_or(Look::Unarmed);
+        if let Look::Armed { .. } = l {
+            return stop_fd;
+        }
+        let at = (now + l.kill_in()).max(1);
+        if self.armed.get() != at && arm_at(self.fd.as_raw_fd(), at, 0).is_ok() {
+            self.armed.set(at);
+        }
+        if self.armed.get() == at {
+            self.fd.as_raw_fd()
+        } else {
+            // The alarm could not be armed: the stop timer then, readable once fired,
+            // so the sleeper spins on it rather than sleep past SIGKILL.
+            stop_fd
         }
     }
 }
@@ -289,18 +290,17 @@ impl StopTimers {
     /// True while the SIGTERM instant has not come: the lease last armed leaves room
     /// for the grace (false before any arming).
     pub fn room(&self) -> bool {
-        self.look().room(crate::time::boot_now().as_nanos())
+        self.look().room()
     }
 
     /// True once the SIGKILL instant has come (or nothing was ever armed).
     pub fn kill_due(&self) -> bool {
-        self.look().kill_ns() <= crate::time::boot_now().as_nanos()
+        self.look().kill_in() == 0
     }
 
     /// The time left before the SIGKILL instant (for log lines).
     pub fn kill_in(&self) -> Duration {
-        let now = crate::time::boot_now().as_nanos();
-        Duration::from_nanos(self.look().kill_ns().saturating_sub(now))
+        Duration::from_nanos(self.look().kill_in())
     }
 
     /// The stop timer's descriptor (to poll for the SIGTERM instant, to pass on).
@@ -312,7 +312,7 @@ impl StopTimers {
     /// The daemon's copy has no alarm: the stop timer's own descriptor then.
     pub fn kill_fd(&self) -> RawFd {
         match &self.alarm {
-            Some(a) => a.until_kill(self.fd(), self.look()),
+            Some(a) => a.until_kill(self.fd()),
             None => self.fd(),
         }
     }
@@ -348,45 +348,36 @@ mod tests {
 
     /// The decoding, case by case: nothing armed, armed, fired (the kernel forwarded
     /// it by the interval), come but not yet run by the kernel, and a gap out of range.
+    /// Only times left, from the one read: no clock read beside it.
     #[test]
     fn a_look_tells_armed_from_fired_and_carries_sigkill() {
         let b = INTERVAL_BASE_NS;
-        let now = 1_000 * MS;
-        assert_eq!(decode(now, 0, 0), Look::Unarmed);
-        assert_eq!(decode(now, 5 * MS, 0), Look::Unarmed, "a one-shot timer");
-        assert_eq!(decode(now, 5 * MS, b - 1), Look::Unarmed);
-        let armed = decode(now, 300 * MS, b + 100 * MS);
+        assert_eq!(decode(0, 0), Look::Unarmed);
+        assert_eq!(decode(5 * MS, 0), Look::Unarmed, "a one-shot timer");
+        assert_eq!(decode(5 * MS, b - 1), Look::Unarmed);
+        let armed = decode(300 * MS, b + 100 * MS);
         assert_eq!(
             armed,
             Look::Armed {
-                term_ns: 1_300 * MS,
-                kill_ns: 1_400 * MS
+                term_in: 300 * MS,
+                kill_in: 400 * MS
             }
         );
-        assert!(armed.room(now) && !armed.room(1_300 * MS));
+        assert!(armed.room());
         // Fired 40 ms ago: the next expiry is a whole interval after the SIGTERM instant.
-        let fired = decode(now, b + 100 * MS - 40 * MS, b + 100 * MS);
-        assert_eq!(
-            fired,
-            Look::Fired {
-                term_ns: 960 * MS,
-                kill_ns: 1_060 * MS
-            }
-        );
-        assert!(!fired.room(now));
+        let fired = decode(b + 100 * MS - 40 * MS, b + 100 * MS);
+        assert_eq!(fired, Look::Fired { kill_in: 60 * MS });
+        assert!(!fired.room());
+        // Fired more than the gap ago: SIGKILL due.
+        assert_eq!(decode(b + 100 * MS - 150 * MS, b + 100 * MS).kill_in(), 0);
         // Come, the kernel not having run the expiry: no room, SIGKILL a gap later.
-        let come = decode(now, 0, b + 100 * MS);
-        assert!(!come.room(now));
-        assert_eq!(come.kill_ns(), 1_100 * MS);
+        let come = decode(0, b + 100 * MS);
+        assert!(!come.room());
+        assert_eq!(come.kill_in(), 100 * MS);
         // A gap above the bound reads as none: SIGKILL with SIGTERM.
-        let wild = decode(now, 300 * MS, b + MAX_GRACE_NS + 1);
-        assert_eq!(wild.kill_ns(), 1_300 * MS);
-        assert_eq!(Look::Unarmed.kill_ns(), 0);
-        // Fired at the very start of the clock: never 0 (0 would read as "at once").
-        assert!(matches!(
-            decode(0, b - 5, b),
-            Look::Fired { term_ns: 1, .. }
-        ));
+        assert_eq!(decode(300 * MS, b + MAX_GRACE_NS + 1).kill_in(), 300 * MS);
+        assert_eq!(Look::Unarmed.kill_in(), 0);
+        assert!(!Look::Unarmed.room());
     }
 
     /// Armed for real: one timerfd_settime carries both instants, read back never later
@@ -400,14 +391,14 @@ mod tests {
         let now = crate::time::boot_now().as_nanos();
         let a = at(now + 5_000 * MS, now + 5_150 * MS);
         t.arm(a).unwrap();
-        let Look::Armed { term_ns, kill_ns } = t.look() else {
+        let Look::Armed { term_in, kill_in } = t.look() else {
             panic!("{:?}", t.look())
         };
         assert!(
-            term_ns <= a.term_ns && term_ns + 50 * MS > a.term_ns,
-            "{term_ns}"
+            term_in <= 5_000 * MS && term_in + 50 * MS > 5_000 * MS,
+            "{term_in}"
         );
-        assert_eq!(kill_ns - term_ns, 150 * MS);
+        assert_eq!(kill_in - term_in, 150 * MS);
         assert!(t.room() && !t.kill_due() && !readable(t.fd(), 0));
         // Into the past by 30 ms: fires at once, and the look finds when.
         let now = crate::time::boot_now().as_nanos();
@@ -415,16 +406,13 @@ mod tests {
         t.arm(a).unwrap();
         assert!(readable(t.fd(), 1000), "an instant past fires at once");
         for _ in 0..3 {
-            let Look::Fired { term_ns, kill_ns } = t.look() else {
+            let Look::Fired { kill_in } = t.look() else {
                 panic!("{:?}", t.look())
             };
+            let left = a.kill_ns - crate::time::boot_now().as_nanos();
             assert!(
-                term_ns <= a.term_ns && term_ns + 50 * MS > a.term_ns,
-                "{term_ns}"
-            );
-            assert!(
-                kill_ns <= a.kill_ns && kill_ns + 50 * MS > a.kill_ns,
-                "{kill_ns}"
+                kill_in >= left && kill_in < left + 50 * MS,
+                "{kill_in} {left}"
             );
             assert!(!t.room() && !t.kill_due());
             assert!(readable(t.fd(), 0), "a look does not clear the expiry");

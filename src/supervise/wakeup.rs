@@ -86,7 +86,12 @@ impl Supervisor<'_> {
                     t = t.min(CHILD_TICK);
                 }
             }
-            None if self.leader => t = t.min(self.next_start.saturating_duration_since(now)),
+            // A start is due only with room on the lease: without, the renewal that
+            // gives it comes as a line (review of the one stop timer: a frozen daemon
+            // made this a zero timeout, and `run` spun).
+            None if self.leader && self.timers.room() => {
+                t = t.min(self.next_start.saturating_duration_since(now))
+            }
             None => {}
         }
         if let Some(at) = self.restarts.as_ref().and_then(RestartWindow::clears_at) {
