@@ -3,10 +3,12 @@
 //! The enforcer runs under `strace -e inject=timerfd_gettime:delay_enter=D:when=N`:
 //! the N-th timerfd_gettime of the enforcer is delayed by D before the kernel runs it,
 //! which is exactly what a stall (SIGSTOP, preemption) of the enforcer between the
-//! clock read in `timers::look` and its timerfd_gettime does. The old enforcer (two
-//! timers, `due(kill)` = the kernel's own verdict) was immune to a stall there; the
-//! new one derives instants as `clock read before + time left`, so a stall of D makes
-//! every derived instant D early, and it acts on them.
+//! clock read and its timerfd_gettime does. The two-timer enforcer (`due(kill)` = the
+//! kernel's own verdict) was immune to a stall there; bc5fff7 derived instants as
+//! `clock read before + time left`, so a stall of D made every derived instant D early,
+//! and it acted on them. Since 8b868e8 a look gives only times left, from the one read,
+//! and these tests pass; on bc5fff7 the first two failed (the third tests a rule
+//! bc5fff7 dropped: the enforcer now looks again every 10 ms in the grace).
 
 use electd::supervise::enforce::Enforcer;
 use electd::supervise::{StopTimers, stop_at};
@@ -90,12 +92,12 @@ fn cleanup(mut cmd: Child, e: Enforcer) {
 
 /// Finding 1 (liveness, grace): a lease renewed every 20 ms, always about a second
 /// ahead, and an enforcer stalled for 1.5 s right before its first timerfd_gettime
-/// (SIGSTOP or preemption between `boot_now()` and the syscall in `timers::look`). On
-/// resuming it derives a SIGKILL instant 1.5 s early, finds it past and SIGKILLs the
-/// command, without SIGTERM, while its lease is valid for most of a second more. The
-/// old enforcer asked the kernel (`due(kill)`) and could not.
+/// (SIGSTOP or preemption between a clock read and the syscall). On bc5fff7 it derived
+/// on resuming a SIGKILL instant 1.5 s early, found it past and SIGKILLed the command,
+/// without SIGTERM, while its lease was valid for most of a second more. The command
+/// must live on.
 #[test]
-fn a_stalled_look_kills_a_command_whose_lease_is_renewed() {
+fn a_stalled_look_never_kills_a_command_whose_lease_is_renewed() {
     if !strace_available() {
         eprintln!("strace not available: skipped");
         return;
@@ -133,11 +135,11 @@ fn a_stalled_look_kills_a_command_whose_lease_is_renewed() {
 /// Finding 1, at the SIGTERM instant (grace promise): grace 800 ms, no renewal; the
 /// enforcer stalls 500 ms right before the look it takes when the stop timer fires.
 /// When it resumes 300 ms are left before the SIGKILL instant, so SIGTERM and 300 ms of
-/// grace are still possible (the old enforcer gave exactly that); the new one derives
-/// the SIGKILL instant 500 ms early and sends SIGKILL at once, no SIGTERM at all, 300 ms
-/// before the SIGKILL instant armed.
+/// grace are still possible (the two-timer enforcer gave exactly that); bc5fff7 derived
+/// the SIGKILL instant 500 ms early and sent SIGKILL at once, no SIGTERM at all, 300 ms
+/// before the SIGKILL instant armed. SIGTERM must come, then SIGKILL at the instant.
 #[test]
-fn a_stall_at_the_sigterm_instant_turns_it_into_an_early_sigkill() {
+fn a_stall_at_the_sigterm_instant_keeps_sigterm_and_its_grace() {
     if !strace_available() {
         eprintln!("strace not available: skipped");
         return;
@@ -169,14 +171,14 @@ fn a_stall_at_the_sigterm_instant_turns_it_into_an_early_sigkill() {
     );
 }
 
-/// Finding 2 (latent safety): once the stop timer fired and SIGTERM went out, the
-/// enforcer sleeps only on its private alarm, armed at the SIGKILL instant it read then;
-/// it no longer watches the stop timer. An arming that moves SIGKILL earlier is not seen
-/// until the alarm rings. The old enforcer slept on the SIGKILL timer itself, which any
-/// arming moved. Today's daemon only arms lease ends that never move earlier, so this
-/// is not reachable from it; S5 now rests on that monotonicity too.
+/// Finding 2 (latent safety): once the stop timer fired and SIGTERM went out, bc5fff7's
+/// enforcer slept only on its private alarm, armed at the SIGKILL instant it read then,
+/// so an arming that moved SIGKILL earlier was not seen until the alarm rang (the
+/// two-timer enforcer slept on the SIGKILL timer itself, which any arming moved). Today's
+/// daemon only arms lease ends that never move earlier; since 8b868e8 the enforcer looks
+/// again every 10 ms in the grace, so S5 does not rest on that.
 #[test]
-fn an_earlier_arming_after_sigterm_is_not_seen_by_the_enforcer() {
+fn an_earlier_arming_after_sigterm_is_seen_by_the_enforcer() {
     let dir = tempdir("earlier");
     let grace = Duration::from_millis(2_000);
     let now = boot_now().as_nanos();

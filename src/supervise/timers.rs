@@ -15,8 +15,8 @@
 //! looks ([`look`]) reads the pair with `timerfd_gettime`: before the timer fires,
 //! `it_value` is the time left to SIGTERM (at most a lease, far below half the base);
 //! once it fired, the kernel forwards it by the interval, so `it_value` is the time to
-//! SIGTERM plus the interval (more than half the base), and the SIGTERM instant follows
-//! from it, then SIGKILL's from the interval. A look gives only times *left*, all from
+//! the fired SIGTERM instant plus the interval (more than half the base). A look gives
+//! only times *left*, all from
 //! the one `timerfd_gettime` and none from a clock read beside it: a process stopped
 //! between a clock read and the look would otherwise see every instant early by the
 //! stop (the review of this change: an early SIGKILL with no SIGTERM while the lease
