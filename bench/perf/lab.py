@@ -15,7 +15,7 @@ ELECTD: target/release/electd. EXP:
   trace   perf record of raw_syscalls:sys_enter/sys_exit and the context switches of an
           electd follower, then of a floor receiver that ACKs (ROUNDS, SECS): on-CPU
           time per heartbeat in user code and in each system call, from every event.
-          ROLE=leader traces the leader against the floor leader (ACK) and sender (ACK and silent),
+          HBT (ms, default 100) sets the heartbeat. ROLE=leader traces the leader against the floor leader (ACK) and sender (ACK and silent),
           and keepalived's master (its VRRP child) when keepalived is installed.
   ab      A/B of electd builds (ELECTD: comma-separated binaries), interleaved rounds
           (ROUNDS, SECS, HBT): CPU us per heartbeat of the leader and the followers.
@@ -292,6 +292,7 @@ elif EXP == "trace":
     # User against kernel time per system call, from tracepoints (raw_syscalls of one
     # pid, and its context switches, recorded by perf): every event, no sampling.
     secs = float(os.environ.get("SECS", "30")); rounds = int(os.environ.get("ROUNDS", "2"))
+    hbt = int(os.environ.get("HBT", "100"))
     lab(False)
     d = f"{OUT}/trace"
     os.makedirs(d, exist_ok=True)
@@ -306,7 +307,7 @@ elif EXP == "trace":
            "-p", str(pid), "-o", f, "--", "sleep", str(secs))
         a = cpu([pid])
         text = sh("perf", "script", "-i", f, "-F", "time,event,trace", "--show-switch-events")
-        return text, (a[0] - b[0]) / 1e3 / (secs * 10)
+        return text, (a[0] - b[0]) / 1e3 / (secs * 1000 / hbt)
     def parse(text, pid):
         on = True; last = None; mode = "?"
         acc = collections.Counter(); calls = collections.Counter()
@@ -330,13 +331,13 @@ elif EXP == "trace":
                 mode = "user"
         return acc, calls
     for rnd in range(rounds):
-        ps = cluster(ELECTD, d, 100)
-        time.sleep(4)
+        ps = cluster(ELECTD, d, hbt)
+        time.sleep(max(4, 8 * hbt / 1000))
         roles = {i: status(i).get("role") for i in (1, 2, 3)}
         role = os.environ.get("ROLE", "follower")
         runs = []
         if role == "leader":
-            time.sleep(2)  # sparse acknowledgements start after 16 clean heartbeats
+            time.sleep(max(2, 20 * hbt / 1000))  # sparse acknowledgements start after 16 clean heartbeats
             ldr = [i for i in (1, 2, 3) if roles[i] == "leader"][0]
             lpid = ps[ldr - 1].pid
             runs.append(("electd leader", lpid) + trace(lpid, secs))
@@ -344,12 +345,12 @@ elif EXP == "trace":
             # The floor of electd's leader's shape (role `leader`: one wakeup, one recvmmsg,
             # one LEAD in turn), then the VRRP-shaped sender with ACKing and quiet receivers.
             for tx, rx in (("leader", "ack"), ("sender", "ack"), ("sender", "quiet")):
-                ps = floor(rx, sender=tx)
+                ps = floor(rx, hbt, sender=tx)
                 runs.append((f"floor {tx} ({rx})", ps[0].pid) + trace(ps[0].pid, secs))
                 stop(ps)
             # keepalived's master, in the same lab (its VRRP child, which sends).
             if sh("sh", "-c", "command -v keepalived", check=False).strip():
-                ps, vrrp = keepalived(d)
+                ps, vrrp = keepalived(d, hbt)
                 runs.append(("keepalived master (vrrp child)", vrrp) + trace(vrrp, secs))
                 stop(ps)
                 for f in glob.glob(f"{d}/*.pid"): os.remove(f)
@@ -358,12 +359,12 @@ elif EXP == "trace":
             fpid = ps[fol - 1].pid
             runs.append(("electd follower", fpid) + trace(fpid, secs))
             stop(ps)
-            ps = floor("ack")
+            ps = floor("ack", hbt)
             runs.append(("floor receiver (ACK)", ps[1].pid) + trace(ps[1].pid, secs))
             stop(ps)
         for name, pid, text, us in runs:
             acc, calls = parse(text, pid)
-            hb = secs * 10
+            hb = secs * 1000 / hbt
             tot = sum(acc.values()) * 1e6 / hb
             print(f"round {rnd} {name}: schedstat {us:.1f} us/hb; traced on-CPU {tot:.1f} us/hb: " +
                   ", ".join(f"{k} {v * 1e6 / hb:.1f}" for k, v in acc.most_common()) +
