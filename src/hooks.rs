@@ -57,7 +57,10 @@ struct Running {
     child: Child,
     started: Instant,
     /// `hook-timeout` when it started: a reload changes the next hook's, not this one's.
+    /// A stop's bound may bring it forward (`kill_by`).
     timeout: Duration,
+    /// Its `hook-timeout`, as it started, for the log when a stop's bound cut it short.
+    configured: Duration,
     killed: bool,
 }
 
@@ -207,6 +210,7 @@ impl Hooks {
                         child,
                         started: Instant::now(),
                         timeout: self.timeout,
+                        configured: self.timeout,
                         killed: false,
                     });
                 }
@@ -236,10 +240,18 @@ impl Hooks {
                     let took = now.duration_since(r.started);
                     if r.killed {
                         self.failures += 1;
-                        error!(
-                            "{}hook {} killed after {took:?}: it outlived hook-timeout {:?}",
-                            self.log_tag, r.job.name, r.timeout
-                        );
+                        let pid = r.child.id();
+                        if r.timeout < r.configured {
+                            error!(
+                                "{}hook {} (pid {pid}) killed after {took:?}: it outlived the stop's bound (hook-timeout {:?}, cut to {:?})",
+                                self.log_tag, r.job.name, r.configured, r.timeout
+                            );
+                        } else {
+                            error!(
+                                "{}hook {} (pid {pid}) killed after {took:?}: it outlived hook-timeout {:?}",
+                                self.log_tag, r.job.name, r.timeout
+                            );
+                        }
                     } else if status.success() {
                         info!("{}hook {} finished in {took:?}", self.log_tag, r.job.name);
                     } else {

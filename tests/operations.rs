@@ -193,6 +193,13 @@ fn hooks_time_out_and_fail_loudly() {
         "{}",
         c.log(1)
     );
+    assert!(
+        c.log(1)
+            .lines()
+            .any(|l| l.contains("killed after") && l.contains("(pid ")),
+        "the kill's line names no pid:\n{}",
+        c.log(1)
+    );
     assert_eq!(
         c.status(1).unwrap().get("role").and_then(Value::as_str),
         Some("leader")
@@ -281,8 +288,22 @@ fn sigterm_kills_a_hook_that_outlives_hook_timeout() {
         "exit {took:?} after SIGTERM:\n{log}"
     );
     assert!(dead, "the hook's process group outlived electd:\n{log}");
-    // Killed at its own timeout (poll) or at the stop's bound, whichever came first.
-    assert!(log.contains("outlived hook-timeout 1s"), "{log}");
+    // Killed at its own timeout (poll) or at the stop's bound, whichever came first,
+    // named with its pid either way.
+    let killed = log
+        .lines()
+        .find(|l| l.contains("killed"))
+        .unwrap_or_else(|| panic!("no line names the kill:\n{log}"));
+    assert!(
+        killed.contains(&format!("(pid {})", pids[0])),
+        "the kill's line does not name the hook's pid {}:\n{log}",
+        pids[0]
+    );
+    assert!(
+        killed.contains("outlived hook-timeout 1s")
+            || killed.contains("outlived the stop's bound (hook-timeout 1s, cut to "),
+        "{log}"
+    );
     assert!(log.contains("waiting for hook on-follower (pid "), "{log}");
     drop(c);
     std::fs::remove_dir_all(dir).unwrap();
