@@ -472,8 +472,21 @@ fn a_reload_to_longer_timers_on_a_frozen_disk_keeps_the_lease() {
         }
     });
     let kept = longest(Duration::from_millis(500));
+    // An operator sees the timers wait (`electd_timers_waiting`), and for how long the
+    // write has hung (`electd_state_write_seconds`).
+    let waiting = |v: &str| {
+        request_at(&sock, "metrics")
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l == format!("electd_timers_waiting{{group=\"a\"}} {v}"))
+    };
+    let waiting_frozen = waiting("1");
     let log = std::fs::read_to_string(c.dir.join("1.log")).unwrap_or_default();
     drop(thaw);
+    assert!(
+        waiting_frozen,
+        "electd_timers_waiting{{group=\"a\"}} was not 1 while the longer timers waited for the frozen disk"
+    );
     assert!(
         log.contains("(in force once their longer hold is written to the state file)"),
         "the reload's log line does not say the new timers wait for the disk"
@@ -492,6 +505,10 @@ fn a_reload_to_longer_timers_on_a_frozen_disk_keeps_the_lease() {
         "a lease of the new timers after the thaw",
         Duration::from_secs(5),
         || (lease_ms().unwrap_or(0) > 400).then_some(()),
+    );
+    assert!(
+        waiting("0"),
+        "electd_timers_waiting{{group=\"a\"}} not back to 0 with the new timers in force"
     );
     assert_eq!(
         agreed(&c).unwrap()["a"],

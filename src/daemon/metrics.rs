@@ -249,6 +249,7 @@ impl Daemon {
             supervisors: self.host.registry().supervisors(g),
             healthy: node.healthy(),
             drained: node.drained(),
+            timers_waiting: node.timers_waiting(),
             lease_expiry: status
                 .lease_until
                 .filter(|_| leading)

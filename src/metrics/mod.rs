@@ -64,6 +64,9 @@ pub struct GroupSnapshot {
     pub supervisors: usize,
     pub healthy: bool,
     pub drained: bool,
+    /// A reload's longer timers wait for their hold promise to be written (the timers
+    /// before the reload stay in force until then).
+    pub timers_waiting: bool,
     /// While this server leads: when its lease ends, as Unix time (wall clock).
     pub lease_expiry: Option<Duration>,
     /// How long the last planned handoff's RESIGN waited, in ms.

@@ -126,6 +126,13 @@ pub const GROUPS: &[Family<GroupSnapshot>] = &[
         read: Read::Value(|g| g.drained.into()),
     },
     Family {
+        name: "timers_waiting",
+        kind: Type::Gauge,
+        help: "1 while a reload's longer timers wait for their hold promise to be written to the state file; the timers before the reload stay in force until then (a stalled state disk keeps it at 1).",
+        labels: GROUP,
+        read: Read::Value(|g| g.timers_waiting.into()),
+    },
+    Family {
         name: "lease_expiry_timestamp_seconds",
         kind: Type::Gauge,
         help: "When this server's lease of the group ends, in Unix seconds (wall clock: now plus the lease left); 0 while it does not lead.",
