@@ -4,13 +4,14 @@
 //! armed: SIGTERM with the grace, SIGKILL at the margin; a `T` from `run` spares the
 //! command a second SIGTERM; a stopped enforcer acts at once when it resumes.
 
+#[path = "common/enforce.rs"]
+mod enforce;
+
 use electd::supervise::enforce::Enforcer;
 use electd::supervise::{StopTimers, stop_at};
 use electd::time::boot_now;
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 const ELECTCTL: &str = env!("CARGO_BIN_EXE_electctl");
@@ -40,18 +41,7 @@ fn alive(child: &mut Child) -> bool {
 fn start(until_ns: u64, argv: &[&str]) -> (Child, Enforcer, StopTimers) {
     let timers = StopTimers::create().unwrap();
     timers.arm(stop_at(until_ns, GRACE)).unwrap();
-    let cmd = Command::new(argv[0])
-        .args(&argv[1..])
-        .process_group(0)
-        .spawn()
-        .expect("command");
-    // SAFETY: pidfd_open on our child's pid; a non-negative result is ours.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, cmd.id() as libc::pid_t, 0) };
-    assert!(fd >= 0, "pidfd_open");
-    // SAFETY: a fresh descriptor.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let e = Enforcer::start_with(Path::new(ELECTCTL), cmd.id(), Some(&pidfd), GRACE, &timers)
-        .expect("electctl __enforce");
+    let (cmd, e) = enforce::start_enforced(Path::new(ELECTCTL), &timers, GRACE, argv);
     (cmd, e, timers)
 }
 

@@ -10,12 +10,13 @@
 //! and these tests pass; on bc5fff7 the first two failed (the third tests a rule
 //! bc5fff7 dropped: the enforcer now looks again every 10 ms in the grace).
 
+#[path = "common/enforce.rs"]
+mod enforce;
+
 use electd::supervise::enforce::Enforcer;
 use electd::supervise::{StopTimers, stop_at};
 use electd::time::boot_now;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -59,18 +60,7 @@ fn tempdir(name: &str) -> PathBuf {
 
 /// The command `argv` in a group of its own and its enforcer (started as `exe`).
 fn start(exe: &Path, timers: &StopTimers, grace: Duration, argv: &[&str]) -> (Child, Enforcer) {
-    let cmd = Command::new(argv[0])
-        .args(&argv[1..])
-        .process_group(0)
-        .spawn()
-        .expect("command");
-    // SAFETY: pidfd_open on our child's pid; a non-negative result is ours.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, cmd.id() as libc::pid_t, 0) };
-    assert!(fd >= 0, "pidfd_open");
-    // SAFETY: a fresh descriptor.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let e = Enforcer::start_with(exe, cmd.id(), Some(&pidfd), grace, timers).expect("enforcer");
-    (cmd, e)
+    enforce::start_enforced(exe, timers, grace, argv)
 }
 
 fn gone_at(cmd: &mut Child, within: Duration) -> Option<u64> {
