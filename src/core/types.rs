@@ -115,6 +115,11 @@ pub struct Sabotage {
     /// write but a drain's did before (a liveness breakage only: a leader reloaded back
     /// to shorter timers on a stalled disk stops its heartbeats and loses its lease).
     pub lowering_write_holds: bool,
+    /// A restarted server shrinks the hold promise it read from disk at the first
+    /// shorter LEAD, though the LEADs it acknowledged before the crash may still be
+    /// owed it until its quiet period ends (a safety breakage: a second crash leaves a
+    /// quiet period shorter than a lease it vouched for; the simulator's "S2-disk").
+    pub restart_sheds_promise: bool,
 }
 
 impl Sabotage {
