@@ -176,6 +176,17 @@
 //! that only lowers the hold holding datagrams (`Sabotage::lowering_write_holds`),
 //! caught at seed 2 (4,738: the three sequences that reload back).
 //!
+//! "S2-disk" (`sim/durable.rs`), in every seed: at every ACK that leaves, every lease
+//! end a leader reports, every state write handed out and every reload, the shortest
+//! quiet period a crash could leave (the lower of the disk's hold and the write in
+//! flight's, or the configured hold if longer) must cover the faith the server
+//! vouched for, from the simulator's own model of the disk, not the core's bound. It
+//! found that a restart shed the promise read from disk at the first shorter LEAD (22
+//! of the 10,000 default seeds); negative control `Sabotage::restart_sheds_promise`,
+//! caught at seed 656. D2 (`Sabotage::disk_hold_bound` on a follower's stalled disk)
+//! is shown in tests/reload_stall_adversary.rs, not here: L-reload stalls the leader's
+//! disk only.
+//!
 //! A run that handles 20 million events (an ELECT storm) stops with a livelock
 //! violation.
 //!
@@ -4568,3 +4579,32 @@ fn negative_control_lowering_write_holds() {
 /// reloaded among longer timers (heartbeat 341 ms, 472 ms, 341 ms again); its lease
 /// reached only 39,452 ms, and 3 was elected at 40,611 ms.
 const LOWERING_WRITE_HOLDS_SEED: u64 = 2;
+
+/// A restarted server sheds the hold promise it read from disk at the first shorter
+/// LEAD (`Sabotage::restart_sheds_promise`), though what it acknowledged before the
+/// crash may still be owed it until its quiet period ends: a second crash once that
+/// write lands leaves a quiet period shorter than a lease it vouched for. Only
+/// "S2-disk" (`sim/durable.rs`, the simulator's own model of the disk) sees it; it
+/// found the rule (22 of the 10,000 default seeds before it). The catching seed is
+/// asserted, and that it passes without the breakage.
+#[test]
+fn negative_control_restart_sheds_promise() {
+    let broken = Breakage {
+        sabotage: Sabotage {
+            restart_sheds_promise: true,
+            ..Sabotage::default()
+        },
+        ..Breakage::default()
+    };
+    caught_at(
+        "negative_control_restart_sheds_promise",
+        "restart sheds promise",
+        &broken,
+        &["S2-disk"],
+        RESTART_SHEDS_PROMISE_SEED,
+        true,
+    );
+}
+
+/// The first default seed at which the swarm catches `Sabotage::restart_sheds_promise`.
+const RESTART_SHEDS_PROMISE_SEED: u64 = 656;

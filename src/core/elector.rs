@@ -609,7 +609,16 @@ impl Node {
     /// owed for longer holds has run out to within `hold`. So at every moment the
     /// promise covers the faith still owed, and is never a lifetime maximum.
     pub(super) fn update_promise(&mut self, now: Time, hold: Duration) {
-        if hold >= self.promise || self.faith_until <= now + hold {
+        // After a restart the promise read from disk may still be owed, until the
+        // quiet period ends, to the LEADs this server acknowledged before it crashed:
+        // their faith died with the process. Shrunk at the first shorter LEAD, a
+        // second crash left a shorter quiet period than a lease it had vouched for
+        // (the simulator's "S2-disk", swarm seed 5828).
+        let mut owed_until = self.faith_until;
+        if !self.cfg.sabotage.restart_sheds_promise {
+            owed_until = owed_until.max(self.quiet_until);
+        }
+        if hold >= self.promise || owed_until <= now + hold {
             if hold < self.promise {
                 debug!(
                     "{}hold promise shrinks from {:?} to {hold:?}",

@@ -106,15 +106,26 @@ pub struct Sabotage {
     pub reload_holds_sends: bool,
     /// The hold a datagram and staged timers are measured against is the disk's now,
     /// not the lowest that may be there once the pending writes land
-    /// (`min_hold_pending`, the rule before the second review): a reload back to a
-    /// hold still on disk while a write lowering it is in flight applies at once, and
-    /// its first LEAD waits for the stalled writes (a liveness breakage only: a leader
-    /// whose disk stalls loses its lease; the invariant is measured the same way).
+    /// (`min_hold_pending`, the rule before the second review). A safety breakage
+    /// (D2): a follower whose shorter write stalls and whose staged reload asks for a
+    /// longer one ACKs a LEAD longer than what may land, and restarts quiet for the
+    /// shorter hold while the lease resting on that ACK runs on
+    /// (tests/reload_stall_adversary.rs, `d2_without_the_bound_two_leases_overlap`).
+    /// And a liveness one (D1): a reload back to a hold still on disk while a write
+    /// lowering it is in flight applies at once, and its first LEAD waits for the
+    /// stalled writes, so a leader whose disk stalls loses its lease. The core's
+    /// invariant is measured with the same bound (and is off under any sabotage); the
+    /// simulator's "S2-disk", from its own model of the disk, catches D2.
     pub disk_hold_bound: bool,
     /// A write that only lowers the hold promise holds every later datagram, as any
     /// write but a drain's did before (a liveness breakage only: a leader reloaded back
     /// to shorter timers on a stalled disk stops its heartbeats and loses its lease).
     pub lowering_write_holds: bool,
+    /// A restarted server shrinks the hold promise it read from disk at the first
+    /// shorter LEAD, though the LEADs it acknowledged before the crash may still be
+    /// owed it until its quiet period ends (a safety breakage: a second crash leaves a
+    /// quiet period shorter than a lease it vouched for; the simulator's "S2-disk").
+    pub restart_sheds_promise: bool,
 }
 
 impl Sabotage {

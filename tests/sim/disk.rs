@@ -57,6 +57,8 @@ impl Sim {
         }
         h.write_done_at = at;
         let inc = h.life;
+        self.disk_on_write(host, &state);
+        let h = &mut self.hosts[host];
         let dies = std::mem::take(&mut h.crash_in_write);
         self.push(at, Ev::PersistDone { host, inc, state });
         if dies {

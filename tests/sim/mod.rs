@@ -40,7 +40,8 @@
 //! The files, one concern each: `clock` (time and drift), `options` (the knobs and the
 //! one config fixture), `network`, `disk`, `process` (a server's life cycle),
 //! `supervisors` (the `electctl run` model), `health` (the processor and its check),
-//! `commands` (what `electctl` sends), `observe` (checkers, watch, statuses), `stats`,
+//! `commands` (what `electctl` sends), `durable` ("S2-disk": the hold a crash could
+//! leave on disk covers the faith vouched for), `observe` (checkers, watch, statuses), `stats`,
 //! `acks` (an adversary on one leader's ACKs, for the lease at rest), `turns` (one on
 //! its LEADs, with the record of what the network did, for needless rounds at rest);
 //! this file holds `Sim`, its event queue and loop, and the drive of a host's outputs.
@@ -51,6 +52,7 @@ pub mod check;
 mod clock;
 mod commands;
 mod disk;
+mod durable;
 mod health;
 mod network;
 mod observe;
@@ -473,6 +475,9 @@ impl Sim {
             let status = node.status(h.clock.local(now));
             let lease_end = status.lease_until.map(|u| h.clock.real(u));
             let leads = node.leads().unwrap_or(0);
+            if let Some(u) = status.lease_until {
+                self.disk_on_lease(host, g, leads, u);
+            }
             self.checker(g)
                 .on_status(now, id, &status, lease_end, leads);
             self.check_watch(g, id, &status);

@@ -144,6 +144,7 @@ impl Sim {
                 ));
             }
         }
+        self.disk_on_receive(to, bytes);
         let sabotage = self.host_sabotage(to);
         let h = &mut self.hosts[to];
         let local = h.clock.local(self.now);
@@ -215,6 +216,9 @@ impl Sim {
             self.ack_loss_on_send(host, &t.bytes);
         }
         self.lead_loss_on_send(host, &t.to, &t.bytes);
+        if t.kinds[wire::Kind::Lead as usize] + t.kinds[wire::Kind::Ack as usize] > 0 {
+            self.disk_on_send(host, &t.bytes);
+        }
         let bytes = Rc::new(t.bytes);
         for to in tos {
             self.transmit(host, to, &bytes);

@@ -127,6 +127,11 @@ pub struct Options {
     /// for anyone else before it ends ("S2-support", `Sim::check_support`): what S2
     /// needs, seen before any second lease exists.
     pub check_support: bool,
+    /// Check at every ACK and LEAD that leaves, and every state write handed out, that
+    /// the lowest hold a crash could leave on disk covers the faith the server vouched
+    /// for ("S2-disk", `durable.rs`): the simulator's own model of the disk, not the
+    /// core's bound. On by default.
+    pub check_disk: bool,
 }
 
 /// Server ids 1..=n rotated left by `k`: group k's preference order with `balance`.
@@ -214,6 +219,7 @@ impl Options {
             yield_wrong_group: false,
             stall_enforcer: false,
             check_support: false,
+            check_disk: true,
         }
     }
 

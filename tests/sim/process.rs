@@ -59,6 +59,9 @@ pub struct Host {
     /// When this life's startup quiet period ends and its check rises (real time).
     pub(super) quiet_end: Real,
     pub(super) rise_at: Real,
+    /// Per group, the faith this server vouched for ("S2-disk", `durable.rs`); kept
+    /// across crashes, as the promise it made is.
+    pub(super) owed: Vec<super::durable::Owed>,
 }
 
 impl Host {
@@ -90,6 +93,7 @@ impl Host {
             fit_changed_at: 0,
             quiet_end: 0,
             rise_at: 0,
+            owed: vec![Default::default(); groups],
         }
     }
 
@@ -466,5 +470,6 @@ impl Sim {
             sh.handle_reload_timers(new).expect("valid timers");
             self.drive(host);
         }
+        self.disk_on_reload(host);
     }
 }
