@@ -102,7 +102,11 @@ pub struct Sabotage {
     pub drain_write_holds_sends: bool,
     /// A reload's longer timers take effect at once, so the first LEAD with the longer
     /// hold waits for its write and holds every later datagram, as before (a liveness
-    /// breakage only: a leader whose disk stalls loses its lease at a reload).
+    /// breakage only: a leader whose disk stalls loses its lease at a reload). Such a
+    /// LEAD may leave only after a later write lowered the hold again; that is safe
+    /// (its faith counted from when it was built, and the promise shrank only once the
+    /// faith had run down to within the lower hold), and the invariant asks no more of
+    /// it than of an ACK (`check_durable_for`).
     pub reload_holds_sends: bool,
     /// The hold a datagram and staged timers are measured against is the disk's now,
     /// not the lowest that may be there once the pending writes land

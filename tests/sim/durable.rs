@@ -5,7 +5,8 @@
 //! LEAD earned runs out (its receipt plus its hold, on the follower's clock): the
 //! leader's lease rests on it (SPEC sections 4-6). A leader counts itself as one of
 //! the majority its lease rests on, so it promises the same until the end of the
-//! lease it reports. A crash wipes the faith: what keeps the promise across it is the
+//! lease it reports (with another server to vote: alone, nothing rests on its quiet
+//! period). A crash wipes the faith: what keeps the promise across it is the
 //! quiet period, max(K*HBT, the hold on disk), after the restart. So at every moment
 //! the quiet period a crash could leave must cover what is still owed: the hold a
 //! crash could leave on disk, or the configured hold a restart reads if longer.
@@ -23,10 +24,12 @@
 //! The core checks the same thing against its own bound (`check_durable_for`, with
 //! `min_hold_pending`); a sabotage that moves that bound moves its check too
 //! (`Sabotage::disk_hold_bound`), this one does not. What a leadership was promised
-//! ends early only with a RESIGN: once a RESIGN of term T is handed to or sent by a
-//! server, nothing it vouched for in T or below is owed, then or later (the leader of
-//! T gave its lease up before it sent it, and every lease of a lower term ended before
-//! T was elected); an ACK of a LEAD of T that leaves after it vouches for nothing.
+//! ends early only with a RESIGN or a later election: once a RESIGN of term T is
+//! handed to or sent by a server, nothing it vouched for in T or below is owed, then
+//! or later (the leader of T gave its lease up before it sent it, and every lease of a
+//! lower term ended before T was elected), and an ACK of a LEAD of T that leaves after
+//! it vouches for nothing; once a server is elected in E, nothing below E is owed
+//! (`disk_on_elected`).
 
 use super::{Disk, Sim, decode_all};
 use electd::time::Time;
@@ -152,7 +155,10 @@ impl Sim {
     /// `host` reports a lease of `term` until `until` (its clock) in group `g`: it
     /// vouches for it as one of the majority the lease rests on.
     pub(super) fn disk_on_lease(&mut self, host: usize, g: usize, term: u64, until: Time) {
-        if !self.opts.check_disk {
+        // Alone, a server's lease rests on nobody else's vote, and its restart's quiet
+        // period protects nothing (with `Sabotage::reload_holds_sends` a lone leader
+        // reports the lease of a LEAD still waiting for its longer hold's write).
+        if !self.opts.check_disk || self.opts.n < 2 {
             return;
         }
         let Some(o) = self.hosts[host].owed.get_mut(g) else {
@@ -160,6 +166,20 @@ impl Sim {
         };
         if o.vouch(term, until) {
             self.check_disk_covers(host, g, &format!("its lease of term {term}"));
+        }
+    }
+
+    /// `host` is elected in `term` in group `g`: every lease of a lower term ended
+    /// before a majority could elect it (each voter was past its faith in any other
+    /// leader, and a lease rests on a majority's faith), so nothing this server
+    /// vouched for in those terms is owed any more; its own lease, kept as a floor
+    /// across a re-election, it vouches for again as it reports it. (The core frees
+    /// its faith the same way when it steps down, `Node::step_down`: a server elected
+    /// by the others while it still had faith in a former leader, swarm seed 3500 with
+    /// `Sabotage::reload_holds_sends`.)
+    pub(super) fn disk_on_elected(&mut self, host: usize, g: usize, term: u64) {
+        if let Some(o) = self.hosts[host].owed.get_mut(g) {
+            o.release(term.saturating_sub(1));
         }
     }
 

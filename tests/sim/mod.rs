@@ -446,6 +446,7 @@ impl Sim {
         let (now, id) = (self.now, self.hosts[host].id);
         self.checker(g).on_event(now, id, e);
         if let electd::node::Event::Elected { term } = e {
+            self.disk_on_elected(host, g, term);
             self.mark();
             if g == 0 {
                 if let Some(mut f) = self.on_elected.take() {
