@@ -170,3 +170,48 @@ fn a_stopped_enforcer_acts_at_once_on_resuming() {
     let _ = cmd.wait();
     wait_exit(&mut e);
 }
+
+/// A command whose stop timer shows no room when its own process looks, just before
+/// its exec, is not started (`Enforcer::guard`: `run` may have been stopped between
+/// its look and the fork), and its enforcer exits: for a lease end already past, and
+/// for a timer never armed (nothing says how long it may run).
+#[test]
+fn no_command_execs_without_room_on_the_stop_timer() {
+    for armed in [true, false] {
+        let timers = StopTimers::create().unwrap();
+        if armed {
+            let past = boot_now().as_nanos() - ns(Duration::from_millis(10));
+            timers.arm(stop_at(past, GRACE)).unwrap();
+        }
+        let e = Enforcer::start_with(Path::new(ELECTCTL), GRACE, &timers).unwrap();
+        let mut cmd = std::process::Command::new("sleep");
+        std::os::unix::process::CommandExt::process_group(cmd.arg("30"), 0);
+        e.guard(&mut cmd, &timers);
+        let r = cmd.spawn();
+        assert_eq!(
+            r.as_ref().err().and_then(std::io::Error::raw_os_error),
+            Some(electd::supervise::enforce::LEASE_ENDED),
+            "armed {armed}: a command started with no room: {r:?}"
+        );
+        let mut e = e
+            .retire()
+            .unwrap_or_else(|| panic!("retired before it saw the end"));
+        wait_exit(&mut e);
+    }
+}
+
+/// An enforcer whose pipe closes before any command announced itself (`run` gave up
+/// or died first) exits, and says it would have nothing to enforce (exit 0).
+#[test]
+fn an_enforcer_without_a_command_exits_when_run_lets_go() {
+    let timers = StopTimers::create().unwrap();
+    timers
+        .arm(stop_at(boot_now().as_nanos() + ns(AHEAD), GRACE))
+        .unwrap();
+    let e = Enforcer::start_with(Path::new(ELECTCTL), GRACE, &timers).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut e = e
+        .retire()
+        .expect("it waits for a command while run holds the pipe");
+    wait_exit(&mut e);
+}

@@ -3,7 +3,7 @@
 //! after the grace, and the backoff between restarts.
 
 use super::Supervisor;
-use super::enforce::Enforcer;
+use super::enforce::{Enforcer, LEASE_ENDED};
 use super::lease::MARGIN;
 use crate::time::boot_now;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -179,6 +179,20 @@ impl Supervisor<'_> {
         {
             return;
         }
+        // The enforcer first, so that the command's own process can hand itself over
+        // before its exec (`Enforcer::guard`): whatever happens to this process from
+        // here on, no command runs that its enforcer does not hold.
+        let enforcer = match Enforcer::start(self.opts.grace, &self.timers) {
+            Ok(e) => e,
+            Err(e) => {
+                // Nothing would stop it if this process stalled: not started.
+                say!("cannot start the lease enforcer ({e}): the command was not started");
+                self.next_start = Instant::now() + self.backoff;
+                self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
+                self.count_exit();
+                return;
+            }
+        };
         let argv = &self.opts.argv;
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
@@ -186,34 +200,10 @@ impl Supervisor<'_> {
             .env("ELECTD_GROUP", self.group.as_deref().unwrap_or("default"))
             .env("ELECTD_ROLE", "leader")
             .process_group(0);
-        // SAFETY: prctl is async-signal-safe; if this supervisor dies (even by SIGKILL)
-        // the command gets SIGKILL instead of running on unsupervised.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        enforcer.guard(&mut cmd, &self.timers);
         match cmd.spawn() {
-            Ok(mut child) => {
+            Ok(child) => {
                 let exit_fd = pidfd(child.id());
-                let enforcer =
-                    Enforcer::start(child.id(), exit_fd.as_ref(), self.opts.grace, &self.timers);
-                let enforcer = match enforcer {
-                    Ok(e) => e,
-                    Err(e) => {
-                        // Nothing would stop it if this process stalled: not started.
-                        signal_group(&child, libc::SIGKILL);
-                        let _ = child.wait();
-                        say!(
-                            "cannot start the lease enforcer ({e}): the command was stopped at once"
-                        );
-                        self.next_start = Instant::now() + self.backoff;
-                        self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
-                        self.count_exit();
-                        return;
-                    }
-                };
                 self.enforcer_lost = false;
                 say!(
                     "leader in term {} ({} ms of lease left): started pid {}",
@@ -231,6 +221,18 @@ impl Supervisor<'_> {
                 });
             }
             Err(e) => {
+                if let Some(e) = enforcer.retire() {
+                    self.retired.push(e);
+                }
+                if e.raw_os_error() == Some(LEASE_ENDED) {
+                    // This process was held between its look and the command's exec:
+                    // no exit of the command, and no start until a renewal gives room.
+                    say!(
+                        "the lease of term {} ended before the command's exec: not started",
+                        self.term
+                    );
+                    return;
+                }
                 say!("cannot start {}: {e}", argv[0]);
                 self.next_start = Instant::now() + self.backoff;
                 self.backoff = (self.backoff * 2).min(Duration::from_secs(10));

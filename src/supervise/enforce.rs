@@ -2,11 +2,19 @@
 //! lease end whatever happens to `run` (SPEC sections 8 S5 and 11; docs/PROTOCOL.md,
 //! "S5 through stalls").
 //!
-//! `run` starts it beside each command as `electctl __enforce PGID GRACE_NS pidfd` (a
-//! fresh exec of the same binary: nothing of `run`'s state, threads or locks is
-//! inherited), in a process group of its own, so `kill -STOP` of run's pid, a debugger
-//! on run, or a terminal's ^Z or ^C do not reach it. Its stdin is a pipe from `run`,
-//! fd 3 the command's pidfd, fd 4 `run`'s stop timer (`supervise/timers.rs`): a
+//! `run` starts it *before* each command as `electctl __enforce GRACE_NS` (a fresh exec
+//! of the same binary: nothing of `run`'s state, threads or locks is inherited), in a
+//! process group of its own, so `kill -STOP` of run's pid, a debugger on run, or a
+//! terminal's ^Z or ^C do not reach it. The command is then forked with
+//! [`Enforcer::guard`]: before its exec, the command's own process sets
+//! PR_SET_PDEATHSIG and gives up unless `run` is still its parent, writes its pid
+//! (`P<pid>`) into the enforcer's pipe, and gives up unless the stop timer's SIGTERM
+//! instant is still ahead. So no command runs that its enforcer does not know, nor one
+//! forked on a lease that ended, whatever happens to `run` from its `room()` look on
+//! (SIGSTOP, a debugger, SIGKILL: the twenty-second round's review, findings 1-3,
+//! tests/adv22.rs). A gate opened by `run` would not do: `spawn` waits for the exec.
+//!
+//! Its stdin is that pipe from `run`, fd 4 `run`'s stop timer (`supervise/timers.rs`): a
 //! CLOCK_BOOTTIME timerfd that fires at the SIGTERM instant of the last lease end armed
 //! and carries its SIGKILL instant. The daemon re-arms it at every renewal (or, with a
 //! daemon that does not take it, `run` does from each line); the enforcer never arms
@@ -21,8 +29,9 @@
 //! - it acts on what the stop timer says when it looks (the instants armed), not on its
 //!   own idea of when it should have woken: a stopped enforcer that resumes acts at
 //!   once on what came due;
-//! - when the command's leader exits, it SIGKILLs what is left of the group and exits;
-//!   it also exits once the group is empty.
+//! - when the command's leader exits (a pidfd it opens itself), it SIGKILLs what is
+//!   left of the group and exits; it also exits once the group is empty, and at once
+//!   if the pipe closes before any command announced itself.
 //!
 //! It writes nothing (stdout and stderr are /dev/null): no log sink can block it.
 
@@ -36,8 +45,9 @@ use std::time::Duration;
 
 /// The hidden `electctl` subcommand that runs the enforcer.
 pub const SUBCOMMAND: &str = "__enforce";
-/// The descriptor the command's pidfd is handed on as.
-const PIDFD: i32 = 3;
+/// The error a guarded command's start fails with when the stop timer's SIGTERM
+/// instant came before its exec ([`Enforcer::guard`]).
+pub const LEASE_ENDED: i32 = libc::ETIME;
 /// The descriptor the stop timer is handed on as.
 const TIMER_FD: i32 = 4;
 /// How long after its SIGTERM timer fired the enforcer waits for a live `run`'s `T`
@@ -70,23 +80,37 @@ fn nonblocking_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok((r, w))
 }
 
+/// Writes `P<pid>\n` into `out` without allocating (a forked child calls it); its length.
+fn announce(pid: libc::pid_t, out: &mut [u8; 24]) -> usize {
+    let mut digits = [0u8; 20];
+    let mut v = pid.max(0) as u64;
+    let mut k = 0;
+    loop {
+        digits[k] = b'0' + (v % 10) as u8;
+        k += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out[0] = b'P';
+    for i in 0..k {
+        out[1 + i] = digits[k - 1 - i];
+    }
+    out[1 + k] = b'\n';
+    k + 2
+}
+
 impl Enforcer {
-    /// Starts the enforcer of the command whose process group is `pgid` (its pidfd
-    /// `cmd_pidfd`, if one could be opened), sleeping on `timers`' stop timer.
-    pub fn start(
-        pgid: u32,
-        cmd_pidfd: Option<&OwnedFd>,
-        grace: Duration,
-        timers: &StopTimers,
-    ) -> std::io::Result<Enforcer> {
-        Self::start_with(Path::new("/proc/self/exe"), pgid, cmd_pidfd, grace, timers)
+    /// Starts an enforcer sleeping on `timers`' stop timer, for the command started
+    /// next with [`Enforcer::guard`].
+    pub fn start(grace: Duration, timers: &StopTimers) -> std::io::Result<Enforcer> {
+        Self::start_with(Path::new("/proc/self/exe"), grace, timers)
     }
 
     /// As [`Enforcer::start`], with the `electctl` binary `exe` (tests start the real one).
     pub fn start_with(
         exe: &Path,
-        pgid: u32,
-        cmd_pidfd: Option<&OwnedFd>,
         grace: Duration,
         timers: &StopTimers,
     ) -> std::io::Result<Enforcer> {
@@ -94,33 +118,26 @@ impl Enforcer {
         let mut cmd = Command::new(exe);
         cmd.arg0("electctl-enforce")
             .arg(SUBCOMMAND)
-            .arg(pgid.to_string())
             .arg(crate::time::duration_nanos(grace).to_string())
-            .arg(if cmd_pidfd.is_some() { "pidfd" } else { "-" })
             .stdin(Stdio::from(r))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
-        let srcs = [cmd_pidfd.map_or(-1, AsRawFd::as_raw_fd), timers.fd()];
-        // SAFETY: fcntl and dup2 are async-signal-safe; they only touch the child's
-        // descriptor table. Each source is first copied above fd 9 (close-on-exec), so
-        // no dup2 onto 3 or 4 can clobber a source not yet placed; dup2 then clears
-        // close-on-exec on 3 and 4 only.
+        let src = timers.fd();
+        // SAFETY: fcntl and dup2 are async-signal-safe and only touch the child's
+        // descriptor table. dup2 clears close-on-exec on fd 4 only; a timer that is fd
+        // 4 already is copied first (a dup2 onto itself would leave close-on-exec set).
         unsafe {
             cmd.pre_exec(move || {
-                let mut high = [-1; 2];
-                for (h, &s) in high.iter_mut().zip(&srcs) {
-                    if s >= 0 {
-                        *h = libc::fcntl(s, libc::F_DUPFD_CLOEXEC, 10);
-                        if *h < 0 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                    }
-                }
-                for (&h, to) in high.iter().zip([PIDFD, TIMER_FD]) {
-                    if h >= 0 && libc::dup2(h, to) < 0 {
+                let mut s = src;
+                if s == TIMER_FD {
+                    s = libc::fcntl(src, libc::F_DUPFD_CLOEXEC, 10);
+                    if s < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
+                }
+                if libc::dup2(s, TIMER_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });
@@ -132,6 +149,55 @@ impl Enforcer {
             pipe: Some(w),
             exit_fd,
         })
+    }
+
+    /// Makes `cmd` hand itself to this enforcer before it runs: in the forked process,
+    /// before the exec, it (1) sets PR_SET_PDEATHSIG and gives up unless the process
+    /// that calls this is still its parent (it may have died before the prctl), (2)
+    /// writes its pid into the enforcer's pipe, so the enforcer holds its process group
+    /// before it execs, and (3) gives up unless the stop timer's SIGTERM instant is
+    /// still ahead (the look of `room()` may be long past). A command that gives up
+    /// makes `spawn` fail; (3) with ETIME ([`LEASE_ENDED`]).
+    ///
+    /// Call it on a command that makes its own process group (`process_group(0)`),
+    /// from the thread that spawns it (PR_SET_PDEATHSIG follows that thread).
+    pub fn guard(&self, cmd: &mut Command, timers: &StopTimers) {
+        // SAFETY: getpid(2) cannot fail.
+        let parent = unsafe { libc::getpid() };
+        let pipe = self.pipe.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let timer = timers.fd();
+        // SAFETY: everything in the closure is async-signal-safe: prctl, getppid,
+        // getpid, signal, write and timerfd_gettime (through `look`), arithmetic on
+        // the stack; nothing allocates or takes a lock.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    // run died before the prctl: nothing would supervise the command.
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                let mut line = [0u8; 24];
+                let n = announce(libc::getpid(), &mut line);
+                // A write to an enforcer already gone fails with EPIPE, not SIGPIPE.
+                libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+                let w = libc::write(pipe, line.as_ptr().cast(), n);
+                let err = std::io::Error::last_os_error();
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                if w != n as isize {
+                    return Err(if w < 0 {
+                        err
+                    } else {
+                        std::io::Error::from_raw_os_error(libc::EPIPE)
+                    });
+                }
+                if !super::timers::look(timer).is_some_and(|l| l.room()) {
+                    return Err(std::io::Error::from_raw_os_error(LEASE_ENDED));
+                }
+                Ok(())
+            });
+        }
     }
 
     /// Says that run sends the command SIGTERM itself now (call before sending it).
@@ -167,45 +233,85 @@ impl Enforcer {
 
 /// What the enforcer was told on its command line.
 struct Args {
-    pgid: i32,
     grace_ns: u64,
-    pidfd: bool,
 }
 
 fn parse(args: &[String]) -> Option<Args> {
-    let [pgid, grace, pidfd] = args else {
+    let [grace] = args else {
         return None;
     };
     Some(Args {
-        pgid: pgid.parse().ok().filter(|p| *p > 1)?,
         grace_ns: grace.parse().ok()?,
-        pidfd: pidfd == "pidfd",
     })
 }
 
-/// Reads run's pipe (stdin, non-blocking); true once `T` was read. Bounded: the pipe
-/// carries one `T` per command.
-fn read_term(open: &mut bool) -> bool {
-    let mut buf = [0u8; 64];
-    let mut termed = false;
-    for _ in 0..16 {
-        // SAFETY: read(2) into a local buffer from our non-blocking stdin.
-        let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
-        if n == 0 {
-            *open = false;
-            break;
-        }
-        if n < 0 {
-            match std::io::Error::last_os_error().kind() {
-                ErrorKind::Interrupted => continue,
-                ErrorKind::WouldBlock => {}
-                _ => *open = false,
+/// What came on run's pipe (stdin, non-blocking): the command's `P<pid>` line (from
+/// the command's own process, before its exec) and run's `T` line.
+#[derive(Default)]
+struct Input {
+    /// The command's pid (its process group), once announced.
+    pid: Option<i32>,
+    /// run said it sends SIGTERM itself.
+    termed: bool,
+    /// The pipe reached its end (run and the command's process closed it).
+    closed: bool,
+    line: [u8; 24],
+    len: usize,
+    /// The line being read is longer than `line`: ignored whole.
+    over: bool,
+}
+
+impl Input {
+    /// Reads what is waiting. Bounded: the pipe carries one `P` and one `T` line per
+    /// command (anything else is ignored, an overlong line cut).
+    fn read(&mut self) {
+        let mut buf = [0u8; 64];
+        for _ in 0..16 {
+            // SAFETY: read(2) into a local buffer from our non-blocking stdin.
+            let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+            if n == 0 {
+                self.closed = true;
+                break;
             }
-            break;
+            if n < 0 {
+                match std::io::Error::last_os_error().kind() {
+                    ErrorKind::Interrupted => continue,
+                    ErrorKind::WouldBlock => {}
+                    _ => self.closed = true,
+                }
+                break;
+            }
+            for &b in &buf[..n as usize] {
+                self.byte(b);
+            }
         }
-        termed |= buf[..n as usize].contains(&b'T');
     }
-    termed
+
+    fn byte(&mut self, b: u8) {
+        if b != b'\n' {
+            if self.len < self.line.len() {
+                self.line[self.len] = b;
+                self.len += 1;
+            } else {
+                self.over = true;
+            }
+            return;
+        }
+        let line = &self.line[..self.len];
+        if self.over {
+        } else if line == b"T" {
+            self.termed = true;
+        } else if let Some(d) = line.strip_prefix(b"P")
+            && self.pid.is_none()
+        {
+            self.pid = std::str::from_utf8(d)
+                .ok()
+                .and_then(|d| d.parse::<i32>().ok())
+                .filter(|p| *p > 1);
+        }
+        self.len = 0;
+        self.over = false;
+    }
 }
 
 /// kill(2) on the process group; false when the group is gone.
@@ -242,11 +348,11 @@ fn readable(fd: RawFd, timeout_ns: u64) -> bool {
 
 /// The enforcer's state: what was sent already.
 struct State {
-    a: Args,
+    pgid: i32,
+    grace_ns: u64,
+    input: Input,
     termed: bool,
     killed: bool,
-    /// run's pipe is still open.
-    open: bool,
 }
 
 impl State {
@@ -255,24 +361,46 @@ impl State {
         let look = timers.look();
         if !self.killed && look.kill_in() == 0 {
             self.killed = true;
-            group(self.a.pgid, libc::SIGKILL);
+            group(self.pgid, libc::SIGKILL);
             return;
         }
         if self.killed || self.termed || look.room() {
             return;
         }
-        if self.open && read_term(&mut self.open) {
-            self.termed = true;
-            return;
+        if !self.input.closed {
+            self.input.read();
         }
         // A live run woke on the same timer: give it a moment to say `T` first.
-        let lag = TERM_LAG.min(self.a.grace_ns / 4);
-        if self.open && readable(0, lag) && read_term(&mut self.open) {
-            self.termed = true;
-            return;
+        let lag = TERM_LAG.min(self.grace_ns / 4);
+        if !self.input.termed && !self.input.closed && readable(0, lag) {
+            self.input.read();
         }
         self.termed = true;
-        group(self.a.pgid, libc::SIGTERM);
+        if !self.input.termed {
+            group(self.pgid, libc::SIGTERM);
+        }
+    }
+}
+
+/// Waits for the command's `P<pid>` line; None when the pipe closes without one (run
+/// gave up or died before any command announced itself). Each pass sleeps until the
+/// pipe is readable.
+fn announced(input: &mut Input) -> Option<i32> {
+    loop {
+        input.read();
+        if input.pid.is_some() {
+            return input.pid;
+        }
+        if input.closed {
+            return None;
+        }
+        let mut p = libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll(2) on one pollfd we own, no timeout.
+        unsafe { libc::poll(&mut p, 1, -1) };
     }
 }
 
@@ -298,30 +426,38 @@ pub fn main(args: &[String]) -> i32 {
         None
     };
     let Some(timers) = timers else {
-        // Nothing to sleep on: the command may not outlive a lease nobody enforces.
-        group(a.pgid, libc::SIGKILL);
+        // Nothing to sleep on: exit before any command announces itself, so its start
+        // fails (its write finds no reader).
         return 1;
     };
-    let pidfd = a.pidfd.then_some(PIDFD);
+    let mut input = Input::default();
+    let Some(pgid) = announced(&mut input) else {
+        return 0;
+    };
+    // The command's leader's exit, if the kernel has pidfds (opened here: the command
+    // is run's child, not ours, but a pidfd needs no parent).
+    let pidfd = super::command::pidfd(pgid as u32);
+    let pidfd_raw = pidfd.as_ref().map(AsRawFd::as_raw_fd);
     let mut s = State {
-        a,
+        pgid,
+        grace_ns: a.grace_ns,
+        input,
         termed: false,
         killed: false,
-        open: true,
     };
     // Bounded by the command's life: each pass sleeps until a timer fires or the
     // command's leader exits (or TICK without a pidfd, or once SIGKILL is sent).
     loop {
         s.act(&timers);
-        if pidfd.is_some_and(|fd| readable(fd, 0)) {
+        if pidfd_raw.is_some_and(|fd| readable(fd, 0)) {
             // Nothing of the group may outlive its leader (as run does on a reap).
-            group(s.a.pgid, libc::SIGKILL);
+            group(s.pgid, libc::SIGKILL);
             return 0;
         }
-        if !group_exists(s.a.pgid) {
+        if !group_exists(s.pgid) {
             return 0;
         }
-        wait(&s, pidfd, &timers);
+        wait(&s, pidfd_raw, &timers);
     }
 }
 
@@ -370,14 +506,55 @@ mod tests {
     #[test]
     fn arguments_parse() {
         let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let a = parse(&v(&["123", "5", "pidfd"])).unwrap();
-        assert_eq!((a.pgid, a.grace_ns), (123, 5));
-        assert!(a.pidfd);
-        assert!(!parse(&v(&["123", "5", "-"])).unwrap().pidfd);
-        assert!(parse(&v(&["1", "5", "-"])).is_none(), "pgid 1");
-        assert!(parse(&v(&["0", "5", "-"])).is_none());
-        assert!(parse(&v(&["x", "5", "-"])).is_none());
-        assert!(parse(&v(&["5", "6"])).is_none());
-        assert!(parse(&v(&["123", "5", "6", "7", "pidfd"])).is_none());
+        assert_eq!(parse(&v(&["5"])).unwrap().grace_ns, 5);
+        assert!(parse(&v(&["x"])).is_none());
+        assert!(parse(&v(&[])).is_none());
+        assert!(parse(&v(&["123", "5", "pidfd"])).is_none(), "the old form");
+    }
+
+    #[test]
+    fn the_announcement_is_read_back() {
+        for pid in [2, 9, 10, 12345, i32::MAX] {
+            let mut out = [0u8; 24];
+            let n = announce(pid, &mut out);
+            assert_eq!(&out[..n], format!("P{pid}\n").as_bytes());
+            let mut i = Input::default();
+            out[..n].iter().for_each(|&b| i.byte(b));
+            assert_eq!(i.pid, Some(pid));
+            assert!(!i.termed);
+        }
+    }
+
+    #[test]
+    fn the_pipe_input_is_parsed_strictly() {
+        let feed = |s: &[u8]| {
+            let mut i = Input::default();
+            s.iter().for_each(|&b| i.byte(b));
+            (i.pid, i.termed)
+        };
+        assert_eq!(feed(b"P77\nT\n"), (Some(77), true));
+        assert_eq!(feed(b"T\nP77\n"), (Some(77), true));
+        assert_eq!(feed(b"P77"), (None, false), "no line end yet");
+        assert_eq!(feed(b"P1\n"), (None, false), "pid 1 is no group of ours");
+        assert_eq!(feed(b"P0\nP-5\nPx\nP\n"), (None, false));
+        assert_eq!(
+            feed(b"P77\nP88\n"),
+            (Some(77), false),
+            "the first announcement holds"
+        );
+        assert_eq!(
+            feed(b"TT\nXT\n"),
+            (None, false),
+            "T only as a line of its own"
+        );
+        let long = [b'9'; 100];
+        let mut v = b"P".to_vec();
+        v.extend_from_slice(&long);
+        v.extend_from_slice(b"\nP42\n");
+        assert_eq!(feed(&v), (Some(42), false), "an overlong line is ignored");
+        let mut v = b"P12".to_vec();
+        v.extend_from_slice(&[b' '; 40]);
+        v.extend_from_slice(b"\nT\n");
+        assert_eq!(feed(&v), (None, true), "whole, not cut to a valid prefix");
     }
 }

@@ -1,33 +1,27 @@
-//! A command and its enforcer, started as `electctl run` starts them: the command
-//! leads a process group of its own, and the enforcer watches it through a pidfd and
-//! the stop timer `timers`. Shared by tests/enforcer.rs and tests/review21.rs.
+//! A command and its enforcer, started as `electctl run` starts them: the enforcer
+//! first, then the command, which leads a process group of its own and announces
+//! itself to the enforcer before its exec; the enforcer sleeps on the stop timer
+//! `timers`. Shared by tests/enforcer.rs and tests/review21.rs.
 
 use electd::supervise::StopTimers;
 use electd::supervise::enforce::Enforcer;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-/// Starts `argv` in a process group of its own, then the enforcer `exe __enforce` for
-/// it with `grace` from SIGTERM to SIGKILL.
+/// Starts the enforcer `exe __enforce` with `grace` from SIGTERM to SIGKILL, then
+/// `argv` in a process group of its own, handed over to it as `run` does
+/// ([`Enforcer::guard`]).
 pub fn start_enforced(
     exe: &Path,
     timers: &StopTimers,
     grace: Duration,
     argv: &[&str],
 ) -> (Child, Enforcer) {
-    let cmd = Command::new(argv[0])
-        .args(&argv[1..])
-        .process_group(0)
-        .spawn()
-        .expect("command");
-    // SAFETY: pidfd_open on our child's pid; a non-negative result is ours.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, cmd.id() as libc::pid_t, 0) };
-    assert!(fd >= 0, "pidfd_open");
-    // SAFETY: a fresh descriptor.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let e = Enforcer::start_with(exe, cmd.id(), Some(&pidfd), grace, timers).expect("enforcer");
-    (cmd, e)
+    let e = Enforcer::start_with(exe, grace, timers).expect("enforcer");
+    let mut cmd = Command::new(argv[0]);
+    cmd.args(&argv[1..]).process_group(0);
+    e.guard(&mut cmd, timers);
+    (cmd.spawn().expect("command"), e)
 }
