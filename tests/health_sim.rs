@@ -1454,3 +1454,64 @@ fn stalled_disk_reloads(sabotage: Sabotage) -> (Vec<(u64, Vec<u16>, u64)>, usize
     }
     (lost, applied)
 }
+
+/// SPEC 14, preempt-delay, "heard ... continuously for the delay": a preferred server
+/// that restarts quickly (down for less than a heartbeat, so the leader never notices a
+/// silence of K*HBT + HBT, the window that restarts `fit_since`) starts its delay again.
+/// It says UNFIT in its ACKs for its startup quiet period (it could not take over: it
+/// may not vote), and that report restarts `fit_since`. Without it, the delay counted
+/// from before the restart and the seat went back to a server that had just come up.
+#[test]
+fn a_quick_restart_of_the_preferred_server_restarts_its_delay() {
+    let delay = Duration::from_millis(1500);
+    let delay_ns = ms(delay.as_millis() as u64);
+    for seed in 0..24 {
+        let n = [3, 5][seed as usize % 2];
+        let mut o = Options::new(seed, n);
+        o.priorities = shuffled_priorities(seed, n);
+        o.preempt_delay = Some(delay);
+        o.checks = seed % 2 == 0;
+        o.rise_max = ms(200);
+        o.confirm_max = ms(20);
+        let p = o.priorities.iter().max_by_key(|x| x.1).unwrap().0;
+        let mut s = Sim::new(o);
+        s.run_for(ms(3000) + 2 * delay_ns);
+        let cur = s.leader().expect("a leader");
+        if cur != p {
+            s.yield_to(cur, Some(p));
+            s.run_until_new_leader(cur, ms(2000)).expect("handover");
+        }
+        assert_eq!(s.leader(), Some(p), "seed {seed}");
+        s.crash(p);
+        let (other, _) = s.run_until_new_leader(p, ms(3000)).expect("failover");
+        s.run_for(ms(500));
+        let t_back = s.now;
+        s.restart(p);
+        // Up and fit for most of the delay (past its quiet period), then down for a
+        // few ms.
+        let up = delay_ns * 3 / 4 + s.opts.hold();
+        s.run_for(up);
+        assert_eq!(s.leader(), Some(other), "seed {seed}: not handed back yet");
+        let handoffs = s.check.handoffs.len();
+        s.crash(p);
+        let down = ms(5) + s.rand(ms(20));
+        s.run_for(down);
+        let t_again = s.now;
+        s.restart(p);
+        s.run_for(ms(10_000));
+        s.assert_safe(REPLAY);
+        let h = *s.check.handoffs[handoffs..]
+            .iter()
+            .find(|h| h.to == Some(p))
+            .unwrap_or_else(|| panic!("seed {seed}: never handed back to {p}"));
+        let earliest = t_again + (delay_ns as f64 * (1.0 - 0.02)) as u64;
+        assert!(
+            h.at >= earliest,
+            "seed {seed}: handed back {} ms after the second restart ({} ms after the \
+             first), delay {} ms: the delay did not start again",
+            (h.at - t_again) / ms(1),
+            (h.at - t_back) / ms(1),
+            delay.as_millis()
+        );
+    }
+}
