@@ -414,6 +414,19 @@ fn drain_survives_restarts() {
     }
 }
 
+/// A cluster of `n` with shuffled priorities, `preempt_delay`, health checks on even
+/// seeds; and its preferred server (the highest priority).
+fn preferred_cluster(seed: u64, n: usize, preempt_delay: Option<Duration>) -> (Sim, u16) {
+    let mut o = Options::new(seed, n);
+    o.priorities = shuffled_priorities(seed, n);
+    o.preempt_delay = preempt_delay;
+    o.checks = seed % 2 == 0;
+    o.rise_max = ms(200);
+    o.confirm_max = ms(20);
+    let p = o.priorities.iter().max_by_key(|x| x.1).unwrap().0;
+    (Sim::new(o), p)
+}
+
 /// SPEC 14, preempt-delay: the preferred server (highest priority) crashes and another
 /// leads; when it comes back, the leader hands the seat back only once it has heard it
 /// healthy for the whole delay, and the preferred server never takes it by itself: each
@@ -425,14 +438,7 @@ fn preempt_delay_hands_back_only_after_the_delay() {
     for seed in 0..40 {
         let n = [3, 5][seed as usize % 2];
         let preempt = seed % 4 != 3;
-        let mut o = Options::new(seed, n);
-        o.priorities = shuffled_priorities(seed, n);
-        o.preempt_delay = preempt.then_some(delay);
-        o.checks = seed % 2 == 0;
-        o.rise_max = ms(200);
-        o.confirm_max = ms(20);
-        let p = o.priorities.iter().max_by_key(|x| x.1).unwrap().0;
-        let mut s = Sim::new(o);
+        let (mut s, p) = preferred_cluster(seed, n, preempt.then_some(delay));
         // The preferred server leads within its delay of the cold start (it is handed
         // the seat or wins the first round: rounds rank by priority).
         s.run_for(ms(3000) + 2 * ms(delay.as_millis() as u64));
@@ -1467,14 +1473,7 @@ fn a_quick_restart_of_the_preferred_server_restarts_its_delay() {
     let delay_ns = ms(delay.as_millis() as u64);
     for seed in 0..24 {
         let n = [3, 5][seed as usize % 2];
-        let mut o = Options::new(seed, n);
-        o.priorities = shuffled_priorities(seed, n);
-        o.preempt_delay = Some(delay);
-        o.checks = seed % 2 == 0;
-        o.rise_max = ms(200);
-        o.confirm_max = ms(20);
-        let p = o.priorities.iter().max_by_key(|x| x.1).unwrap().0;
-        let mut s = Sim::new(o);
+        let (mut s, p) = preferred_cluster(seed, n, Some(delay));
         s.run_for(ms(3000) + 2 * delay_ns);
         let cur = s.leader().expect("a leader");
         if cur != p {
