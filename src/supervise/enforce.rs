@@ -204,7 +204,7 @@ impl Enforcer {
     pub fn terminating(&mut self) {
         let Some(w) = &self.pipe else { return };
         // SAFETY: a write of two bytes (atomic in a pipe) to our non-blocking end; the
-        // pipe carries nothing else, so it never fills.
+        // pipe carries nothing else but the command's one `P` line, so it never fills.
         unsafe { libc::write(w.as_raw_fd(), b"T\n".as_ptr().cast(), 2) };
     }
 
