@@ -215,3 +215,81 @@ fn an_enforcer_without_a_command_exits_when_run_lets_go() {
         .expect("it waits for a command while run holds the pipe");
     wait_exit(&mut e);
 }
+
+/// The write end of the pipe [`on_term`] writes to, as `run`'s own handler does.
+static TERM_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+extern "C" fn on_term(_: libc::c_int) {
+    let fd = TERM_PIPE.load(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: write(2) is async-signal-safe.
+    unsafe { libc::write(fd, b"s".as_ptr().cast(), 1) };
+}
+
+/// A SIGTERM that reaches the command's process after it announced itself to the
+/// enforcer and before its exec (the enforcer may signal the group from then on) acts
+/// as on the command: it dies. It must not run the handler `run` installed (inherited
+/// by the fork), which would write into `run`'s own wakeup pipe, so that `run` took it
+/// for its own SIGTERM and stopped, while the command went on to its exec. The signal
+/// is raised by a `pre_exec` step after `guard`'s.
+#[test]
+fn a_sigterm_before_the_exec_ends_the_command_not_run() {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors.
+    assert_eq!(
+        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) },
+        0
+    );
+    TERM_PIPE.store(fds[1], std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: an async-signal-safe handler, as `run` installs (src/supervise/wakeup.rs).
+    let before = unsafe { libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t) };
+    let timers = StopTimers::create().unwrap();
+    timers
+        .arm(stop_at(boot_now().as_nanos() + ns(AHEAD), GRACE))
+        .unwrap();
+    let e = Enforcer::start_with(Path::new(ELECTCTL), GRACE, &timers).unwrap();
+    let mut cmd = std::process::Command::new("sleep");
+    std::os::unix::process::CommandExt::process_group(cmd.arg("30"), 0);
+    e.guard(&mut cmd, &timers);
+    // SAFETY: raise(3) is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::raise(libc::SIGTERM);
+            Ok(())
+        });
+    }
+    let spawned = cmd.spawn();
+    let mut buf = [0u8; 8];
+    // SAFETY: read(2) from our non-blocking pipe.
+    let n = unsafe { libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len()) };
+    // SAFETY: restoring the test process's action; closing our pipe.
+    unsafe {
+        libc::signal(libc::SIGTERM, before);
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    let status = spawned.map(|mut c| {
+        let t = Instant::now();
+        while alive(&mut c) && t.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = c.kill();
+        c.wait().unwrap()
+    });
+    assert!(
+        n <= 0,
+        "the SIGTERM ran run's handler in the command's process"
+    );
+    let sig = status
+        .as_ref()
+        .ok()
+        .and_then(std::os::unix::process::ExitStatusExt::signal);
+    assert_eq!(
+        sig,
+        Some(libc::SIGTERM),
+        "the command was not ended by it: {status:?}"
+    );
+    // It exits once the command is gone (it may have already).
+    if let Some(mut e) = e.retire() {
+        wait_exit(&mut e);
+    }
+}

@@ -80,6 +80,28 @@ fn nonblocking_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok((r, w))
 }
 
+/// Sets every signal whose action is a handler back to SIG_DFL (ignored ones stay
+/// ignored), as an exec does; in a forked child, before its exec: sigaction(2) only.
+fn default_handlers() {
+    for sig in 1..32 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: sigaction(2) is async-signal-safe; an all-zero sigaction is a valid
+        // out-parameter and, with SIG_DFL, a valid new action.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction != libc::SIG_DFL
+                && old.sa_sigaction != libc::SIG_IGN
+            {
+                let dfl: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
 /// Writes `P<pid>\n` into `out` without allocating (a forked child calls it); its length.
 fn announce(pid: libc::pid_t, out: &mut [u8; 24]) -> usize {
     let mut digits = [0u8; 20];
@@ -159,6 +181,12 @@ impl Enforcer {
     /// still ahead (the look of `room()` may be long past). A command that gives up
     /// makes `spawn` fail; (3) with ETIME ([`LEASE_ENDED`]).
     ///
+    /// First of all it sets every signal `run` handles back to its default action, as
+    /// the exec would: from its announcement on, the enforcer may signal the group, and
+    /// a SIGTERM that ran `run`'s handler in this copy of `run` would write into `run`'s
+    /// own wakeup pipe (`run` would take it for its own SIGTERM and stop) while the
+    /// command went on to its exec.
+    ///
     /// Call it on a command that makes its own process group (`process_group(0)`),
     /// from the thread that spawns it (PR_SET_PDEATHSIG follows that thread).
     pub fn guard(&self, cmd: &mut Command, timers: &StopTimers) {
@@ -171,6 +199,7 @@ impl Enforcer {
         // the stack; nothing allocates or takes a lock.
         unsafe {
             cmd.pre_exec(move || {
+                default_handlers();
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
