@@ -1060,4 +1060,38 @@ mod tests {
             "{loaded} loaded, {refused} refused"
         );
     }
+
+    /// README's example file is a valid file of server 3 of orders-eu, and its example
+    /// refusal is the one electd gives.
+    #[test]
+    fn the_readme_example_file_and_refusal_are_what_electd_reads_and_says() {
+        let readme = include_str!("../README.md");
+        let start = readme
+            .find("electd-state 5\nid 3\n")
+            .expect("README example");
+        let end = start + readme[start..].find("\n```").unwrap() + 1;
+        let p = parse(&readme[start..end]).expect("README's example file parses");
+        assert_eq!(
+            p.owner,
+            Some(Identity {
+                id: 3,
+                cluster: "orders-eu".into()
+            })
+        );
+        let refusal = StoreError::Foreign {
+            path: "/var/lib/electd/3.state".into(),
+            file: Identity {
+                id: 1,
+                cluster: "orders-eu".into(),
+            },
+            this: Identity {
+                id: 3,
+                cluster: "orders-eu".into(),
+            },
+        };
+        assert!(
+            readme.contains(&format!("cannot start: {refusal}\n")),
+            "README quotes: {refusal}"
+        );
+    }
 }
