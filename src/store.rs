@@ -3,7 +3,9 @@
 //! number and its peers' newest boots. One file for every group.
 //!
 //! Text, so an operator can read it, with a CRC-32 line so a torn or edited file is
-//! detected. Written atomically: a temporary file in the same directory, fsync, rename
+//! detected. Since version 5 it names its owner (`id` and `cluster` lines): a file of
+//! another server or cluster (a cloned disk, a backup restored on the wrong host, a
+//! `state` path without `{id}`) is refused, since its votes are not this server's. Written atomically: a temporary file in the same directory, fsync, rename
 //! over the old one, fsync of the directory. A missing file is a first start; an
 //! unreadable or corrupt one is an error that stops the daemon, never a silent reset.
 //!
@@ -27,6 +29,16 @@ pub enum StoreError {
     Corrupt(PathBuf, String),
     /// Another daemon holds the state file's lock (the holder is named).
     Locked(PathBuf, String),
+    /// The file belongs to another server or another cluster: the file's owner, then
+    /// this server. Taking its votes as this server's could vote twice in a term (S4).
+    Foreign {
+        /// The state file.
+        path: PathBuf,
+        /// Whose file it is, as it says.
+        file: Identity,
+        /// This server.
+        this: Identity,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -43,16 +55,72 @@ impl fmt::Display for StoreError {
                 "state file {} is in use by another electd ({holder}); two daemons on one state file could vote twice in a term",
                 p.display()
             ),
+            StoreError::Foreign { path, file, this } if file.id != this.id => write!(
+                f,
+                "state file {} belongs to {file}, this is {this}: on another server's file this server would take that server's votes as its own and could vote twice in a term; restore this server's own state file, or give every server a file of its own (a `state` path with {{id}}); no option overrides this",
+                path.display()
+            ),
+            StoreError::Foreign { path, file, this } => write!(
+                f,
+                "state file {} belongs to {file}, this is {this}: a file of another cluster holds votes cast there, not here; restore this server's own state file, or, if this cluster was renamed from '{}', start once with --state-cluster {} to keep its votes under the new name (do not delete the file: a server without its votes could vote twice in a term)",
+                path.display(),
+                file.cluster,
+                file.cluster
+            ),
         }
     }
 }
 
 impl std::error::Error for StoreError {}
 
+/// Whose state a file holds (version 5 on): a server's id and its cluster's name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The server's id (1..=255).
+    pub id: u16,
+    /// The cluster's name (`cluster` in the configuration: one word).
+    pub cluster: String,
+}
+
+impl fmt::Display for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "server {} of cluster '{}'", self.id, self.cluster)
+    }
+}
+
+/// What [`Store::load_as`] found on disk, besides the state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// No file: a first start.
+    Nothing,
+    /// A file of version 1 to 4, which names no owner: taken as this server's, and
+    /// rewritten as version 5 at the next write.
+    Unnamed(u8),
+    /// This server's own file.
+    Own,
+    /// This server's file under the cluster's former name (`--state-cluster`): taken
+    /// over, and written under the new name at the next write.
+    Renamed(String),
+}
+
+/// A state file's content and what it was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loaded {
+    /// Every group's durable state.
+    pub groups: GroupStates,
+    /// The boot numbers.
+    pub extra: Extra,
+    /// Whose the file was, and its version if it named nobody.
+    pub found: Found,
+}
+
 /// The state file of one server.
 #[derive(Debug)]
 pub struct Store {
     path: PathBuf,
+    /// This server: written in every version-5 file, and checked against what a file
+    /// says at load.
+    this: Identity,
     /// The open lock file while this process holds the lock.
     lock: Option<File>,
 }
@@ -89,13 +157,13 @@ fn durable_lines(d: &Durable) -> String {
     )
 }
 
-fn body(groups: &GroupStates, x: &Extra) -> String {
+fn body(this: &Identity, groups: &GroupStates, x: &Extra) -> String {
     let peers: Vec<String> = x
         .peer_boots
         .iter()
         .map(|(id, b)| format!(" {id}:{b}"))
         .collect();
-    let mut out = String::from("electd-state 4\n");
+    let mut out = format!("electd-state 5\nid {}\ncluster {}\n", this.id, this.cluster);
     for (name, d) in groups {
         out.push_str(&format!("group {name}\n{}", durable_lines(d)));
     }
@@ -159,7 +227,46 @@ fn parse_durable<'a>(
     Ok(d)
 }
 
-fn parse(text: &str) -> Result<(GroupStates, Extra), String> {
+/// A state file's content, as it says.
+struct Parsed {
+    version: u8,
+    /// Whose file it is: None before version 5.
+    owner: Option<Identity>,
+    groups: GroupStates,
+    extra: Extra,
+}
+
+/// Reads the `id` and `cluster` lines of a version-5 file, right after its header, in
+/// this order; each once, each well formed.
+fn parse_owner<'a>(lines: &mut impl Iterator<Item = &'a str>) -> Result<Identity, String> {
+    let id_line = lines.next().ok_or("missing id line")?;
+    let id = id_line
+        .strip_prefix("id ")
+        .ok_or_else(|| format!("missing id line (found '{id_line}')"))?;
+    // Canonical decimal only ("id 03" or "id +3" was not written by electd).
+    let id = id
+        .parse::<u16>()
+        .ok()
+        .filter(|i| (1..=255).contains(i) && i.to_string() == id)
+        .ok_or_else(|| format!("bad id line '{id_line}'"))?;
+    let cluster_line = lines.next().ok_or("missing cluster line")?;
+    if cluster_line.starts_with("id ") {
+        return Err(format!("id line given twice ('{cluster_line}')"));
+    }
+    let cluster = cluster_line
+        .strip_prefix("cluster ")
+        .ok_or_else(|| format!("missing cluster line (found '{cluster_line}')"))?;
+    // A configuration's cluster name is one word (SPEC 9).
+    if cluster.is_empty() || cluster.chars().any(char::is_whitespace) {
+        return Err(format!("bad cluster line '{cluster_line}'"));
+    }
+    Ok(Identity {
+        id,
+        cluster: cluster.to_string(),
+    })
+}
+
+fn parse(text: &str) -> Result<Parsed, String> {
     let (content, crc_line) = match text.rfind("crc ") {
         Some(i) => text.split_at(i),
         None => return Err("no crc line".into()),
@@ -175,7 +282,13 @@ fn parse(text: &str) -> Result<(GroupStates, Extra), String> {
         Some("electd-state 2") => 2,
         Some("electd-state 3") => 3,
         Some("electd-state 4") => 4,
+        Some("electd-state 5") => 5,
         _ => return Err("unknown header".into()),
+    };
+    let owner = if version >= 5 {
+        Some(parse_owner(&mut lines)?)
+    } else {
+        None
     };
     let mut groups = GroupStates::new();
     if version < 4 {
@@ -209,18 +322,29 @@ fn parse(text: &str) -> Result<(GroupStates, Extra), String> {
                     b.parse().map_err(|_| "bad peer boot")?,
                 );
             }
+        } else if version >= 5 && (line.starts_with("id ") || line.starts_with("cluster ")) {
+            // Once only, right after the header.
+            return Err(format!(
+                "id or cluster line out of place (given twice?): '{line}'"
+            ));
         } else {
             return Err(format!("unexpected line '{line}'"));
         }
     }
-    Ok((groups, x))
+    Ok(Parsed {
+        version,
+        owner,
+        groups,
+        extra: x,
+    })
 }
 
 impl Store {
-    /// A store at `path` (nothing is touched yet).
-    pub fn new(path: &Path) -> Store {
+    /// The store at `path` of server `this` (nothing is touched yet).
+    pub fn new(path: &Path, this: Identity) -> Store {
         Store {
             path: path.to_path_buf(),
+            this,
             lock: None,
         }
     }
@@ -279,27 +403,61 @@ impl Store {
     }
 
     /// Reads every group's state; a missing file is a first start (no group has any).
+    /// A file of another server or cluster is refused ([`StoreError::Foreign`]).
     pub fn load(&self) -> Result<(GroupStates, Extra), StoreError> {
+        self.load_as(None).map(|l| (l.groups, l.extra))
+    }
+
+    /// [`Store::load`], and what was found. With `renamed_from`, a file of this server
+    /// under that former cluster name is taken too (`--state-cluster`: a deliberate
+    /// rename must not make the operator delete the file and its votes). No option
+    /// takes a file of another server id.
+    pub fn load_as(&self, renamed_from: Option<&str>) -> Result<Loaded, StoreError> {
         let text = match fs::read(&self.path) {
             Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(Loaded {
+                    groups: GroupStates::new(),
+                    extra: Extra::default(),
+                    found: Found::Nothing,
+                });
+            }
             Err(e) => return Err(StoreError::Io(self.path.clone(), e)),
         };
         let text = String::from_utf8(text)
             .map_err(|_| StoreError::Corrupt(self.path.clone(), "not text".into()))?;
-        parse(&text).map_err(|why| StoreError::Corrupt(self.path.clone(), why))
+        let p = parse(&text).map_err(|why| StoreError::Corrupt(self.path.clone(), why))?;
+        let found = match p.owner {
+            None => Found::Unnamed(p.version),
+            Some(o) if o == self.this => Found::Own,
+            Some(o) if o.id == self.this.id && Some(o.cluster.as_str()) == renamed_from => {
+                Found::Renamed(o.cluster)
+            }
+            Some(o) => {
+                return Err(StoreError::Foreign {
+                    path: self.path.clone(),
+                    file: o,
+                    this: self.this.clone(),
+                });
+            }
+        };
+        Ok(Loaded {
+            groups: p.groups,
+            extra: p.extra,
+            found,
+        })
     }
 
     /// Writes every group's state durably: temporary file, fsync, rename, fsync of the
     /// directory. Never while a [`Writer`] on the same file has a write in flight.
     pub fn save(&self, groups: &GroupStates, x: &Extra) -> Result<(), StoreError> {
-        write_file(&self.path, groups, x)
+        write_file(&self.path, &self.this, groups, x)
     }
 
     /// Starts the writer thread of this file; `wake` is called after each write (the
     /// daemon's `mio::Waker`).
     pub fn writer(&self, wake: Box<dyn Fn() + Send>) -> io::Result<Writer> {
-        Writer::start(self.path.clone(), wake)
+        Writer::start(self.path.clone(), self.this.clone(), wake)
     }
 }
 
@@ -320,14 +478,17 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    fn start(path: PathBuf, wake: Box<dyn Fn() + Send>) -> io::Result<Writer> {
+    fn start(path: PathBuf, this: Identity, wake: Box<dyn Fn() + Send>) -> io::Result<Writer> {
         let (jobs, job_rx) = mpsc::sync_channel::<(GroupStates, Extra)>(1);
         let (result_tx, results) = mpsc::channel();
         std::thread::Builder::new()
             .name("state-writer".into())
             .spawn(move || {
                 while let Ok((groups, x)) = job_rx.recv() {
-                    if result_tx.send(write_file(&path, &groups, &x)).is_err() {
+                    if result_tx
+                        .send(write_file(&path, &this, &groups, &x))
+                        .is_err()
+                    {
                         break;
                     }
                     wake();
@@ -369,9 +530,14 @@ impl Writer {
     }
 }
 
-/// Writes every group's state to `path` durably: temporary file, fsync, rename, fsync
-/// of the directory.
-fn write_file(path: &Path, groups: &GroupStates, x: &Extra) -> Result<(), StoreError> {
+/// Writes every group's state to `path` durably, as server `this`'s: temporary file,
+/// fsync, rename, fsync of the directory.
+fn write_file(
+    path: &Path,
+    this: &Identity,
+    groups: &GroupStates,
+    x: &Extra,
+) -> Result<(), StoreError> {
     let io = |e| StoreError::Io(path.to_path_buf(), e);
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -380,7 +546,7 @@ fn write_file(path: &Path, groups: &GroupStates, x: &Extra) -> Result<(), StoreE
     let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
     tmp_name.push(".tmp");
     let tmp = dir.join(tmp_name);
-    let content = body(groups, x);
+    let content = body(this, groups, x);
     let text = format!("{content}crc {:08x}\n", crc32fast::hash(content.as_bytes()));
     let mut f = OpenOptions::new()
         .write(true)
@@ -407,6 +573,14 @@ mod tests {
         d
     }
 
+    /// The server the tests' stores belong to.
+    fn me() -> Identity {
+        Identity {
+            id: 1,
+            cluster: "orders-eu".into(),
+        }
+    }
+
     fn one(d: Durable) -> GroupStates {
         GroupStates::from([(crate::config::DEFAULT_GROUP.to_string(), d)])
     }
@@ -422,7 +596,7 @@ mod tests {
     #[test]
     fn round_trip_and_first_start() {
         let dir = tmpdir("rt");
-        let s = Store::new(&dir.join("1.state"));
+        let s = Store::new(&dir.join("1.state"), me());
         assert_eq!(
             s.load().unwrap(),
             Default::default(),
@@ -486,7 +660,7 @@ mod tests {
     #[test]
     fn every_group_round_trips_in_one_file() {
         let dir = tmpdir("groups");
-        let s = Store::new(&dir.join("1.state"));
+        let s = Store::new(&dir.join("1.state"), me());
         let mut g = GroupStates::new();
         for (i, name) in ["orders", "payments", "audit-2", "old_gone"]
             .iter()
@@ -513,7 +687,7 @@ mod tests {
         assert_eq!(s.load().unwrap(), (g.clone(), x));
         let text = fs::read_to_string(s.path()).unwrap();
         assert!(
-            text.starts_with("electd-state 4\ngroup audit-2\nterm 30\n"),
+            text.starts_with("electd-state 5\nid 1\ncluster orders-eu\ngroup audit-2\nterm 30\n"),
             "{text}"
         );
         // A group twice, a bad name, a missing field: corrupt, never a silent reset.
@@ -534,7 +708,7 @@ mod tests {
     #[test]
     fn the_writer_thread_writes_reports_and_wakes() {
         let dir = tmpdir("writer");
-        let s = Store::new(&dir.join("1.state"));
+        let s = Store::new(&dir.join("1.state"), me());
         let woken = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
         let w2 = woken.clone();
         let w = s
@@ -568,7 +742,7 @@ mod tests {
         assert_eq!(s.load().unwrap(), (one(d), x.clone()));
         assert!(w.try_result().is_none(), "one result per write");
         // A failed write is reported, not lost: the daemon stops on it.
-        let gone = Store::new(&dir.join("missing-dir").join("1.state"));
+        let gone = Store::new(&dir.join("missing-dir").join("1.state"), me());
         let wg = gone.writer(Box::new(|| {})).unwrap();
         wg.submit(one(d), x).unwrap();
         let e = wg.wait_result().unwrap_err();
@@ -580,9 +754,9 @@ mod tests {
     fn a_second_lock_is_refused_naming_the_file_and_holder() {
         let dir = tmpdir("lock");
         let p = dir.join("3.state");
-        let mut a = Store::new(&p);
+        let mut a = Store::new(&p, me());
         a.lock().unwrap();
-        let mut b = Store::new(&p);
+        let mut b = Store::new(&p, me());
         let e = b.lock().unwrap_err().to_string();
         assert!(
             e.contains(&p.display().to_string())
@@ -598,7 +772,7 @@ mod tests {
     fn corruption_is_an_error_naming_the_file() {
         let dir = tmpdir("bad");
         let p = dir.join("2.state");
-        let s = Store::new(&p);
+        let s = Store::new(&p, me());
         s.save(
             &one(Durable {
                 term: 5,
@@ -627,5 +801,297 @@ mod tests {
             );
         }
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn a_state(term: u64) -> Durable {
+        Durable {
+            term,
+            voted_term: term,
+            voted_for: 2,
+            led_term: term - 1,
+            hold_ms: 300,
+            drained: false,
+        }
+    }
+
+    #[test]
+    fn version_5_names_the_server_and_cluster_and_round_trips() {
+        let dir = tmpdir("v5");
+        let s = Store::new(&dir.join("1.state"), me());
+        let mut x = Extra {
+            boot: 3,
+            ..Extra::default()
+        };
+        x.peer_boots.insert(2, 5);
+        s.save(&one(a_state(7)), &x).unwrap();
+        let text = fs::read_to_string(s.path()).unwrap();
+        assert!(
+            text.starts_with("electd-state 5\nid 1\ncluster orders-eu\ngroup default\n"),
+            "{text}"
+        );
+        let l = s.load_as(None).unwrap();
+        assert_eq!(
+            (l.groups, l.extra, l.found),
+            (one(a_state(7)), x.clone(), Found::Own)
+        );
+        // The writer thread writes the owner too.
+        let w = s.writer(Box::new(|| {})).unwrap();
+        w.submit(one(a_state(8)), x).unwrap();
+        assert_eq!(w.wait_result(), Ok(()));
+        assert_eq!(s.load_as(None).unwrap().found, Found::Own);
+        assert!(
+            fs::read_to_string(s.path())
+                .unwrap()
+                .starts_with("electd-state 5\nid 1\ncluster orders-eu\n")
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn versions_1_to_4_load_unnamed_and_are_rewritten_as_5() {
+        let dir = tmpdir("v4");
+        let s = Store::new(&dir.join("1.state"), me());
+        assert_eq!(s.load_as(None).unwrap().found, Found::Nothing);
+        for (v, body) in [
+            (
+                1,
+                "electd-state 1\nterm 3\nvoted_term 3\nvoted_for 1\nmax_hold_ms 300\n",
+            ),
+            (
+                2,
+                "electd-state 2\nterm 4\nvoted_term 4\nvoted_for 2\nled_term 3\nhold_ms 300\nboot 2\npeer_boots\n",
+            ),
+            (
+                3,
+                "electd-state 3\nterm 5\nvoted_term 5\nvoted_for 2\nled_term 4\nhold_ms 300\ndrained 1\nboot 3\npeer_boots 2:1\n",
+            ),
+            // As the release before version 5 wrote it.
+            (
+                4,
+                "electd-state 4\ngroup default\nterm 6\nvoted_term 6\nvoted_for 2\nled_term 5\nhold_ms 300\ndrained 0\ngroup orders\nterm 2\nvoted_term 2\nvoted_for 3\nled_term 0\nhold_ms 300\ndrained 0\nboot 4\npeer_boots 2:3 3:1\n",
+            ),
+        ] {
+            write_signed(s.path(), body);
+            let l = s.load_as(None).unwrap();
+            assert_eq!(l.found, Found::Unnamed(v));
+            assert_eq!(l.groups["default"].term, v as u64 + 2, "version {v}");
+            // Written back as version 5, of this server, the state unchanged.
+            s.save(&l.groups, &l.extra).unwrap();
+            let again = s.load_as(None).unwrap();
+            assert_eq!(
+                (again.groups, again.extra, again.found),
+                (l.groups, l.extra, Found::Own)
+            );
+        }
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_of_another_server_or_cluster_is_refused_naming_both() {
+        let dir = tmpdir("foreign");
+        let p = dir.join("1.state");
+        let theirs = |id: u16, cluster: &str| {
+            Store::new(
+                &p,
+                Identity {
+                    id,
+                    cluster: cluster.into(),
+                },
+            )
+        };
+        theirs(3, "orders-eu")
+            .save(&one(a_state(9)), &Extra::default())
+            .unwrap();
+        let s = Store::new(&p, me());
+        let e = s.load().unwrap_err();
+        assert!(matches!(e, StoreError::Foreign { .. }), "{e:?}");
+        let e = e.to_string();
+        assert!(
+            e.contains(&p.display().to_string())
+                && e.contains("belongs to server 3 of cluster 'orders-eu'")
+                && e.contains("this is server 1 of cluster 'orders-eu'")
+                && e.contains("vote twice in a term")
+                && !e.contains("--state-cluster"),
+            "{e}"
+        );
+        // No option takes another server's file, even under the former name.
+        assert!(s.load_as(Some("orders-eu")).is_err());
+        // Another cluster, same id: refused, naming both names and the way out.
+        theirs(1, "orders-us")
+            .save(&one(a_state(9)), &Extra::default())
+            .unwrap();
+        let e = s.load().unwrap_err().to_string();
+        assert!(
+            e.contains("belongs to server 1 of cluster 'orders-us'")
+                && e.contains("this is server 1 of cluster 'orders-eu'")
+                && e.contains("--state-cluster orders-us"),
+            "{e}"
+        );
+        assert!(s.load_as(Some("orders-xx")).is_err(), "another former name");
+        // --state-cluster orders-us takes it; written back under the new name.
+        let l = s.load_as(Some("orders-us")).unwrap();
+        assert_eq!(l.found, Found::Renamed("orders-us".into()));
+        assert_eq!(l.groups, one(a_state(9)));
+        s.save(&l.groups, &l.extra).unwrap();
+        assert_eq!(s.load_as(Some("orders-us")).unwrap().found, Found::Own);
+        // Both differ: the id is what it is refused for.
+        theirs(2, "payments")
+            .save(&one(a_state(9)), &Extra::default())
+            .unwrap();
+        let e = s.load_as(Some("payments")).unwrap_err().to_string();
+        assert!(
+            e.contains("server 2 of cluster 'payments'") && e.contains("no option overrides"),
+            "{e}"
+        );
+        assert_eq!(
+            fs::read_to_string(&p).unwrap().lines().nth(1),
+            Some("id 2"),
+            "a refused file is left as it was"
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn garbled_identity_lines_are_corrupt_naming_the_line() {
+        let dir = tmpdir("garbled");
+        let s = Store::new(&dir.join("1.state"), me());
+        s.save(&one(a_state(4)), &Extra::default()).unwrap();
+        let text = fs::read_to_string(s.path()).unwrap();
+        let good = text.rsplit_once("crc ").unwrap().0;
+        for (bad, why) in [
+            (good.replace("id 1\n", ""), "missing id line"),
+            (
+                good.replace("id 1\n", "id 1\nid 1\n"),
+                "id line given twice",
+            ),
+            (
+                good.replace("cluster orders-eu\n", ""),
+                "missing cluster line",
+            ),
+            (
+                good.replace(
+                    "cluster orders-eu\n",
+                    "cluster orders-eu\ncluster orders-eu\n",
+                ),
+                "out of place",
+            ),
+            (good.replace("boot ", "id 1\nboot "), "out of place"),
+            (good.replace("id 1\n", "id 0\n"), "bad id line 'id 0'"),
+            (good.replace("id 1\n", "id 256\n"), "bad id line"),
+            (good.replace("id 1\n", "id 01\n"), "bad id line"),
+            (good.replace("id 1\n", "id +1\n"), "bad id line"),
+            (good.replace("id 1\n", "id one\n"), "bad id line"),
+            (good.replace("id 1\n", "id\n"), "missing id line"),
+            (
+                good.replace("cluster orders-eu", "cluster "),
+                "bad cluster line",
+            ),
+            (
+                good.replace("cluster orders-eu", "cluster a b"),
+                "bad cluster line",
+            ),
+            (
+                good.replace("cluster orders-eu", "clusters x"),
+                "missing cluster line",
+            ),
+            (
+                good.replace("id 1\ncluster orders-eu\n", "cluster orders-eu\nid 1\n"),
+                "missing id line",
+            ),
+        ] {
+            write_signed(s.path(), &bad);
+            let e = s.load().unwrap_err();
+            assert!(matches!(e, StoreError::Corrupt(..)), "{bad}: {e:?}");
+            assert!(e.to_string().contains(why), "{bad}: {e}");
+        }
+        // An owner's lines in a version-4 file are not read as one.
+        write_signed(s.path(), &good.replace("electd-state 5", "electd-state 4"));
+        let e = s.load().unwrap_err().to_string();
+        assert!(e.contains("corrupt") && e.contains("id 1"), "{e}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Mutations of a valid file, CRC fixed or not: an error or a state, never a panic.
+    #[test]
+    fn mutated_files_never_panic() {
+        let me = me();
+        let mut g = one(a_state(12));
+        g.insert("orders".into(), a_state(3));
+        let mut x = Extra {
+            boot: 7,
+            ..Extra::default()
+        };
+        x.peer_boots.insert(2, 9);
+        let good = body(&me, &g, &x);
+        let mut rng = crate::rng::SplitMix64::new(0x5eed_5747);
+        let alphabet = b"0123456789 \n:-_abcdefghijklmnopqrstuvwxyz\0\xff";
+        let (mut loaded, mut refused) = (0, 0);
+        for _ in 0..20_000 {
+            let mut bytes = good.clone().into_bytes();
+            for _ in 0..1 + rng.below(4) {
+                let at = rng.below(bytes.len() as u64 + 1) as usize;
+                match rng.below(3) {
+                    0 if at < bytes.len() => {
+                        bytes.remove(at);
+                    }
+                    1 if at < bytes.len() => {
+                        bytes[at] = alphabet[rng.below(alphabet.len() as u64) as usize];
+                    }
+                    _ => bytes.insert(at, alphabet[rng.below(alphabet.len() as u64) as usize]),
+                }
+            }
+            // Mostly re-signed, so the parser past the CRC is what is exercised.
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let signed = if rng.below(8) == 0 {
+                text
+            } else {
+                format!("{text}crc {:08x}\n", crc32fast::hash(text.as_bytes()))
+            };
+            match parse(&signed) {
+                Ok(p) => {
+                    loaded += 1;
+                    assert!(p.groups.len() <= MAX_STATE_GROUPS);
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        assert!(
+            loaded > 0 && refused > 0,
+            "{loaded} loaded, {refused} refused"
+        );
+    }
+
+    /// README's example file is a valid file of server 3 of orders-eu, and its example
+    /// refusal is the one electd gives.
+    #[test]
+    fn the_readme_example_file_and_refusal_are_what_electd_reads_and_says() {
+        let readme = include_str!("../README.md");
+        let start = readme
+            .find("electd-state 5\nid 3\n")
+            .expect("README example");
+        let end = start + readme[start..].find("\n```").unwrap() + 1;
+        let p = parse(&readme[start..end]).expect("README's example file parses");
+        assert_eq!(
+            p.owner,
+            Some(Identity {
+                id: 3,
+                cluster: "orders-eu".into()
+            })
+        );
+        let refusal = StoreError::Foreign {
+            path: "/var/lib/electd/3.state".into(),
+            file: Identity {
+                id: 1,
+                cluster: "orders-eu".into(),
+            },
+            this: Identity {
+                id: 3,
+                cluster: "orders-eu".into(),
+            },
+        };
+        assert!(
+            readme.contains(&format!("cannot start: {refusal}\n")),
+            "README quotes: {refusal}"
+        );
     }
 }

@@ -369,7 +369,8 @@ fn run_held_at_the_commands_fork() {
 /// server started on another server's file (a cloned disk image, a backup restored on
 /// the wrong host, a `state` path without `{id}` and a changed `--id`) takes that
 /// server's votes, highest term led and boot number as its own, silently, and loses
-/// its own. **FAILS on ebe86c2: a missing check, not a race.** What that breaks:
+/// its own. **FAILED on 450c839 (a missing check, not a race); fixed by state file
+/// version 5.** What that broke:
 /// - S4/S1: server 3 voted Y in term E, server 1 voted X in E. On server 1's file,
 ///   server 3 may "resend" a VOTE for X in E (SPEC 5: E == voted_term and the same
 ///   choice), so with N = 3 both X (votes of 1 and 3) and Y (votes of 2 and 3) can
@@ -381,12 +382,11 @@ fn run_held_at_the_commands_fork() {
 ///   and they drop its datagrams as replays until it climbs back.
 ///
 /// SPEC 4 says an unusable state file stops the daemon with a clear error and is never
-/// silently reset; a file of another server is unusable for this one. Suggested fix:
-/// write `id N` and `cluster NAME` (or the fingerprint of the name) in the file
-/// (version 5), and refuse a file whose id or cluster differs, naming both; read
-/// files of versions 1-4 as now.
+/// silently reset; a file of another server is unusable for this one. The fix: the
+/// file says `id N` and `cluster NAME` (version 5, src/store.rs), and a file whose id
+/// or cluster differs is refused before anything is sent, naming both; files of
+/// versions 1-4 are read as before and rewritten as version 5.
 #[test]
-#[ignore = "known missing check, open: the state file names no server or cluster (finding 4)"]
 fn a_state_file_of_another_server_is_refused() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut c = Cluster::start(Mode::Unicast, 3);
@@ -398,14 +398,34 @@ fn a_state_file_of_another_server_is_refused() {
     );
     // Server 1's file, copied while it runs (it is replaced atomically: always whole).
     std::fs::copy(c.dir.join("1.state"), c.dir.join("3.state")).unwrap();
-    c.spawn(3);
-    let pid = c.child(3).id();
-    std::thread::sleep(Duration::from_millis(1_500));
-    let running = common::alive(pid);
+    let copied = std::fs::read(c.dir.join("3.state")).unwrap();
+    // Started as `Cluster::spawn` does, without its wait for the control socket: a
+    // refused start never opens it.
+    let child = Command::new(env!("CARGO_BIN_EXE_electd"))
+        .arg("--config")
+        .arg(c.conf_of(3))
+        .args(["--id", "3", "--log-level", "debug"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(c.dir.join("3.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let code = common::wait_exit(child, Duration::from_millis(1_500));
     let log = c.log(3);
     assert!(
-        !running,
+        code.is_some_and(|c| c != 0),
         "electd 3 started on server 1's state file and runs with its votes as its own \
-         (S4 across the swap):\n{log}"
+         (S4 across the swap), exit {code:?}:\n{log}"
+    );
+    assert!(
+        log.contains("belongs to server 1 of cluster")
+            && log.contains("this is server 3 of cluster")
+            && log.contains("3.state"),
+        "the refusal names the file and both servers:\n{log}"
+    );
+    assert_eq!(
+        std::fs::read(c.dir.join("3.state")).unwrap(),
+        copied,
+        "the refused file is left as it was (no boot written into it)"
     );
 }

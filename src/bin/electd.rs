@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 fn usage(opts: &getopts::Options) -> String {
     opts.usage(
-        "Usage: electd [--config PATH] [--id N] [--check-config [--as-user NAME]] [--log-level LEVEL] [--version] [--help]",
+        "Usage: electd [--config PATH] [--id N] [--state-cluster OLD] [--check-config [--as-user NAME]] [--log-level LEVEL] [--version] [--help]",
     )
 }
 
@@ -148,6 +148,12 @@ fn run() -> i32 {
         "this server's id, overriding the file's 'id'",
         "N",
     );
+    opts.optopt(
+        "",
+        "state-cluster",
+        "after a rename of the cluster: take this server's state file written under the former name OLD, keeping its votes",
+        "OLD",
+    );
     opts.optflag("", "check-config", "validate the configuration and exit");
     opts.optopt(
         "",
@@ -217,6 +223,21 @@ fn run() -> i32 {
         );
         return 2;
     }
+    let state_cluster = m.opt_str("state-cluster");
+    if state_cluster
+        .as_deref()
+        .is_some_and(|c| c.is_empty() || c.chars().any(char::is_whitespace))
+    {
+        eprintln!("electd: --state-cluster takes a cluster name: one word");
+        return 2;
+    }
+    if state_cluster.is_some() && m.opt_present("check-config") {
+        eprintln!(
+            "electd: --state-cluster goes with a start, not with --check-config\n{}",
+            usage(&opts)
+        );
+        return 2;
+    }
     let path = PathBuf::from(m.opt_str("config").unwrap_or_else(|| DEFAULT_PATH.into()));
     if m.opt_present("check-config") {
         // No loop will take them: a check is stopped by SIGTERM or Ctrl-C as usual.
@@ -249,7 +270,7 @@ fn run() -> i32 {
     for w in cfg.warnings() {
         log::warn!("{w}");
     }
-    let mut daemon = match Daemon::start(cfg, id, cli_level) {
+    let mut daemon = match Daemon::start(cfg, id, cli_level, state_cluster.as_deref()) {
         Ok(d) => d,
         Err(e) => {
             log::error!("cannot start: {e}");

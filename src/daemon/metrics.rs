@@ -310,7 +310,7 @@ mod tests {
             http_port
         );
         let cfg = Config::parse(&text, Path::new("electd.conf"), None).unwrap();
-        let mut d = Daemon::start(cfg, None, None).unwrap();
+        let mut d = Daemon::start(cfg, None, None, None).unwrap();
         d.metrics.sent = [1, 2, 3, 4, 5];
         d.metrics.datagrams_sent = 6;
         d.metrics.sent_bytes = 7;

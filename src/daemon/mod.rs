@@ -67,7 +67,7 @@ use crate::http::Http;
 use crate::host::{Host, HostConfig, Notice, StopState};
 use crate::node::{Durable, Event, Handover, Node, Role, Sabotage};
 use crate::notify::Notifier;
-use crate::store::Store;
+use crate::store::{Found, Identity, Store};
 use crate::time::{Time, boot_now};
 use crate::transport::{RECV_BUF, Transport};
 use log::{debug, error, info, warn};
@@ -205,12 +205,38 @@ pub struct Daemon {
     hooks_bound: Option<Instant>,
 }
 
+/// Says what the start made of the state file it found, once it has been rewritten
+/// as this server's (version 5, under the configured cluster name).
+fn log_found(cfg: &Config, found: &Found, state_cluster: Option<&str>) {
+    let path = cfg.state.display();
+    match found {
+        Found::Unnamed(v) => info!(
+            "state file {path} upgraded from version {v} to 5: it now names server {} of cluster '{}'",
+            cfg.id, cfg.cluster
+        ),
+        Found::Renamed(old) => warn!(
+            "state file {path} of cluster '{old}' taken over as cluster '{}' (--state-cluster {old}): its votes are kept; --state-cluster is no longer needed",
+            cfg.cluster
+        ),
+        Found::Nothing | Found::Own => {
+            if let Some(old) = state_cluster {
+                info!(
+                    "--state-cluster {old}: state file {path} is not of cluster '{old}', nothing to take over; the option is no longer needed"
+                );
+            }
+        }
+    }
+}
+
 impl Daemon {
     /// Loads the state, binds every socket and builds the core. Nothing runs yet.
+    /// `state_cluster` (`--state-cluster`): the cluster's former name, under which this
+    /// server's state file may still be written.
     pub fn start(
         cfg: Config,
         id_override: Option<u16>,
         cli_log_level: Option<log::LevelFilter>,
+        state_cluster: Option<&str>,
     ) -> Result<Daemon, Fatal> {
         // systemd's StateDirectory and RuntimeDirectory make these in production; for
         // a local cluster (conf/local-3.conf) the daemon makes them, private.
@@ -226,9 +252,17 @@ impl Daemon {
                     .map_err(|e| Fatal::State(format!("cannot create {}: {e}", dir.display())))?;
             }
         }
-        let mut store = Store::new(&cfg.state);
+        let this = Identity {
+            id: cfg.id,
+            cluster: cfg.cluster.clone(),
+        };
+        let mut store = Store::new(&cfg.state, this);
         store.lock().map_err(|e| Fatal::State(e.to_string()))?;
-        let (mut kept, mut extra) = store.load().map_err(|e| Fatal::State(e.to_string()))?;
+        // Refused here, before any socket is open, if it is another server's file.
+        let loaded = store
+            .load_as(state_cluster)
+            .map_err(|e| Fatal::State(e.to_string()))?;
+        let (mut kept, mut extra) = (loaded.groups, loaded.extra);
         let keys = auth::load_keys(cfg.key_file.as_deref(), cfg.key_file_next.as_deref())
             .map_err(Fatal::Config)?;
         // A new boot number, on disk before anything is sent: counters never repeat.
@@ -239,6 +273,7 @@ impl Daemon {
         store
             .save(&kept, &extra)
             .map_err(|e| Fatal::State(e.to_string()))?;
+        log_found(&cfg, &loaded.found, state_cluster);
         // Host names are resolved here, once (SPEC section 16); a reload never does.
         let addrs = cfg.resolve().map_err(|e| Fatal::Config(e.to_string()))?;
         let mut transport =

@@ -1,0 +1,166 @@
+//! The state file's owner (SPEC section 4; src/store.rs, version 5): a file of the
+//! release before names nobody and is taken, then rewritten naming this server and
+//! cluster; a cluster renamed on purpose keeps its votes through `--state-cluster`.
+//! (A file of another server is refused: tests/adv22.rs,
+//! `a_state_file_of_another_server_is_refused`.)
+
+mod common;
+
+use common::{free_udp_port, request_at, wait_exit, wait_for};
+use electd::json;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A one-server cluster `cluster` in a fresh directory: (directory, config file).
+fn one_server(tag: &str, cluster: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("electd-statefile-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("c.conf");
+    write_conf(&dir, &conf, cluster);
+    (dir, conf)
+}
+
+fn write_conf(dir: &Path, conf: &Path, cluster: &str) {
+    std::fs::write(
+        conf,
+        format!(
+            "cluster {cluster}\nserver 1 127.0.0.1:{}\nid 1\nunicast\nheartbeat 100ms\nrtt 20ms\nstate {dir}/1.state\nsocket {dir}/1.sock\n",
+            free_udp_port(),
+            dir = dir.display()
+        ),
+    )
+    .unwrap();
+}
+
+/// `content` with the CRC line electd writes.
+fn signed(content: &str) -> String {
+    format!("{content}crc {:08x}\n", crc32fast::hash(content.as_bytes()))
+}
+
+/// electd on `conf` with `extra` flags, its stderr in `dir/electd.log`.
+fn electd(dir: &Path, conf: &Path, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_electd"))
+        .arg("--config")
+        .arg(conf)
+        .args(["--log-level", "debug"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("electd.log")).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+fn log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("electd.log")).unwrap_or_default()
+}
+
+/// The daemon's `status` once it leads (a server alone elects itself).
+fn leading(dir: &Path) -> json::Value {
+    wait_for("the lone server to lead", Duration::from_secs(10), || {
+        let line = request_at(&dir.join("1.sock"), "status")?;
+        let v = json::parse(line.trim()).ok()?;
+        (v.get("role").and_then(|r| r.as_str()) == Some("leader")).then_some(v)
+    })
+}
+
+fn stop(child: Child) {
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(wait_exit(child, Duration::from_secs(5)), Some(0));
+}
+
+/// A version-4 file as the release before version 5 wrote it is taken as this
+/// server's (it names nobody), the daemon runs on its votes, and the file on disk
+/// becomes version 5 naming this server and cluster.
+#[test]
+fn a_version_4_file_of_the_previous_release_is_taken_and_rewritten_as_5() {
+    let (dir, conf) = one_server("v4", "orders-eu");
+    std::fs::write(
+        dir.join("1.state"),
+        signed(
+            "electd-state 4\ngroup default\nterm 12\nvoted_term 12\nvoted_for 1\nled_term 12\nhold_ms 300\ndrained 0\nboot 7\npeer_boots\n",
+        ),
+    )
+    .unwrap();
+    let child = electd(&dir, &conf, &[]);
+    let st = leading(&dir);
+    let term = st.get("term").and_then(|t| t.as_u64()).unwrap();
+    assert!(
+        term > 12,
+        "it kept its votes and led a new term: {term}\n{}",
+        log(&dir)
+    );
+    let text = std::fs::read_to_string(dir.join("1.state")).unwrap();
+    assert!(
+        text.starts_with("electd-state 5\nid 1\ncluster orders-eu\ngroup default\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nboot 8\n"),
+        "the boot went on from 7: {text}"
+    );
+    assert!(
+        log(&dir).contains("upgraded from version 4 to 5"),
+        "{}",
+        log(&dir)
+    );
+    stop(child);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A cluster renamed on purpose: its servers' files name the old cluster, so a start
+/// is refused (naming both names and the way out) and leaves the file as it was;
+/// `--state-cluster OLD` takes it with its votes and rewrites it under the new name,
+/// after which the option is not needed.
+#[test]
+fn a_renamed_cluster_refuses_without_state_cluster_and_keeps_its_votes_with_it() {
+    let (dir, conf) = one_server("rename", "orders-new");
+    let old = signed(
+        "electd-state 5\nid 1\ncluster orders-old\ngroup default\nterm 40\nvoted_term 40\nvoted_for 1\nled_term 40\nhold_ms 300\ndrained 0\nboot 3\npeer_boots\n",
+    );
+    std::fs::write(dir.join("1.state"), &old).unwrap();
+    let code = wait_exit(electd(&dir, &conf, &[]), Duration::from_secs(5));
+    let err = log(&dir);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(
+            "belongs to server 1 of cluster 'orders-old', this is server 1 of cluster 'orders-new'"
+        ) && err.contains("--state-cluster orders-old"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("1.state")).unwrap(),
+        old,
+        "a refused file is left as it was"
+    );
+    // Another former name does not take it.
+    let code = wait_exit(
+        electd(&dir, &conf, &["--state-cluster", "orders-other"]),
+        Duration::from_secs(5),
+    );
+    assert_eq!(code, Some(1), "{}", log(&dir));
+    // The right one does, votes and all.
+    let child = electd(&dir, &conf, &["--state-cluster", "orders-old"]);
+    let st = leading(&dir);
+    let voted = st.get("voted_term").and_then(|t| t.as_u64()).unwrap();
+    assert!(
+        voted > 40,
+        "its voted_term 40 was kept: {voted}\n{}",
+        log(&dir)
+    );
+    let text = std::fs::read_to_string(dir.join("1.state")).unwrap();
+    assert!(
+        text.starts_with("electd-state 5\nid 1\ncluster orders-new\n"),
+        "{text}"
+    );
+    assert!(log(&dir).contains("taken over"), "{}", log(&dir));
+    stop(child);
+    // From now on the file is the new cluster's: no option needed.
+    let child = electd(&dir, &conf, &[]);
+    leading(&dir);
+    stop(child);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
