@@ -482,7 +482,6 @@ fn diag(run: u32, enforcer: u32) -> String {
 /// command's pidfd, so a start in progress is one more state of the event loop), or
 /// bound the wait and SIGKILL a process that has not exec'd within it.
 #[test]
-#[ignore = "known hang, open: run is blocked in spawn while its command's process is held before its exec"]
 fn run_answers_sigterm_while_its_commands_process_is_held_before_exec() {
     let inject = format!("inject=prctl:delay_enter={HOLD_US}:when=1");
     let args = ["-f", "-e", "trace=prctl", "-e", &inject].map(String::from);
@@ -515,6 +514,71 @@ fn run_answers_sigterm_while_its_commands_process_is_held_before_exec() {
         took < slacked(Duration::from_millis(1_000)),
         "run took {took:?} to stop on SIGTERM while its command's process {held} was \
          held before its exec (a SIGSTOP would make it for ever):\n{run_log}"
+    );
+}
+
+/// The command's process held before its exec for longer than `run` allows a start
+/// (`START_LIMIT`, 5 s; a debugger here, a SIGSTOP or a starved machine in life): `run`
+/// must not wait for it for ever, leading with no processor. It SIGKILLs it by the
+/// limit, says so, and starts the command again; once nothing holds the new process,
+/// the processor runs. Held here at its `prctl` for 8 s (strace holds the first prctl
+/// of every process, so the second start is held too, until strace is killed and lets
+/// it go). Fails on acadbb2, whose `run` waited in `spawn` for the whole hold.
+#[test]
+fn a_start_held_past_the_limit_is_killed_and_made_again() {
+    const LONG_US: u64 = 8_000_000;
+    let inject = format!("inject=prctl:delay_enter={LONG_US}:when=1");
+    let args = ["-f", "-e", "trace=prctl", "-e", &inject].map(String::from);
+    let Some(s) = Setup::start(&args) else {
+        return;
+    };
+    let first = |_: u32, kids: &[(u32, String)]| {
+        kids.iter().find(|(_, c)| c.contains("__enforce"))?;
+        Some(kids.iter().find(|(_, c)| !c.contains("__enforce"))?.0)
+    };
+    let (run, held) = s.wait_children(Duration::from_secs(3), "run forked no command", |r, k| {
+        Some((r, first(r, k)?))
+    });
+    let t0 = Instant::now();
+    let said = "did not reach its exec within 5 s";
+    while !s.run_log().contains(said) && t0.elapsed() < slacked(Duration::from_secs(7)) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let took = t0.elapsed();
+    let killed = !common::alive(held) || sigkill_pending(held);
+    let run_log = s.run_log();
+    assert!(
+        run_log.contains(said) && killed,
+        "the command's process {held} held before its exec was not killed by the start \
+         limit ({took:?} after its fork; SIGKILL sent: {killed}):\n{run_log}"
+    );
+    assert!(
+        took > Duration::from_millis(4_500),
+        "killed {took:?} after its fork, before the 5 s limit"
+    );
+    // Started again (after the 0.1 s backoff): a new process, held in turn.
+    let again = s.wait_children(Duration::from_secs(3), "run did not start again", |r, k| {
+        first(r, k).filter(|&p| p != held)
+    });
+    // Let every held process go: kill strace alone (its tracees are detached).
+    // SAFETY: kill(2) on the strace this test started.
+    unsafe { libc::kill(s.traced.id() as i32, libc::SIGKILL) };
+    let t1 = Instant::now();
+    let leader = s.leader;
+    let runs_here = |log: &str| spans(log).iter().any(|p| p.host == leader);
+    while !runs_here(&s.log) && t1.elapsed() < slacked(Duration::from_secs(3)) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let ran = runs_here(&s.log);
+    let run_log = s.run_log();
+    // run is no longer below strace: end it by its id (its processor dies with it).
+    // SAFETY: kill(2) on the `electctl run` this test started.
+    unsafe { libc::kill(run as i32, libc::SIGKILL) };
+    let _ = s.finish(boottime_ns(), false);
+    eprintln!("killed {took:?} after its fork; started again as {again}; processor ran: {ran}");
+    assert!(
+        ran,
+        "the processor never ran once the start was let go:\n{run_log}"
     );
 }
 

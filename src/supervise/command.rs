@@ -5,15 +5,45 @@
 use super::Supervisor;
 use super::enforce::{Enforcer, LEASE_ENDED};
 use super::lease::MARGIN;
+use super::spawn::{Outcome, Prepared, Starting, spawn};
+use super::timers::StopTimers;
 use crate::time::boot_now;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-fn signal_group(child: &Child, sig: i32) {
+/// How long the command's process may take from its fork to its exec (a few system
+/// calls): one held longer (a debugger, a SIGSTOP) is killed and counts as a failed
+/// start, so a leader does not go without its processor for ever.
+pub(super) const START_LIMIT: Duration = Duration::from_secs(5);
+
+fn signal_group(pid: libc::pid_t, sig: i32) {
     // SAFETY: kill(2) on the process group of a child we started and have not reaped.
-    unsafe { libc::kill(-(child.id() as i32), sig) };
+    unsafe { libc::kill(-pid, sig) };
+}
+
+/// Reaps our child `pid` (blocking: call it once it has exited or was SIGKILLed).
+fn wait_for(pid: libc::pid_t) -> std::io::Result<ExitStatus> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid(2) on a child of ours that nothing else reaps.
+        if unsafe { libc::waitpid(pid, &mut status, 0) } == pid {
+            return Ok(ExitStatus::from_raw(status));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// True once our child `pid` has exited (then reaped), without blocking.
+pub(super) fn reaped(pid: libc::pid_t) -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid(2) with WNOHANG on a child of ours that nothing else reaps.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    r == pid || (r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
 }
 
 /// A descriptor that becomes readable when `pid` exits (Linux 5.3+), if available.
@@ -25,7 +55,12 @@ pub(super) fn pidfd(pid: u32) -> Option<OwnedFd> {
 }
 
 pub(super) struct Running {
-    child: Child,
+    /// The command's process (and process group).
+    pid: libc::pid_t,
+    /// Before its exec: the pipe that says when it exec'd (or why it did not).
+    pub(super) starting: Option<Starting>,
+    /// It gave up before its exec with this errno (it exits; reaped as a failed start).
+    start_error: Option<i32>,
     pub(super) exit_fd: Option<OwnedFd>,
     term: u64,
     started: Instant,
@@ -33,6 +68,33 @@ pub(super) struct Running {
     pub(super) kill_at_ns: Option<u64>,
     /// The process that stops the command by the lease end even if this one stalls.
     pub(super) enforcer: Option<Enforcer>,
+}
+
+impl Running {
+    /// While it has not exec'd: when it must have (it is killed then).
+    pub(super) fn start_deadline(&self) -> Option<Instant> {
+        self.starting.as_ref().map(|_| self.started + START_LIMIT)
+    }
+
+    /// Reads the exec pipe of a start in progress; true while it is still before its
+    /// exec. Once it exec'd, says so; once it gave up, keeps why (reaped later).
+    fn settle(&mut self, timers: &StopTimers) -> bool {
+        let Some(st) = self.starting.as_ref() else {
+            return false;
+        };
+        match st.outcome() {
+            Outcome::Pending => return true,
+            Outcome::Execed => say!(
+                "leader in term {} ({} ms of lease left): started pid {}",
+                self.term,
+                (timers.kill_in() + MARGIN).as_millis(),
+                self.pid
+            ),
+            Outcome::Failed(e) => self.start_error = Some(e),
+        }
+        self.starting = None;
+        false
+    }
 }
 
 impl Supervisor<'_> {
@@ -43,7 +105,50 @@ impl Supervisor<'_> {
         }
     }
 
+    /// A start that failed: try again after the backoff, and count it.
+    fn start_failed(&mut self) {
+        self.next_start = Instant::now() + self.backoff;
+        self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
+        self.count_exit();
+    }
+
+    /// A start in progress: what its exec pipe says, and one held past [`START_LIMIT`]
+    /// before its exec is SIGKILLed (a failed start).
+    pub(super) fn watch_start(&mut self) {
+        let Some(r) = self.running.as_mut() else {
+            return;
+        };
+        if r.starting.is_none() || (self.ready.is_none_or(|w| w.exec) && !r.settle(&self.timers)) {
+            return;
+        }
+        if r.started.elapsed() >= START_LIMIT {
+            let (pid, term) = (r.pid, r.term);
+            signal_group(pid, libc::SIGKILL);
+            self.drop_running();
+            say!(
+                "the command's process (pid {pid}, term {term}) did not reach its exec within {} s: SIGKILL, and started again later",
+                START_LIMIT.as_secs()
+            );
+            self.start_failed();
+        }
+    }
+
+    /// Forgets the command (SIGKILLed, or reaped): its process, if not reaped yet, is
+    /// reaped later without blocking; its enforcer retires.
+    fn drop_running(&mut self) {
+        let Some(mut r) = self.running.take() else {
+            return;
+        };
+        if let Some(e) = r.enforcer.take().and_then(Enforcer::retire) {
+            self.retired.push(e);
+        }
+        if !reaped(r.pid) {
+            self.dying.push(r.pid);
+        }
+    }
+
     pub(super) fn reap(&mut self) {
+        self.dying.retain(|&pid| !reaped(pid));
         let Some(r) = self.running.as_mut() else {
             return;
         };
@@ -57,7 +162,7 @@ impl Supervisor<'_> {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             libc::waitid(
                 libc::P_PID,
-                r.child.id() as libc::id_t,
+                r.pid as libc::id_t,
                 &mut info,
                 libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
             ) == 0
@@ -67,14 +172,32 @@ impl Supervisor<'_> {
             return;
         }
         // Nothing of its process group may outlive it: the confirmation says "exited".
-        signal_group(&r.child, libc::SIGKILL);
+        signal_group(r.pid, libc::SIGKILL);
         if let Some(e) = r.enforcer.take().and_then(Enforcer::retire) {
             self.retired.push(e);
         }
-        let status = match r.child.wait() {
+        r.settle(&self.timers);
+        let status = match wait_for(r.pid) {
             Ok(s) => s.to_string(),
             Err(e) => e.to_string(),
         };
+        if let Some(e) = r.start_error {
+            let term = r.term;
+            self.running = None;
+            if e == LEASE_ENDED {
+                // This process was held between its look and the command's exec:
+                // no exit of the command, and no start until a renewal gives room.
+                say!("the lease of term {term} ended before the command's exec: not started");
+                return;
+            }
+            say!(
+                "cannot start {}: {}",
+                self.opts.argv[0],
+                std::io::Error::from_raw_os_error(e)
+            );
+            self.start_failed();
+            return;
+        }
         say!(
             "command of term {} exited ({status}) after {:?}",
             r.term,
@@ -120,8 +243,9 @@ impl Supervisor<'_> {
     }
 
     /// SIGTERM on a planned stop or near the lease end; SIGKILL after the grace or at
-    /// `MARGIN` before the lease end, whichever comes first. Signals go first, log
-    /// lines after (and those never block).
+    /// `MARGIN` before the lease end, whichever comes first. A command's process that
+    /// has not exec'd yet is SIGKILLed at once: it has nothing to finish. Signals go
+    /// first, log lines after (and those never block).
     pub(super) fn enforce(&mut self) {
         let grace_ns = crate::time::duration_nanos(self.opts.grace);
         let Some(r) = self.running.as_mut() else {
@@ -140,12 +264,25 @@ impl Supervisor<'_> {
             } else {
                 return;
             };
+            if r.settle(&self.timers) {
+                // Before its exec (it may exec as this is sent: it then dies with the
+                // command unstarted or a few microseconds old). Its SIGKILL may wait
+                // while a debugger holds it; it runs nothing more, so it is reaped
+                // later, without blocking this process.
+                let (pid, term) = (r.pid, r.term);
+                signal_group(pid, libc::SIGKILL);
+                self.drop_running();
+                say!(
+                    "{why}: SIGKILL to the command's process of term {term} (pid {pid}) before its exec"
+                );
+                return;
+            }
             // After the grace, or at the SIGKILL timer if that comes first (below).
             let kill_at = now + grace_ns;
             if let Some(e) = r.enforcer.as_mut() {
                 e.terminating();
             }
-            signal_group(&r.child, libc::SIGTERM);
+            signal_group(r.pid, libc::SIGTERM);
             r.kill_at_ns = Some(kill_at);
             let left = self.timers.kill_in() + MARGIN;
             say!(
@@ -158,9 +295,9 @@ impl Supervisor<'_> {
         if r.kill_at_ns
             .is_some_and(|k| now >= k || self.timers.kill_due())
         {
-            signal_group(&r.child, libc::SIGKILL);
+            signal_group(r.pid, libc::SIGKILL);
             let term = r.term;
-            let _ = r.child.wait();
+            let _ = wait_for(r.pid);
             if let Some(e) = r.enforcer.take().and_then(Enforcer::retire) {
                 self.retired.push(e);
             }
@@ -179,41 +316,44 @@ impl Supervisor<'_> {
         {
             return;
         }
+        let term = self.term.to_string();
+        let group = self.group.as_deref().unwrap_or("default");
+        let set = [
+            ("ELECTD_TERM", term.as_str()),
+            ("ELECTD_GROUP", group),
+            ("ELECTD_ROLE", "leader"),
+        ];
+        let argv = &self.opts.argv;
+        let prepared = match Prepared::new(argv, &set) {
+            Ok(p) => p,
+            Err(e) => {
+                say!("cannot start {}: {e}", argv[0]);
+                self.start_failed();
+                return;
+            }
+        };
         // The enforcer first, so that the command's own process can hand itself over
-        // before its exec (`Enforcer::guard`): whatever happens to this process from
+        // before its exec (`Enforcer::handover`): whatever happens to this process from
         // here on, no command runs that its enforcer does not hold.
         let enforcer = match Enforcer::start(self.opts.grace, &self.timers) {
             Ok(e) => e,
             Err(e) => {
                 // Nothing would stop it if this process stalled: not started.
                 say!("cannot start the lease enforcer ({e}): the command was not started");
-                self.next_start = Instant::now() + self.backoff;
-                self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
-                self.count_exit();
+                self.start_failed();
                 return;
             }
         };
-        let argv = &self.opts.argv;
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..])
-            .env("ELECTD_TERM", self.term.to_string())
-            .env("ELECTD_GROUP", self.group.as_deref().unwrap_or("default"))
-            .env("ELECTD_ROLE", "leader")
-            .process_group(0);
-        enforcer.guard(&mut cmd, &self.timers);
-        match cmd.spawn() {
-            Ok(child) => {
-                let exit_fd = pidfd(child.id());
+        // Forked without waiting for its exec (`spawn`): a process held before it does
+        // not hold this one; `watch_start` follows it.
+        match spawn(&prepared, Some(&enforcer.handover(&self.timers))) {
+            Ok(st) => {
                 self.enforcer_lost = false;
-                say!(
-                    "leader in term {} ({} ms of lease left): started pid {}",
-                    self.term,
-                    (self.timers.kill_in() + MARGIN).as_millis(),
-                    child.id()
-                );
                 self.running = Some(Running {
-                    exit_fd,
-                    child,
+                    pid: st.pid,
+                    exit_fd: pidfd(st.pid as u32),
+                    starting: Some(st),
+                    start_error: None,
                     term: self.term,
                     started: Instant::now(),
                     kill_at_ns: None,
@@ -224,19 +364,8 @@ impl Supervisor<'_> {
                 if let Some(e) = enforcer.retire() {
                     self.retired.push(e);
                 }
-                if e.raw_os_error() == Some(LEASE_ENDED) {
-                    // This process was held between its look and the command's exec:
-                    // no exit of the command, and no start until a renewal gives room.
-                    say!(
-                        "the lease of term {} ended before the command's exec: not started",
-                        self.term
-                    );
-                    return;
-                }
                 say!("cannot start {}: {e}", argv[0]);
-                self.next_start = Instant::now() + self.backoff;
-                self.backoff = (self.backoff * 2).min(Duration::from_secs(10));
-                self.count_exit();
+                self.start_failed();
             }
         }
     }

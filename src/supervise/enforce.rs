@@ -5,14 +5,15 @@
 //! `run` starts it *before* each command as `electctl __enforce GRACE_NS` (a fresh exec
 //! of the same binary: nothing of `run`'s state, threads or locks is inherited), in a
 //! process group of its own, so `kill -STOP` of run's pid, a debugger on run, or a
-//! terminal's ^Z or ^C do not reach it. The command is then forked with
-//! [`Enforcer::guard`]: before its exec, the command's own process sets
+//! terminal's ^Z or ^C do not reach it. The command is then forked (`spawn.rs`, which
+//! does not wait for the exec; tests use [`Enforcer::guard`] on a std `Command`) with
+//! its `Handover`: before its exec, the command's own process sets
 //! PR_SET_PDEATHSIG and gives up unless `run` is still its parent, writes its pid
 //! (`P<pid>`) into the enforcer's pipe, and gives up unless the stop timer's SIGTERM
 //! instant is still ahead. So no command runs that its enforcer does not know, nor one
 //! forked on a lease that ended, whatever happens to `run` from its `room()` look on
 //! (SIGSTOP, a debugger, SIGKILL: the twenty-second round's review, findings 1-3,
-//! tests/adv22.rs). A gate opened by `run` would not do: `spawn` waits for the exec.
+//! tests/adv22.rs). A gate opened by `run` would not do: a start waits for the exec.
 //!
 //! Its stdin is that pipe from `run`, fd 4 `run`'s stop timer (`supervise/timers.rs`): a
 //! CLOCK_BOOTTIME timerfd that fires at the SIGTERM instant of the last lease end armed
@@ -82,7 +83,7 @@ fn nonblocking_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 
 /// Sets every signal whose action is a handler back to SIG_DFL (ignored ones stay
 /// ignored), as an exec does; in a forked child, before its exec: sigaction(2) only.
-fn default_handlers() {
+pub(super) fn default_handlers() {
     for sig in 1..32 {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
@@ -121,6 +122,59 @@ fn announce(pid: libc::pid_t, out: &mut [u8; 24]) -> usize {
     }
     out[1 + k] = b'\n';
     k + 2
+}
+
+/// The command's process's hand-over to its enforcer, run between its fork and its
+/// exec ([`Enforcer::guard`]): plain values, nothing that allocates.
+#[derive(Clone, Copy)]
+pub(super) struct Handover {
+    /// `run`'s pid: the parent the command's process must still have after its prctl.
+    parent: libc::pid_t,
+    /// The write end of the enforcer's pipe.
+    pipe: RawFd,
+    /// `run`'s stop timer.
+    timer: RawFd,
+}
+
+impl Handover {
+    /// In the forked process, after its signal handlers are set back to default: (1)
+    /// PR_SET_PDEATHSIG, and ESRCH unless `run` is still its parent; (2) `P<pid>` into
+    /// the enforcer's pipe (EPIPE if the enforcer is gone); (3) ETIME ([`LEASE_ENDED`])
+    /// unless the stop timer's SIGTERM instant is still ahead. Err(errno) to give up.
+    ///
+    /// Async-signal-safe: prctl, getppid, getpid, signal, write and timerfd_gettime
+    /// (through `look`), arithmetic on the stack; nothing allocates or takes a lock.
+    pub(super) fn run(&self) -> Result<(), i32> {
+        let errno = || {
+            std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO)
+        };
+        // SAFETY: the system calls named above, on values this struct holds.
+        unsafe {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(errno());
+            }
+            if libc::getppid() != self.parent {
+                // run died before the prctl: nothing would supervise the command.
+                return Err(libc::ESRCH);
+            }
+            let mut line = [0u8; 24];
+            let n = announce(libc::getpid(), &mut line);
+            // A write to an enforcer already gone fails with EPIPE, not SIGPIPE.
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            let w = libc::write(self.pipe, line.as_ptr().cast(), n);
+            let err = errno();
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            if w != n as isize {
+                return Err(if w < 0 { err } else { libc::EPIPE });
+            }
+        }
+        if !super::timers::look(self.timer).is_some_and(|l| l.room()) {
+            return Err(LEASE_ENDED);
+        }
+        Ok(())
+    }
 }
 
 impl Enforcer {
@@ -190,42 +244,25 @@ impl Enforcer {
     /// Call it on a command that makes its own process group (`process_group(0)`),
     /// from the thread that spawns it (PR_SET_PDEATHSIG follows that thread).
     pub fn guard(&self, cmd: &mut Command, timers: &StopTimers) {
-        // SAFETY: getpid(2) cannot fail.
-        let parent = unsafe { libc::getpid() };
-        let pipe = self.pipe.as_ref().map_or(-1, AsRawFd::as_raw_fd);
-        let timer = timers.fd();
-        // SAFETY: everything in the closure is async-signal-safe: prctl, getppid,
-        // getpid, signal, write and timerfd_gettime (through `look`), arithmetic on
-        // the stack; nothing allocates or takes a lock.
+        let hand = self.handover(timers);
+        // SAFETY: `Handover::run` is async-signal-safe (see there), and so is
+        // `default_handlers`.
         unsafe {
             cmd.pre_exec(move || {
                 default_handlers();
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    // run died before the prctl: nothing would supervise the command.
-                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                let mut line = [0u8; 24];
-                let n = announce(libc::getpid(), &mut line);
-                // A write to an enforcer already gone fails with EPIPE, not SIGPIPE.
-                libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-                let w = libc::write(pipe, line.as_ptr().cast(), n);
-                let err = std::io::Error::last_os_error();
-                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-                if w != n as isize {
-                    return Err(if w < 0 {
-                        err
-                    } else {
-                        std::io::Error::from_raw_os_error(libc::EPIPE)
-                    });
-                }
-                if !super::timers::look(timer).is_some_and(|l| l.room()) {
-                    return Err(std::io::Error::from_raw_os_error(LEASE_ENDED));
-                }
-                Ok(())
+                hand.run().map_err(std::io::Error::from_raw_os_error)
             });
+        }
+    }
+
+    /// What the command's process does before its exec to hand itself over to this
+    /// enforcer (steps 1-3 of [`Enforcer::guard`]); made in `run`, run in the child.
+    pub(super) fn handover(&self, timers: &StopTimers) -> Handover {
+        Handover {
+            // SAFETY: getpid(2) cannot fail.
+            parent: unsafe { libc::getpid() },
+            pipe: self.pipe.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+            timer: timers.fd(),
         }
     }
 

@@ -68,6 +68,7 @@ mod lease;
 pub mod log;
 mod options;
 mod restarts;
+mod spawn;
 mod timers;
 mod wakeup;
 
@@ -110,6 +111,9 @@ struct Supervisor<'a> {
     restarts: Option<RestartWindow>,
     /// Enforcers of commands that are gone, until they have exited (reaped).
     retired: Vec<Enforcer>,
+    /// Commands' processes SIGKILLed before their exec, until reaped (without
+    /// blocking: a debugger may hold one past its SIGKILL).
+    dying: Vec<libc::pid_t>,
     /// The enforcer of the running command exited: stop the command.
     enforcer_lost: bool,
     /// Why this supervisor cannot work against the daemon's timers any more (a reload
@@ -161,6 +165,7 @@ fn supervise(opts: &RunOptions) -> i32 {
         stopping: false,
         restarts: opts.restarts.map(|(n, w)| RestartWindow::new(n, w)),
         retired: Vec::new(),
+        dying: Vec::new(),
         unfit: None,
         waiting: None,
         enforcer_lost: false,
@@ -205,6 +210,7 @@ impl Supervisor<'_> {
             }
         }
         self.read_daemon()?;
+        self.watch_start();
         self.reap();
         self.watch_enforcer();
         self.enforce();

@@ -60,6 +60,8 @@ pub(super) struct Ready {
     pub(super) child: bool,
     /// The enforcer's pidfd (it exited).
     pub(super) enforcer: bool,
+    /// The exec pipe of a command being started (it exec'd or gave up).
+    pub(super) exec: bool,
 }
 
 impl Supervisor<'_> {
@@ -81,6 +83,9 @@ impl Supervisor<'_> {
                 if let Some(k) = r.kill_at_ns {
                     t = t.min(after_ns(k));
                 }
+                if let Some(d) = r.start_deadline() {
+                    t = t.min(d.saturating_duration_since(now));
+                }
                 let enforcer_fd = r.enforcer.as_ref().map(Enforcer::exit_fd);
                 if r.exit_fd.is_none() || enforcer_fd.is_some_and(|f| f.is_none()) {
                     t = t.min(CHILD_TICK);
@@ -97,7 +102,7 @@ impl Supervisor<'_> {
         if let Some(at) = self.restarts.as_ref().and_then(RestartWindow::clears_at) {
             t = t.min(at.saturating_duration_since(now));
         }
-        if !self.retired.is_empty() {
+        if !self.retired.is_empty() || !self.dying.is_empty() {
             t = t.min(CHILD_TICK);
         }
         t
@@ -136,6 +141,11 @@ impl Supervisor<'_> {
             Some(true) => at(&mut fds, self.timers.kill_fd()),
             None => None,
         };
+        let exec_at = self
+            .running
+            .as_ref()
+            .and_then(|r| r.starting.as_ref())
+            .and_then(|st| at(&mut fds, st.fd.as_raw_fd()));
         let enforcer = self.running.as_ref().and_then(|r| r.enforcer.as_ref());
         let enforcer_at = enforcer
             .and_then(Enforcer::exit_fd)
@@ -168,6 +178,7 @@ impl Supervisor<'_> {
             conn: ready(conn_at),
             child: ready(child_at),
             enforcer: ready(enforcer_at),
+            exec: ready(exec_at),
         });
         if fds[0].revents != 0 {
             let mut b = [0u8; 16];
