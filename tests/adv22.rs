@@ -251,9 +251,14 @@ fn run_killed_before_its_child_sets_pdeathsig() {
     let t0 = Instant::now();
     let (run, forked) = loop {
         let run = common::children(s.traced.id()).first().map(|p| p.0);
+        // Both: the enforcer exec'd, then the command's process (held, with run's
+        // command line). Without the first, the enforcer's own process before its exec
+        // (run's command line too) could pass for the command (review 23).
+        let kids = run.map(common::children).unwrap_or_default();
         if let Some(r) = run
-            && let Some(f) = common::children(r)
-                .into_iter()
+            && kids.iter().any(|(_, cmd)| cmd.contains("__enforce"))
+            && let Some(f) = kids
+                .iter()
                 .find(|(_, cmd)| !cmd.contains("__enforce"))
                 .map(|p| p.0)
         {
