@@ -488,8 +488,9 @@ fn run_answers_sigterm_while_its_commands_process_is_held_before_exec() {
     let Some(s) = Setup::start(&args) else {
         return;
     };
+    // run's own first prctl (it becomes a child subreaper) is held first.
     let (run, held) = s.wait_children(
-        Duration::from_secs(3),
+        Duration::from_secs(3) + Duration::from_micros(HOLD_US),
         "run forked no command",
         |run, kids| {
             // The enforcer (exec'd: its command line names `__enforce`), then the
@@ -536,7 +537,9 @@ fn a_start_held_past_the_limit_is_killed_and_made_again() {
         kids.iter().find(|(_, c)| c.contains("__enforce"))?;
         Some(kids.iter().find(|(_, c)| !c.contains("__enforce"))?.0)
     };
-    let (run, held) = s.wait_children(Duration::from_secs(3), "run forked no command", |r, k| {
+    // run's own first prctl (it becomes a child subreaper) is held first.
+    let within = Duration::from_secs(3) + Duration::from_micros(LONG_US);
+    let (run, held) = s.wait_children(within, "run forked no command", |r, k| {
         Some((r, first(r, k)?))
     });
     let t0 = Instant::now();

@@ -573,3 +573,108 @@ fn released_and_leave_before_closing_release_the_resign_at_once() {
         "{log}"
     );
 }
+
+/// The command starts processes that leave its process group: one with `setsid` that
+/// stays its child, and one that is orphaned at once (a daemonizing double fork). A
+/// stop's group signals do not reach either; `run`, a child subreaper, adopts the
+/// orphan and signals both as it signals the group, so neither outlives the stop (the
+/// twenty-third round's review: "a command that leaves its process group escapes both
+/// `run` and the enforcer"). The adopted orphan, once dead, is reaped: no zombie is
+/// left under `run`. Fails on 3f21976, where both ran on after the yield.
+#[test]
+fn processes_that_leave_the_commands_group_are_stopped_too() {
+    escaped_processes(false);
+}
+
+/// As above with `run` stopped (SIGSTOP) and the leader's daemon killed: the lease
+/// enforcer stops what left the group too, by the lease end (it walks from `run`, its
+/// parent). Fails with the enforcer signalling the group alone.
+#[test]
+fn processes_that_leave_the_group_are_stopped_by_the_enforcer_under_a_stopped_run() {
+    escaped_processes(true);
+}
+
+fn escaped_processes(stalled: bool) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = Cluster::start(Mode::Unicast, 3);
+    let (leader, _) = c.agreement(Duration::from_secs(5));
+    let kid = c.dir.join("kid.pid");
+    let orphan = c.dir.join("orphan.pid");
+    let script = format!(
+        "setsid sleep 600 & echo $! > {kid}.tmp && mv {kid}.tmp {kid}; \
+         (setsid sleep 600 & echo $! > {orphan}.tmp && mv {orphan}.tmp {orphan}); \
+         exec sleep 600",
+        kid = kid.display(),
+        orphan = orphan.display()
+    );
+    let run = Command::new(env!("CARGO_BIN_EXE_electctl"))
+        .arg("--socket")
+        .arg(c.sock(leader))
+        .args(["run", "--grace", "150ms", "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(c.dir.join("run.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let read_pid = |p: &Path| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+    };
+    let (k, o) = wait_for(
+        "the command's escaped processes",
+        Duration::from_secs(5),
+        || Some((read_pid(&kid)?, read_pid(&orphan)?)),
+    );
+    let ppid = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                let (_, r) = s.rsplit_once(')')?;
+                r.split_whitespace().nth(1)?.parse::<u32>().ok()
+            })
+    };
+    // The orphan was adopted by run (its subshell exited), not by init.
+    wait_for("the orphan's adoption", Duration::from_secs(3), || {
+        (ppid(o) == Some(run.id())).then_some(())
+    });
+    assert!(common::alive(k) && common::alive(o));
+    if stalled {
+        signal(&run, libc::SIGSTOP);
+        c.kill(leader);
+    } else {
+        let (code, _, err) = common::electctl_at(&c.sock(leader), &["yield"]);
+        assert_eq!(code, Some(0), "yield: {err}");
+    }
+    let deadline = Instant::now() + common::slacked(Duration::from_secs(3));
+    while (common::alive(k) || common::alive(o)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (k_alive, o_alive) = (common::alive(k), common::alive(o));
+    if stalled {
+        signal(&run, libc::SIGCONT);
+    }
+    // The adopted orphan's zombie is reaped (SIGCHLD wakes run).
+    std::thread::sleep(Duration::from_millis(300));
+    let zombies: Vec<u32> = common::children(run.id())
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|&p| !common::alive(p))
+        .collect();
+    let log = std::fs::read_to_string(c.dir.join("run.log")).unwrap_or_default();
+    // Whatever failed, nothing of this test may live on.
+    for p in [k, o] {
+        // SAFETY: kill(2) on processes this test's command started.
+        unsafe { libc::kill(p as i32, libc::SIGKILL) };
+    }
+    stop_all(vec![run]);
+    assert!(
+        !k_alive && !o_alive,
+        "processes that left the command's group outlived the stop (setsid child {k}: \
+         {k_alive}, orphan {o}: {o_alive}):\n{log}"
+    );
+    assert!(
+        stalled || log.contains("outside its process group"),
+        "run did not say so:\n{log}"
+    );
+    assert!(zombies.is_empty(), "zombies left under run: {zombies:?}");
+}

@@ -105,6 +105,31 @@ impl Supervisor<'_> {
         }
     }
 
+    /// The processes that are not the command's: its enforcers and the processes
+    /// SIGKILLed before their exec.
+    fn not_the_commands(&self) -> Vec<i32> {
+        self.retired
+            .iter()
+            .chain(self.running.iter().filter_map(|r| r.enforcer.as_ref()))
+            .map(|e| e.id() as i32)
+            .chain(self.dying.iter().copied())
+            .collect()
+    }
+
+    /// `sig` to the command's group `pgid` and to what the command started outside it
+    /// (`escaped`), which is said once per stop.
+    fn signal_command(&mut self, pgid: libc::pid_t, sig: i32) {
+        signal_group(pgid, sig);
+        let skip = self.not_the_commands();
+        let out = super::escaped::signal_outside(pgid, &skip, sig);
+        if !out.is_empty() {
+            say!(
+                "{} process(es) of the command outside its process group (pids {out:?}): signal {sig} to them too; a processor should stay in its process group (no setsid, no daemonizing)",
+                out.len()
+            );
+        }
+    }
+
     /// A start that failed: try again after the backoff, and count it.
     fn start_failed(&mut self) {
         self.next_start = Instant::now() + self.backoff;
@@ -149,6 +174,10 @@ impl Supervisor<'_> {
 
     pub(super) fn reap(&mut self) {
         self.dying.retain(|&pid| !reaped(pid));
+        // Orphans of the command's tree that this subreaper adopted, once they exit.
+        let mut known = self.not_the_commands();
+        known.extend(self.running.as_ref().map(|r| r.pid));
+        super::escaped::reap_adopted(&known);
         let Some(r) = self.running.as_mut() else {
             return;
         };
@@ -171,8 +200,13 @@ impl Supervisor<'_> {
         if !exited {
             return;
         }
-        // Nothing of its process group may outlive it: the confirmation says "exited".
-        signal_group(r.pid, libc::SIGKILL);
+        // Nothing of its process group, nor of its tree, may outlive it: the
+        // confirmation says "exited".
+        let pid = r.pid;
+        self.signal_command(pid, libc::SIGKILL);
+        let Some(r) = self.running.as_mut() else {
+            return;
+        };
         if let Some(e) = r.enforcer.take().and_then(Enforcer::retire) {
             self.retired.push(e);
         }
@@ -282,21 +316,27 @@ impl Supervisor<'_> {
             if let Some(e) = r.enforcer.as_mut() {
                 e.terminating();
             }
-            signal_group(r.pid, libc::SIGTERM);
             r.kill_at_ns = Some(kill_at);
+            let (pid, term) = (r.pid, r.term);
+            self.signal_command(pid, libc::SIGTERM);
             let left = self.timers.kill_in() + MARGIN;
             say!(
-                "{why}: SIGTERM to the command of term {} (lease {} ms left, SIGKILL in {} ms unless it exits)",
-                r.term,
+                "{why}: SIGTERM to the command of term {term} (lease {} ms left, SIGKILL in {} ms unless it exits)",
                 left.as_millis(),
                 (self.timers.kill_in().as_nanos() as u64).min(grace_ns) / 1_000_000
             );
         }
+        let Some(r) = self.running.as_ref() else {
+            return;
+        };
         if r.kill_at_ns
             .is_some_and(|k| now >= k || self.timers.kill_due())
         {
-            signal_group(r.pid, libc::SIGKILL);
-            let term = r.term;
+            let (pid, term) = (r.pid, r.term);
+            self.signal_command(pid, libc::SIGKILL);
+            let Some(r) = self.running.as_mut() else {
+                return;
+            };
             let _ = wait_for(r.pid);
             if let Some(e) = r.enforcer.take().and_then(Enforcer::retire) {
                 self.retired.push(e);

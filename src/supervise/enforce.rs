@@ -2,7 +2,7 @@
 //! lease end whatever happens to `run` (SPEC sections 8 S5 and 11; docs/PROTOCOL.md,
 //! "S5 through stalls").
 //!
-//! `run` starts it *before* each command as `electctl __enforce GRACE_NS` (a fresh exec
+//! `run` starts it *before* each command as `electctl __enforce GRACE_NS RUN_PID` (a fresh exec
 //! of the same binary: nothing of `run`'s state, threads or locks is inherited), in a
 //! process group of its own, so `kill -STOP` of run's pid, a debugger on run, or a
 //! terminal's ^Z or ^C do not reach it. The command is then forked (`spawn.rs`, which
@@ -180,21 +180,37 @@ impl Handover {
 impl Enforcer {
     /// Starts an enforcer sleeping on `timers`' stop timer, for the command started
     /// next with [`Enforcer::guard`].
+    /// Its signals reach what the command started outside its group too (every
+    /// descendant of this process but its enforcers: `escaped`), so call it only from a
+    /// process whose children are the command's and the enforcers (`run`).
     pub fn start(grace: Duration, timers: &StopTimers) -> std::io::Result<Enforcer> {
-        Self::start_with(Path::new("/proc/self/exe"), grace, timers)
+        // SAFETY: getpid(2) cannot fail.
+        let me = unsafe { libc::getpid() };
+        Self::spawn(Path::new("/proc/self/exe"), grace, timers, Some(me))
     }
 
-    /// As [`Enforcer::start`], with the `electctl` binary `exe` (tests start the real one).
+    /// As [`Enforcer::start`], with the `electctl` binary `exe` (tests start the real
+    /// one), signalling the command's group only: the caller may have other children.
     pub fn start_with(
         exe: &Path,
         grace: Duration,
         timers: &StopTimers,
+    ) -> std::io::Result<Enforcer> {
+        Self::spawn(exe, grace, timers, None)
+    }
+
+    fn spawn(
+        exe: &Path,
+        grace: Duration,
+        timers: &StopTimers,
+        run: Option<i32>,
     ) -> std::io::Result<Enforcer> {
         let (r, w) = nonblocking_pipe()?;
         let mut cmd = Command::new(exe);
         cmd.arg0("electctl-enforce")
             .arg(SUBCOMMAND)
             .arg(crate::time::duration_nanos(grace).to_string())
+            .arg(run.unwrap_or(0).to_string())
             .stdin(Stdio::from(r))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -297,17 +313,27 @@ impl Enforcer {
     }
 }
 
-/// What the enforcer was told on its command line.
+/// What the enforcer was told on its command line: `GRACE_NS RUN_PID`.
 struct Args {
     grace_ns: u64,
+    /// The `run` that started it (its parent, until `run` dies), whose descendants
+    /// outside the command's group are the command's too; None (0): a parent with
+    /// other children (a test), whose descendants are left alone.
+    run: Option<i32>,
 }
 
 fn parse(args: &[String]) -> Option<Args> {
-    let [grace] = args else {
+    let [grace, run] = args else {
         return None;
     };
+    let run: i32 = run.parse().ok()?;
     Some(Args {
         grace_ns: grace.parse().ok()?,
+        run: match run {
+            0 => None,
+            p if p > 1 => Some(p),
+            _ => return None,
+        },
     })
 }
 
@@ -415,6 +441,8 @@ fn readable(fd: RawFd, timeout_ns: u64) -> bool {
 /// The enforcer's state: what was sent already.
 struct State {
     pgid: i32,
+    /// `run`, whose descendants outside the group are signalled too (`escaped`).
+    run: Option<i32>,
     grace_ns: u64,
     input: Input,
     termed: bool,
@@ -422,12 +450,26 @@ struct State {
 }
 
 impl State {
+    /// `sig` to the command's group and to what it started outside it, under `run`
+    /// (while this process's parent is still that `run`: after its death the pid could
+    /// name another process's tree).
+    fn signal(&self, sig: i32) {
+        group(self.pgid, sig);
+        // SAFETY: getppid and getpid cannot fail.
+        let (parent, me) = unsafe { (libc::getppid(), libc::getpid()) };
+        if let Some(run) = self.run
+            && parent == run
+        {
+            super::escaped::signal_outside_of(run, self.pgid, &[me], sig);
+        }
+    }
+
     /// Signals what the stop timer says is due.
     fn act(&mut self, timers: &StopTimers) {
         let look = timers.look();
         if !self.killed && look.kill_in() == 0 {
             self.killed = true;
-            group(self.pgid, libc::SIGKILL);
+            self.signal(libc::SIGKILL);
             return;
         }
         if self.killed || self.termed || look.room() {
@@ -443,7 +485,7 @@ impl State {
         }
         self.termed = true;
         if !self.input.termed {
-            group(self.pgid, libc::SIGTERM);
+            self.signal(libc::SIGTERM);
         }
     }
 }
@@ -506,6 +548,7 @@ pub fn main(args: &[String]) -> i32 {
     let pidfd_raw = pidfd.as_ref().map(AsRawFd::as_raw_fd);
     let mut s = State {
         pgid,
+        run: a.run,
         grace_ns: a.grace_ns,
         input,
         termed: false,
@@ -517,7 +560,7 @@ pub fn main(args: &[String]) -> i32 {
         s.act(&timers);
         if pidfd_raw.is_some_and(|fd| readable(fd, 0)) {
             // Nothing of the group may outlive its leader (as run does on a reap).
-            group(s.pgid, libc::SIGKILL);
+            s.signal(libc::SIGKILL);
             return 0;
         }
         if !group_exists(s.pgid) {
@@ -572,8 +615,13 @@ mod tests {
     #[test]
     fn arguments_parse() {
         let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(parse(&v(&["5"])).unwrap().grace_ns, 5);
-        assert!(parse(&v(&["x"])).is_none());
+        let a = parse(&v(&["5", "4242"])).unwrap();
+        assert_eq!((a.grace_ns, a.run), (5, Some(4242)));
+        assert_eq!(parse(&v(&["5", "0"])).unwrap().run, None, "a test's");
+        assert!(parse(&v(&["x", "4242"])).is_none());
+        assert!(parse(&v(&["5"])).is_none(), "no run");
+        assert!(parse(&v(&["5", "1"])).is_none(), "init is never its run");
+        assert!(parse(&v(&["5", "-3"])).is_none());
         assert!(parse(&v(&[])).is_none());
         assert!(parse(&v(&["123", "5", "pidfd"])).is_none(), "the old form");
     }

@@ -64,6 +64,7 @@ macro_rules! say {
 mod command;
 mod conn;
 pub mod enforce;
+mod escaped;
 mod lease;
 pub mod log;
 mod options;
@@ -142,6 +143,13 @@ fn supervise(opts: &RunOptions) -> i32 {
             return 2;
         }
     };
+    // Orphans of the command's tree are adopted by this process, not init, so a stop
+    // reaches what left the command's process group (`escaped`).
+    if let Err(e) = escaped::become_subreaper() {
+        say!(
+            "cannot become a child subreaper ({e}): processes that leave the command's process group may outlive a stop"
+        );
+    }
     let timers = match StopTimers::create() {
         Ok(t) => t,
         Err(e) => {

@@ -21,11 +21,15 @@ pub(super) const IDLE_WAKEUP: Duration = Duration::from_secs(60);
 /// The write end of the self-pipe the signal handler writes to (-1: none).
 static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
     let fd = SIGNAL_PIPE.load(Ordering::SeqCst);
     if fd >= 0 {
-        // SAFETY: write(2) is async-signal-safe; a full pipe only loses a duplicate.
-        unsafe { libc::write(fd, b"s".as_ptr().cast(), 1) };
+        // The byte says which: SIGCHLD only wakes the loop (an adopted orphan to reap).
+        let b = [if sig == libc::SIGCHLD { b'c' } else { b's' }];
+        // SAFETY: write(2) is async-signal-safe; a full pipe only loses a duplicate
+        // (the pipe is drained whole at each wakeup, so a stop byte is never lost
+        // behind a full pipe of SIGCHLD bytes for long: see `wait`).
+        unsafe { libc::write(fd, b.as_ptr().cast(), 1) };
     }
 }
 
@@ -42,6 +46,7 @@ pub(super) fn signal_pipe() -> Result<OwnedFd, String> {
     unsafe {
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGCHLD, on_signal as *const () as libc::sighandler_t);
     }
     // SAFETY: fds[0] is a fresh descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fds[0]) })
@@ -182,8 +187,19 @@ impl Supervisor<'_> {
         });
         if fds[0].revents != 0 {
             let mut b = [0u8; 16];
-            // SAFETY: reading into a local buffer from our non-blocking pipe.
-            while unsafe { libc::read(sig.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) } > 0 {}
+            let mut stop = false;
+            // Bounded by the pipe's size.
+            loop {
+                // SAFETY: reading into a local buffer from our non-blocking pipe.
+                let n = unsafe { libc::read(sig.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
+                if n <= 0 {
+                    break;
+                }
+                stop |= b[..n as usize].contains(&b's');
+            }
+            if !stop {
+                return;
+            }
             if !self.stopping {
                 say!("signal received: stopping");
             }
