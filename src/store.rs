@@ -311,16 +311,29 @@ fn parse(text: &str) -> Result<Parsed, String> {
         }
     }
     let mut x = Extra::default();
+    // Each once: a second line would silently replace the first (a boot number that
+    // goes back reuses datagram counters). Every version since 2 writes both.
+    let (mut boot_seen, mut peers_seen) = (false, false);
     for line in lines {
         if let Some(v) = line.strip_prefix("boot ") {
+            if std::mem::replace(&mut boot_seen, true) {
+                return Err(format!("boot line given twice ('{line}')"));
+            }
             x.boot = v.parse().map_err(|_| "bad boot")?;
-        } else if let Some(v) = line.strip_prefix("peer_boots") {
+        } else if let Some(v) = line
+            .strip_prefix("peer_boots")
+            .filter(|v| v.is_empty() || v.starts_with(' '))
+        {
+            if std::mem::replace(&mut peers_seen, true) {
+                return Err(format!("peer_boots line given twice ('{line}')"));
+            }
             for pair in v.split_whitespace() {
                 let (id, b) = pair.split_once(':').ok_or("bad peer_boots")?;
-                x.peer_boots.insert(
-                    id.parse().map_err(|_| "bad peer id")?,
-                    b.parse().map_err(|_| "bad peer boot")?,
-                );
+                let id: u16 = id.parse().map_err(|_| "bad peer id")?;
+                let b = b.parse().map_err(|_| "bad peer boot")?;
+                if x.peer_boots.insert(id, b).is_some() {
+                    return Err(format!("peer {id} given twice in peer_boots"));
+                }
             }
         } else if version >= 5 && (line.starts_with("id ") || line.starts_with("cluster ")) {
             // Once only, right after the header.
@@ -330,6 +343,12 @@ fn parse(text: &str) -> Result<Parsed, String> {
         } else {
             return Err(format!("unexpected line '{line}'"));
         }
+    }
+    if version >= 2 && !boot_seen {
+        return Err("missing boot line".into());
+    }
+    if version >= 2 && !peers_seen {
+        return Err("missing peer_boots line".into());
     }
     Ok(Parsed {
         version,
@@ -1008,6 +1027,53 @@ mod tests {
         write_signed(s.path(), &good.replace("electd-state 5", "electd-state 4"));
         let e = s.load().unwrap_err().to_string();
         assert!(e.contains("corrupt") && e.contains("id 1"), "{e}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// review (state2): the boot lines were the one part of the file read loosely: a
+    /// second `boot` or `peer_boots` line silently replaced the first, a peer given
+    /// twice kept its last boot, and a version-2-on file without them loaded as boot 0.
+    /// A hand edit (README's downgrade steps are one) that leaves such a file must stop
+    /// the daemon like any other corrupt file: a boot number that goes back reuses
+    /// datagram counters, and peers that remember the newer boot drop this server's
+    /// datagrams.
+    #[test]
+    fn boot_lines_are_given_once_each_and_peers_once() {
+        let dir = tmpdir("bootlines");
+        let s = Store::new(&dir.join("1.state"), me());
+        let mut x = Extra {
+            boot: 12,
+            ..Extra::default()
+        };
+        x.peer_boots.insert(2, 11);
+        s.save(&one(a_state(4)), &x).unwrap();
+        let text = fs::read_to_string(s.path()).unwrap();
+        let good = text.rsplit_once("crc ").unwrap().0;
+        assert!(good.ends_with("boot 12\npeer_boots 2:11\n"), "{good}");
+        for (bad, why) in [
+            (good.replace("boot 12\n", "boot 12\nboot 3\n"), "boot"),
+            (
+                good.replace("peer_boots 2:11\n", "peer_boots 2:11\npeer_boots 2:1\n"),
+                "peer_boots",
+            ),
+            (good.replace("peer_boots 2:11", "peer_boots 2:11 2:1"), "peer 2"),
+            (good.replace("boot 12\n", ""), "missing boot"),
+            (good.replace("peer_boots 2:11\n", ""), "missing peer_boots"),
+            (good.replace("peer_boots 2:11", "peer_boots2:11"), "peer_boots"),
+        ] {
+            write_signed(s.path(), &bad);
+            let e = s.load().unwrap_err();
+            assert!(matches!(e, StoreError::Corrupt(..)), "{bad}: {e:?}");
+            assert!(e.to_string().contains(why), "{bad}: {e}");
+        }
+        // Version 1 files were written both with and without boot lines: both load.
+        for v1 in [
+            "electd-state 1\nterm 3\nvoted_term 3\nvoted_for 1\nmax_hold_ms 300\n",
+            "electd-state 1\nterm 3\nvoted_term 3\nvoted_for 1\nmax_hold_ms 300\nboot 2\npeer_boots 2:1\n",
+        ] {
+            write_signed(s.path(), v1);
+            s.load().expect(v1);
+        }
         fs::remove_dir_all(dir).unwrap();
     }
 
