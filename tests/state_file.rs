@@ -164,3 +164,130 @@ fn a_renamed_cluster_refuses_without_state_cluster_and_keeps_its_votes_with_it()
     stop(child);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The shell block of README.md that contains `needle`, as written.
+fn readme_block(needle: &str) -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .unwrap();
+    let at = readme
+        .find(needle)
+        .unwrap_or_else(|| panic!("README.md has no block with {needle:?}"));
+    let fence = readme[..at].rfind("```\n").expect("an opening fence");
+    let line_start = readme[..fence].rfind('\n').map_or(0, |i| i + 1);
+    // A block in a list item is indented like its fence: taken off, as a reader does.
+    let indent = fence - line_start;
+    let close = at + readme[at..].find("```").expect("a closing fence");
+    let end = readme[..close].rfind('\n').unwrap() + 1;
+    readme[fence + 4..end]
+        .lines()
+        .map(|l| format!("{}\n", l.get(indent..).unwrap_or("")))
+        .collect()
+}
+
+/// Runs a README block with `sh`, the example path `/var/lib/electd/1.state` replaced
+/// by `state`; None when python3 (which the blocks use) is not installed.
+fn run_readme_block(block: &str, state: &Path) -> Option<std::process::Output> {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("python3 not installed: README's block not run");
+        return None;
+    }
+    let script = block.replace("/var/lib/electd/1.state", &state.display().to_string());
+    assert_ne!(script, block, "the block names /var/lib/electd/1.state");
+    Some(Command::new("sh").arg("-c").arg(&script).output().unwrap())
+}
+
+/// README "The state file", downgrade to the build before version 5, run as written:
+/// the file becomes exactly what that build wrote (version 4, every group kept, no
+/// owner lines, a valid CRC), and this build, started on it again, takes it with its
+/// votes (its own upgrade). The steps README gave before (delete two lines, fix the
+/// CRC "as in" the version-3 script, which keeps the `default` group only) lost every
+/// other group's votes.
+#[test]
+fn readme_downgrade_to_version_4_keeps_every_group_and_upgrades_back() {
+    let (dir, conf) = one_server("downgrade", "orders-eu");
+    let state = dir.join("1.state");
+    let groups = "group default\nterm 12\nvoted_term 12\nvoted_for 1\nled_term 12\nhold_ms 300\ndrained 0\ngroup orders\nterm 30\nvoted_term 29\nvoted_for 2\nled_term 7\nhold_ms 300\ndrained 1\nboot 7\npeer_boots 2:4\n";
+    std::fs::write(
+        &state,
+        signed(&format!("electd-state 5\nid 1\ncluster orders-eu\n{groups}")),
+    )
+    .unwrap();
+    let block = readme_block("'electd-state 4'");
+    let Some(out) = run_readme_block(&block, &state) else {
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "README's downgrade failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&state).unwrap(),
+        signed(&format!("electd-state 4\n{groups}")),
+        "README's downgrade writes the version-4 file the build before wrote, every group kept"
+    );
+    // This build takes it back, votes and all, and names itself again.
+    let child = electd(&dir, &conf, &[]);
+    let st = leading(&dir);
+    let term = st.get("term").and_then(|t| t.as_u64()).unwrap();
+    assert!(term > 12, "it kept its votes: {term}\n{}", log(&dir));
+    stop(child);
+    let text = std::fs::read_to_string(&state).unwrap();
+    assert!(
+        text.starts_with("electd-state 5\nid 1\ncluster orders-eu\n")
+            && text.contains("group orders\nterm 30\nvoted_term 29\nvoted_for 2\n"),
+        "{text}"
+    );
+    assert!(
+        log(&dir).contains("upgraded from version 4 to 5"),
+        "{}",
+        log(&dir)
+    );
+    // Run on a file that is not version 5 (twice, say), it refuses and changes nothing.
+    let v4 = signed(&format!("electd-state 4\n{groups}"));
+    std::fs::write(&state, &v4).unwrap();
+    let out = run_readme_block(&block, &state).unwrap();
+    assert!(!out.status.success(), "a second run must fail");
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), v4);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// README "Upgrading from a build before wire version 3", the downgrade's script run
+/// as written on a version-5 file: it writes the `default` group's version-3 file
+/// that such a build reads (this build reads it back as version 3, its votes kept).
+#[test]
+fn readme_downgrade_to_version_3_writes_the_default_groups_file() {
+    let (dir, conf) = one_server("downgrade3", "orders-eu");
+    let state = dir.join("1.state");
+    std::fs::write(
+        &state,
+        signed(
+            "electd-state 5\nid 1\ncluster orders-eu\ngroup default\nterm 12\nvoted_term 12\nvoted_for 1\nled_term 12\nhold_ms 300\ndrained 0\nboot 7\npeer_boots 2:4\n",
+        ),
+    )
+    .unwrap();
+    let Some(out) = run_readme_block(&readme_block("'electd-state 3'"), &state) else {
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&state).unwrap(),
+        signed(
+            "electd-state 3\nterm 12\nvoted_term 12\nvoted_for 1\nled_term 12\nhold_ms 300\ndrained 0\nboot 7\npeer_boots 2:4\n"
+        )
+    );
+    let child = electd(&dir, &conf, &[]);
+    let term = leading(&dir).get("term").and_then(|t| t.as_u64()).unwrap();
+    assert!(term > 12, "it kept its votes: {term}\n{}", log(&dir));
+    stop(child);
+    assert!(
+        log(&dir).contains("upgraded from version 3 to 5"),
+        "{}",
+        log(&dir)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
