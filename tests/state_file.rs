@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// The exit status of a start refused for what only an operator can fix (sysexits'
+/// EX_CONFIG): the units do not restart it (`RestartPreventExitStatus=78`).
+const EXIT_CONFIG: i32 = 78;
+
 /// A one-server cluster `cluster` in a fresh directory: (directory, config file).
 fn one_server(tag: &str, cluster: &str) -> (PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("electd-statefile-{}-{tag}", std::process::id()));
@@ -124,7 +128,7 @@ fn a_renamed_cluster_refuses_without_state_cluster_and_keeps_its_votes_with_it()
     std::fs::write(dir.join("1.state"), &old).unwrap();
     let code = wait_exit(electd(&dir, &conf, &[]), Duration::from_secs(5));
     let err = log(&dir);
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(EXIT_CONFIG), "{err}");
     assert!(
         err.contains(
             "belongs to server 1 of cluster 'orders-old', this is server 1 of cluster 'orders-new'"
@@ -141,7 +145,7 @@ fn a_renamed_cluster_refuses_without_state_cluster_and_keeps_its_votes_with_it()
         electd(&dir, &conf, &["--state-cluster", "orders-other"]),
         Duration::from_secs(5),
     );
-    assert_eq!(code, Some(1), "{}", log(&dir));
+    assert_eq!(code, Some(EXIT_CONFIG), "{}", log(&dir));
     // The right one does, votes and all.
     let child = electd(&dir, &conf, &["--state-cluster", "orders-old"]);
     let st = leading(&dir);
@@ -289,5 +293,36 @@ fn readme_downgrade_to_version_3_writes_the_default_groups_file() {
         "{}",
         log(&dir)
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A state file of another server exits 78 (EX_CONFIG), which the units do not
+/// restart: a restart cannot make the file this server's, so systemd's restarts every
+/// 2 s (without a start limit) would only repeat the refusal for ever. The file is
+/// left as it was. A corrupt file keeps exit status 1 (README: "1 with a message").
+#[test]
+fn a_state_file_of_another_server_exits_78_and_a_corrupt_one_1() {
+    let (dir, conf) = one_server("exit78", "orders-eu");
+    let theirs = signed(
+        "electd-state 5\nid 2\ncluster orders-eu\ngroup default\nterm 9\nvoted_term 9\nvoted_for 2\nled_term 9\nhold_ms 300\ndrained 0\nboot 3\npeer_boots\n",
+    );
+    std::fs::write(dir.join("1.state"), &theirs).unwrap();
+    let code = wait_exit(electd(&dir, &conf, &[]), Duration::from_secs(5));
+    let err = log(&dir);
+    assert_eq!(code, Some(EXIT_CONFIG), "{err}");
+    assert!(
+        err.contains("cannot start: state file ")
+            && err.contains("belongs to server 2 of cluster 'orders-eu', this is server 1 of cluster 'orders-eu'"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("1.state")).unwrap(), theirs);
+    // Corrupt (here: its CRC does not match): exit 1 as before.
+    let corrupt = theirs.replace("term 9\n", "term 8\n");
+    std::fs::write(dir.join("1.state"), &corrupt).unwrap();
+    let code = wait_exit(electd(&dir, &conf, &[]), Duration::from_secs(5));
+    let err = log(&dir);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("is corrupt (checksum mismatch)"), "{err}");
+    assert_eq!(std::fs::read_to_string(dir.join("1.state")).unwrap(), corrupt);
     std::fs::remove_dir_all(&dir).unwrap();
 }
