@@ -326,3 +326,71 @@ fn a_state_file_of_another_server_exits_78_and_a_corrupt_one_1() {
     assert_eq!(std::fs::read_to_string(dir.join("1.state")).unwrap(), corrupt);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `electd --check-config` says what a start would refuse: a state file of another
+/// server or cluster fails the check (exit 1, as every failed check) with the message
+/// the start gives, so `electd --check-config && systemctl restart electd` does not
+/// restart into a refusal. This server's own file, a version-4 one and none at all
+/// pass; a corrupt one fails as the start would. The check never writes the file.
+#[test]
+fn check_config_reports_a_state_file_the_start_would_refuse() {
+    let (dir, conf) = one_server("check", "orders-eu");
+    let state = dir.join("1.state");
+    let check = || {
+        Command::new(env!("CARGO_BIN_EXE_electd"))
+            .arg("--config")
+            .arg(&conf)
+            .arg("--check-config")
+            .output()
+            .unwrap()
+    };
+    let body = "group default\nterm 9\nvoted_term 9\nvoted_for 2\nled_term 9\nhold_ms 300\ndrained 0\nboot 3\npeer_boots\n";
+    for (file, code, says) in [
+        (None, 0, ""),
+        (
+            Some(signed(&format!("electd-state 5\nid 1\ncluster orders-eu\n{body}"))),
+            0,
+            "",
+        ),
+        (Some(signed(&format!("electd-state 4\n{body}"))), 0, ""),
+        (
+            Some(signed(&format!("electd-state 5\nid 2\ncluster orders-eu\n{body}"))),
+            1,
+            "belongs to server 2 of cluster 'orders-eu', this is server 1 of cluster 'orders-eu'",
+        ),
+        (
+            Some(signed(&format!("electd-state 5\nid 1\ncluster orders-old\n{body}"))),
+            1,
+            "start once with --state-cluster orders-old",
+        ),
+        (
+            Some(signed(&format!("electd-state 5\nid 1\ncluster orders-eu\n{body}")).replace("term 9", "term 8")),
+            1,
+            "is corrupt (checksum mismatch)",
+        ),
+    ] {
+        let _ = std::fs::remove_file(&state);
+        if let Some(f) = &file {
+            std::fs::write(&state, f).unwrap();
+        }
+        let out = check();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{file:?}: {err}");
+        assert!(err.contains(says), "{file:?}: {err}");
+        if code != 0 {
+            assert!(err.contains(&format!("electd: state file {}", state.display())), "{err}");
+        }
+        assert_eq!(std::fs::read_to_string(&state).ok(), file, "the check wrote the file");
+    }
+    assert!(!dir.join("1.state.lock").exists(), "the check took no lock");
+    // A FIFO in its place is refused at once, not read (which would wait for a writer).
+    let _ = std::fs::remove_file(&state);
+    let c = std::ffi::CString::new(state.display().to_string()).unwrap();
+    // SAFETY: mkfifo(3) on a NUL-terminated path this test owns.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let out = check();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
