@@ -222,28 +222,21 @@ fn shared_path_warnings(cfg: &Config, id: Option<u16>) -> Vec<String> {
 
 /// The state file, read as a start reads it (SPEC section 4), neither locked nor
 /// written: one of another server or cluster, or a corrupt one, is an error with the
-/// message the start would give (the start exits 78 or 1 on it). One this user cannot
-/// read is a warning: the check may run as someone other than the daemon's user.
+/// message the start would give (the start exits 78 or 1 on it), as is one that is not
+/// a regular file. One this user may not read is a warning: the check may run as
+/// someone other than the daemon's user.
 fn check_state(cfg: &Config) -> Result<Option<String>, String> {
     use crate::store::{Identity, Store, StoreError};
     let this = Identity {
         id: cfg.id,
         cluster: cfg.cluster.clone(),
     };
-    // A FIFO or device in its place would block or read without end: only a regular
-    // file (or none) is read.
-    match std::fs::metadata(&cfg.state) {
-        Ok(m) if !m.is_file() => {
-            return Err(format!(
-                "state file {}: not a regular file",
-                cfg.state.display()
-            ));
-        }
-        _ => {}
-    }
+    // A FIFO or another non-regular file in its place is refused, not read (store.rs).
     match Store::new(&cfg.state, this).load_as(None) {
         Ok(_) => Ok(None),
-        Err(e @ StoreError::Io(..)) => Ok(Some(format!("{e}: not checked"))),
+        Err(StoreError::Io(p, e)) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(
+            Some(format!("state file {}: {e}: not checked", p.display())),
+        ),
         Err(e) => Err(e.to_string()),
     }
 }
