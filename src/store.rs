@@ -1057,6 +1057,49 @@ mod tests {
         fs::remove_dir_all(dir).unwrap();
     }
 
+    /// review (state2): every cluster name the configuration takes (one token of
+    /// non-whitespace: Unicode, control characters, `crc`-like text, very long) is
+    /// written and read back as the same owner, so no start writes a file the next
+    /// start refuses as corrupt or as another cluster's.
+    #[test]
+    fn odd_and_long_cluster_names_round_trip() {
+        let dir = tmpdir("oddnames");
+        let long = "x".repeat(100_000);
+        for cluster in [
+            "crc",
+            "crc:00000000",
+            "électeur-ß",
+            "a\u{1c}b",
+            "a\u{0}b",
+            "group",
+            "id",
+            "🗳",
+            long.as_str(),
+        ] {
+            let this = Identity {
+                id: 255,
+                cluster: cluster.into(),
+            };
+            let s = Store::new(&dir.join("255.state"), this.clone());
+            s.save(&one(a_state(5)), &Extra::default()).unwrap();
+            let l = s.load_as(None).unwrap();
+            assert_eq!((l.found, l.groups), (Found::Own, one(a_state(5))));
+            // And another server's reader refuses it naming it whole.
+            let other = Store::new(
+                s.path(),
+                Identity {
+                    id: 255,
+                    cluster: "orders-eu".into(),
+                },
+            );
+            match other.load_as(None) {
+                Err(StoreError::Foreign { file, .. }) => assert_eq!(file, this),
+                e => panic!("{e:?}"),
+            }
+        }
+        fs::remove_dir_all(dir).unwrap();
+    }
+
     /// review (state2): a FIFO in the state file's place (a mistyped `state` path, a
     /// test harness's leftover) made the start block in its read until a writer came,
     /// with no message: a start under systemd then hangs to its start timeout. Refused
