@@ -1155,10 +1155,16 @@ mod tests {
                 good.replace("peer_boots 2:11\n", "peer_boots 2:11\npeer_boots 2:1\n"),
                 "peer_boots",
             ),
-            (good.replace("peer_boots 2:11", "peer_boots 2:11 2:1"), "peer 2"),
+            (
+                good.replace("peer_boots 2:11", "peer_boots 2:11 2:1"),
+                "peer 2",
+            ),
             (good.replace("boot 12\n", ""), "missing boot"),
             (good.replace("peer_boots 2:11\n", ""), "missing peer_boots"),
-            (good.replace("peer_boots 2:11", "peer_boots2:11"), "peer_boots"),
+            (
+                good.replace("peer_boots 2:11", "peer_boots2:11"),
+                "peer_boots",
+            ),
         ] {
             write_signed(s.path(), &bad);
             let e = s.load().unwrap_err();

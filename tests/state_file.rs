@@ -171,8 +171,8 @@ fn a_renamed_cluster_refuses_without_state_cluster_and_keeps_its_votes_with_it()
 
 /// The shell block of README.md that contains `needle`, as written.
 fn readme_block(needle: &str) -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let at = readme
         .find(needle)
         .unwrap_or_else(|| panic!("README.md has no block with {needle:?}"));
@@ -213,7 +213,9 @@ fn readme_downgrade_to_version_4_keeps_every_group_and_upgrades_back() {
     let groups = "group default\nterm 12\nvoted_term 12\nvoted_for 1\nled_term 12\nhold_ms 300\ndrained 0\ngroup orders\nterm 30\nvoted_term 29\nvoted_for 2\nled_term 7\nhold_ms 300\ndrained 1\nboot 7\npeer_boots 2:4\n";
     std::fs::write(
         &state,
-        signed(&format!("electd-state 5\nid 1\ncluster orders-eu\n{groups}")),
+        signed(&format!(
+            "electd-state 5\nid 1\ncluster orders-eu\n{groups}"
+        )),
     )
     .unwrap();
     let block = readme_block("'electd-state 4'");
@@ -315,7 +317,10 @@ fn a_state_file_of_another_server_exits_78_and_a_corrupt_one_1() {
             && err.contains("belongs to server 2 of cluster 'orders-eu', this is server 1 of cluster 'orders-eu'"),
         "{err}"
     );
-    assert_eq!(std::fs::read_to_string(dir.join("1.state")).unwrap(), theirs);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("1.state")).unwrap(),
+        theirs
+    );
     // Corrupt (here: its CRC does not match): exit 1 as before.
     let corrupt = theirs.replace("term 9\n", "term 8\n");
     std::fs::write(dir.join("1.state"), &corrupt).unwrap();
@@ -323,7 +328,10 @@ fn a_state_file_of_another_server_exits_78_and_a_corrupt_one_1() {
     let err = log(&dir);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("is corrupt (checksum mismatch)"), "{err}");
-    assert_eq!(std::fs::read_to_string(dir.join("1.state")).unwrap(), corrupt);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("1.state")).unwrap(),
+        corrupt
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -348,23 +356,32 @@ fn check_config_reports_a_state_file_the_start_would_refuse() {
     for (file, code, says) in [
         (None, 0, ""),
         (
-            Some(signed(&format!("electd-state 5\nid 1\ncluster orders-eu\n{body}"))),
+            Some(signed(&format!(
+                "electd-state 5\nid 1\ncluster orders-eu\n{body}"
+            ))),
             0,
             "",
         ),
         (Some(signed(&format!("electd-state 4\n{body}"))), 0, ""),
         (
-            Some(signed(&format!("electd-state 5\nid 2\ncluster orders-eu\n{body}"))),
+            Some(signed(&format!(
+                "electd-state 5\nid 2\ncluster orders-eu\n{body}"
+            ))),
             1,
             "belongs to server 2 of cluster 'orders-eu', this is server 1 of cluster 'orders-eu'",
         ),
         (
-            Some(signed(&format!("electd-state 5\nid 1\ncluster orders-old\n{body}"))),
+            Some(signed(&format!(
+                "electd-state 5\nid 1\ncluster orders-old\n{body}"
+            ))),
             1,
             "start once with --state-cluster orders-old",
         ),
         (
-            Some(signed(&format!("electd-state 5\nid 1\ncluster orders-eu\n{body}")).replace("term 9", "term 8")),
+            Some(
+                signed(&format!("electd-state 5\nid 1\ncluster orders-eu\n{body}"))
+                    .replace("term 9", "term 8"),
+            ),
             1,
             "is corrupt (checksum mismatch)",
         ),
@@ -378,9 +395,16 @@ fn check_config_reports_a_state_file_the_start_would_refuse() {
         assert_eq!(out.status.code(), Some(code), "{file:?}: {err}");
         assert!(err.contains(says), "{file:?}: {err}");
         if code != 0 {
-            assert!(err.contains(&format!("electd: state file {}", state.display())), "{err}");
+            assert!(
+                err.contains(&format!("electd: state file {}", state.display())),
+                "{err}"
+            );
         }
-        assert_eq!(std::fs::read_to_string(&state).ok(), file, "the check wrote the file");
+        assert_eq!(
+            std::fs::read_to_string(&state).ok(),
+            file,
+            "the check wrote the file"
+        );
     }
     assert!(!dir.join("1.state.lock").exists(), "the check took no lock");
     // A FIFO in its place is refused at once, not read (which would wait for a writer).

@@ -234,9 +234,9 @@ fn check_state(cfg: &Config) -> Result<Option<String>, String> {
     // A FIFO or another non-regular file in its place is refused, not read (store.rs).
     match Store::new(&cfg.state, this).load_as(None) {
         Ok(_) => Ok(None),
-        Err(StoreError::Io(p, e)) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(
-            Some(format!("state file {}: {e}: not checked", p.display())),
-        ),
+        Err(StoreError::Io(p, e)) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(Some(
+            format!("state file {}: {e}: not checked", p.display()),
+        )),
         Err(e) => Err(e.to_string()),
     }
 }
