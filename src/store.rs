@@ -311,16 +311,29 @@ fn parse(text: &str) -> Result<Parsed, String> {
         }
     }
     let mut x = Extra::default();
+    // Each once: a second line would silently replace the first (a boot number that
+    // goes back reuses datagram counters). Every version since 2 writes both.
+    let (mut boot_seen, mut peers_seen) = (false, false);
     for line in lines {
         if let Some(v) = line.strip_prefix("boot ") {
+            if std::mem::replace(&mut boot_seen, true) {
+                return Err(format!("boot line given twice ('{line}')"));
+            }
             x.boot = v.parse().map_err(|_| "bad boot")?;
-        } else if let Some(v) = line.strip_prefix("peer_boots") {
+        } else if let Some(v) = line
+            .strip_prefix("peer_boots")
+            .filter(|v| v.is_empty() || v.starts_with(' '))
+        {
+            if std::mem::replace(&mut peers_seen, true) {
+                return Err(format!("peer_boots line given twice ('{line}')"));
+            }
             for pair in v.split_whitespace() {
                 let (id, b) = pair.split_once(':').ok_or("bad peer_boots")?;
-                x.peer_boots.insert(
-                    id.parse().map_err(|_| "bad peer id")?,
-                    b.parse().map_err(|_| "bad peer boot")?,
-                );
+                let id: u16 = id.parse().map_err(|_| "bad peer id")?;
+                let b = b.parse().map_err(|_| "bad peer boot")?;
+                if x.peer_boots.insert(id, b).is_some() {
+                    return Err(format!("peer {id} given twice in peer_boots"));
+                }
             }
         } else if version >= 5 && (line.starts_with("id ") || line.starts_with("cluster ")) {
             // Once only, right after the header.
@@ -330,6 +343,12 @@ fn parse(text: &str) -> Result<Parsed, String> {
         } else {
             return Err(format!("unexpected line '{line}'"));
         }
+    }
+    if version >= 2 && !boot_seen {
+        return Err("missing boot line".into());
+    }
+    if version >= 2 && !peers_seen {
+        return Err("missing peer_boots line".into());
     }
     Ok(Parsed {
         version,
@@ -413,7 +432,7 @@ impl Store {
     /// rename must not make the operator delete the file and its votes). No option
     /// takes a file of another server id.
     pub fn load_as(&self, renamed_from: Option<&str>) -> Result<Loaded, StoreError> {
-        let text = match fs::read(&self.path) {
+        let text = match read_regular(&self.path) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Ok(Loaded {
@@ -528,6 +547,33 @@ impl Writer {
             Err(_) => Err("the state writer thread has stopped".into()),
         }
     }
+}
+
+/// The content of the regular file at `path`. Opened without blocking and checked
+/// before any read: a FIFO in its place would block the start until a writer came.
+fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let t = f.metadata()?.file_type();
+    if !t.is_file() {
+        let what = if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_dir() {
+            "a directory"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "a device"
+        };
+        return Err(io::Error::other(format!("not a regular file ({what})")));
+    }
+    let mut b = Vec::new();
+    f.read_to_end(&mut b)?;
+    Ok(b)
 }
 
 /// Writes every group's state to `path` durably, as server `this`'s: temporary file,
@@ -1008,6 +1054,131 @@ mod tests {
         write_signed(s.path(), &good.replace("electd-state 5", "electd-state 4"));
         let e = s.load().unwrap_err().to_string();
         assert!(e.contains("corrupt") && e.contains("id 1"), "{e}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// review (state2): every cluster name the configuration takes (one token of
+    /// non-whitespace: Unicode, control characters, `crc`-like text, very long) is
+    /// written and read back as the same owner, so no start writes a file the next
+    /// start refuses as corrupt or as another cluster's.
+    #[test]
+    fn odd_and_long_cluster_names_round_trip() {
+        let dir = tmpdir("oddnames");
+        let long = "x".repeat(100_000);
+        for cluster in [
+            "crc",
+            "crc:00000000",
+            "électeur-ß",
+            "a\u{1c}b",
+            "a\u{0}b",
+            "group",
+            "id",
+            "🗳",
+            long.as_str(),
+        ] {
+            let this = Identity {
+                id: 255,
+                cluster: cluster.into(),
+            };
+            let s = Store::new(&dir.join("255.state"), this.clone());
+            s.save(&one(a_state(5)), &Extra::default()).unwrap();
+            let l = s.load_as(None).unwrap();
+            assert_eq!((l.found, l.groups), (Found::Own, one(a_state(5))));
+            // And another server's reader refuses it naming it whole.
+            let other = Store::new(
+                s.path(),
+                Identity {
+                    id: 255,
+                    cluster: "orders-eu".into(),
+                },
+            );
+            match other.load_as(None) {
+                Err(StoreError::Foreign { file, .. }) => assert_eq!(file, this),
+                e => panic!("{e:?}"),
+            }
+        }
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// review (state2): a FIFO in the state file's place (a mistyped `state` path, a
+    /// test harness's leftover) made the start block in its read until a writer came,
+    /// with no message: a start under systemd then hangs to its start timeout. Refused
+    /// at once, naming the file, like a reload refuses a FIFO as a key file.
+    #[test]
+    fn a_fifo_in_the_state_files_place_is_refused_not_read() {
+        let dir = tmpdir("fifo");
+        let p = dir.join("1.state");
+        let c = std::ffi::CString::new(p.display().to_string()).unwrap();
+        // SAFETY: mkfifo(3) on a NUL-terminated path this test owns.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = mpsc::channel();
+        let s = Store::new(&p, me());
+        std::thread::spawn(move || {
+            let _ = tx.send(s.load().map(|_| ()).map_err(|e| e.to_string()));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(3));
+        if got.is_err() {
+            // Let the blocked read go (a writer opens and closes the FIFO).
+            let _ = OpenOptions::new().write(true).open(&p);
+        }
+        let e = got.expect("the load blocked on the FIFO").unwrap_err();
+        assert!(
+            e.contains(&p.display().to_string()) && e.contains("not a regular file"),
+            "{e}"
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// review (state2): the boot lines were the one part of the file read loosely: a
+    /// second `boot` or `peer_boots` line silently replaced the first, a peer given
+    /// twice kept its last boot, and a version-2-on file without them loaded as boot 0.
+    /// A hand edit (README's downgrade steps are one) that leaves such a file must stop
+    /// the daemon like any other corrupt file: a boot number that goes back reuses
+    /// datagram counters, and peers that remember the newer boot drop this server's
+    /// datagrams.
+    #[test]
+    fn boot_lines_are_given_once_each_and_peers_once() {
+        let dir = tmpdir("bootlines");
+        let s = Store::new(&dir.join("1.state"), me());
+        let mut x = Extra {
+            boot: 12,
+            ..Extra::default()
+        };
+        x.peer_boots.insert(2, 11);
+        s.save(&one(a_state(4)), &x).unwrap();
+        let text = fs::read_to_string(s.path()).unwrap();
+        let good = text.rsplit_once("crc ").unwrap().0;
+        assert!(good.ends_with("boot 12\npeer_boots 2:11\n"), "{good}");
+        for (bad, why) in [
+            (good.replace("boot 12\n", "boot 12\nboot 3\n"), "boot"),
+            (
+                good.replace("peer_boots 2:11\n", "peer_boots 2:11\npeer_boots 2:1\n"),
+                "peer_boots",
+            ),
+            (
+                good.replace("peer_boots 2:11", "peer_boots 2:11 2:1"),
+                "peer 2",
+            ),
+            (good.replace("boot 12\n", ""), "missing boot"),
+            (good.replace("peer_boots 2:11\n", ""), "missing peer_boots"),
+            (
+                good.replace("peer_boots 2:11", "peer_boots2:11"),
+                "peer_boots",
+            ),
+        ] {
+            write_signed(s.path(), &bad);
+            let e = s.load().unwrap_err();
+            assert!(matches!(e, StoreError::Corrupt(..)), "{bad}: {e:?}");
+            assert!(e.to_string().contains(why), "{bad}: {e}");
+        }
+        // Version 1 files were written both with and without boot lines: both load.
+        for v1 in [
+            "electd-state 1\nterm 3\nvoted_term 3\nvoted_for 1\nmax_hold_ms 300\n",
+            "electd-state 1\nterm 3\nvoted_term 3\nvoted_for 1\nmax_hold_ms 300\nboot 2\npeer_boots 2:1\n",
+        ] {
+            write_signed(s.path(), v1);
+            s.load().expect(v1);
+        }
         fs::remove_dir_all(dir).unwrap();
     }
 

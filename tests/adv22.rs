@@ -426,6 +426,8 @@ fn a_state_file_of_another_server_is_refused() {
         "electd 3 started on server 1's state file and runs with its votes as its own \
          (S4 across the swap), exit {code:?}:\n{log}"
     );
+    // 78 (EX_CONFIG), which the units do not restart: a restart cannot fix it.
+    assert_eq!(code, Some(78), "{log}");
     assert!(
         log.contains("belongs to server 1 of cluster")
             && log.contains("this is server 3 of cluster")

@@ -1,7 +1,7 @@
 //! electd: flags, logging and the daemon's lifetime; everything else is in the library.
 
 use electd::config::{Config, DEFAULT_PATH, Line};
-use electd::daemon::Daemon;
+use electd::daemon::{Daemon, Fatal};
 use log::LevelFilter;
 use std::io::Write;
 use std::path::PathBuf;
@@ -56,9 +56,9 @@ fn init_logging(level: LevelFilter) {
     log::set_max_level(level);
 }
 
-/// The exit status of a daemon that refuses its configuration (sysexits' EX_CONFIG):
-/// the units do not restart it for this status (RestartPreventExitStatus=78), since
-/// only an edit can help.
+/// The exit status of a daemon that refuses its configuration, or a state file of
+/// another server or cluster (sysexits' EX_CONFIG): the units do not restart it for
+/// this status (RestartPreventExitStatus=78), since only the operator can help.
 const EXIT_CONFIG: i32 = 78;
 
 /// Reports a configuration the daemon refuses: it says, in one line (an error under
@@ -274,7 +274,13 @@ fn run() -> i32 {
         Ok(d) => d,
         Err(e) => {
             log::error!("cannot start: {e}");
-            return 1;
+            // Another server's or cluster's state file: a restart would only refuse it
+            // again, so the status the units do not restart for.
+            return if matches!(e, Fatal::Foreign(_)) {
+                EXIT_CONFIG
+            } else {
+                1
+            };
         }
     };
     match daemon.run() {

@@ -1,7 +1,8 @@
 //! `electd --check-config`: what a start would refuse or warn about, found before it
 //! starts (the units run it before every start): the file, the key files and check
 //! commands as the daemon's user (SPEC sections 10 and 13), this host's addresses and
-//! interfaces (section 16), and paths an `--id` instance would share.
+//! interfaces (section 16), paths an `--id` instance would share, and a state file a
+//! start would refuse (section 4).
 
 use super::{Config, Transport};
 use crate::access::{self, DAEMON_USER, User};
@@ -59,12 +60,14 @@ fn run(
         .map_err(|(code, e)| (code, format!("{}: {e}", cfg.key_place(&e))))?;
     let run_warnings = as_daemon_user(&cfg, &reader).map_err(|e| (1, e))?;
     let host_warnings = check_host(&cfg, lines).map_err(|e| (1, e))?;
+    let state_warning = check_state(&cfg).map_err(|e| (1, e))?;
     let shared = shared_path_warnings(&cfg, id);
     lines.extend(
         cfg.warnings()
             .into_iter()
             .chain(host_warnings)
             .chain(shared)
+            .chain(state_warning)
             .chain(run_warnings)
             .map(Line::Warning),
     );
@@ -215,6 +218,27 @@ fn shared_path_warnings(cfg: &Config, id: Option<u16>) -> Vec<String> {
         ));
     }
     w
+}
+
+/// The state file, read as a start reads it (SPEC section 4), neither locked nor
+/// written: one of another server or cluster, or a corrupt one, is an error with the
+/// message the start would give (the start exits 78 or 1 on it), as is one that is not
+/// a regular file. One this user may not read is a warning: the check may run as
+/// someone other than the daemon's user.
+fn check_state(cfg: &Config) -> Result<Option<String>, String> {
+    use crate::store::{Identity, Store, StoreError};
+    let this = Identity {
+        id: cfg.id,
+        cluster: cfg.cluster.clone(),
+    };
+    // A FIFO or another non-regular file in its place is refused, not read (store.rs).
+    match Store::new(&cfg.state, this).load_as(None) {
+        Ok(_) => Ok(None),
+        Err(StoreError::Io(p, e)) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(Some(
+            format!("state file {}: {e}: not checked", p.display()),
+        )),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// This host (SPEC section 16): names resolve to the cluster's family, and the

@@ -67,7 +67,7 @@ use crate::http::Http;
 use crate::host::{Host, HostConfig, Notice, StopState};
 use crate::node::{Durable, Event, Handover, Node, Role, Sabotage};
 use crate::notify::Notifier;
-use crate::store::{Found, Identity, Store};
+use crate::store::{Found, Identity, Store, StoreError};
 use crate::time::{Time, boot_now};
 use crate::transport::{RECV_BUF, Transport};
 use log::{debug, error, info, warn};
@@ -136,12 +136,17 @@ fn random_seed() -> u64 {
 }
 
 /// Why the daemon could not start or had to stop (exit status 1: systemd restarts
-/// it), by what failed; the text says what and why.
+/// it; [`Fatal::Foreign`] 78), by what failed; the text says what and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fatal {
     /// The state file: it cannot be created, locked, read, held to its limits or
     /// written (SPEC sections 4 and 12); nothing that depended on it has left.
     State(String),
+    /// The state file is another server's or another cluster's
+    /// ([`crate::store::StoreError::Foreign`]), refused before anything is sent. Only
+    /// an operator can fix it, so the daemon exits 78 (EX_CONFIG), which the units do
+    /// not restart.
+    Foreign(String),
     /// The configuration cannot run against what is here (the core refuses it).
     Config(String),
     /// The operating system refused a resource: a socket, the poller, the signal fd,
@@ -152,7 +157,9 @@ pub enum Fatal {
 impl std::fmt::Display for Fatal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Fatal::State(s) | Fatal::Config(s) | Fatal::System(s) => f.write_str(s),
+            Fatal::State(s) | Fatal::Foreign(s) | Fatal::Config(s) | Fatal::System(s) => {
+                f.write_str(s)
+            }
         }
     }
 }
@@ -259,9 +266,10 @@ impl Daemon {
         let mut store = Store::new(&cfg.state, this);
         store.lock().map_err(|e| Fatal::State(e.to_string()))?;
         // Refused here, before any socket is open, if it is another server's file.
-        let loaded = store
-            .load_as(state_cluster)
-            .map_err(|e| Fatal::State(e.to_string()))?;
+        let loaded = store.load_as(state_cluster).map_err(|e| match e {
+            StoreError::Foreign { .. } => Fatal::Foreign(e.to_string()),
+            _ => Fatal::State(e.to_string()),
+        })?;
         let (mut kept, mut extra) = (loaded.groups, loaded.extra);
         let keys = auth::load_keys(cfg.key_file.as_deref(), cfg.key_file_next.as_deref())
             .map_err(Fatal::Config)?;
