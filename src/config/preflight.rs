@@ -1,5 +1,5 @@
 //! `electd --check-config`: what a start would refuse or warn about, found before it
-//! starts (the units run it before every start): the file, the key files and check
+//! starts (an operator runs it before a start or reload; the start does the same checks): the file, the key files and check
 //! commands as the daemon's user (SPEC sections 10 and 13), this host's addresses and
 //! interfaces (section 16), paths an `--id` instance would share, and a state file a
 //! start would refuse (section 4).
@@ -245,8 +245,8 @@ fn check_state(cfg: &Config) -> Result<Option<String>, String> {
 /// multicast interface and the metrics listener have an address of this host (errors);
 /// each name and what it resolves to goes to `lines`. Warnings, returned: this
 /// server's own address is not one of this host's (not an error: the daemon binds it
-/// with freebind and works once it is up, and the unit runs `--check-config` before
-/// every start, at boot too, when it may not be up yet), a `ttl 0` that cannot reach
+/// with freebind and works once it is up, and a check may run at boot, before the
+/// address is up), a `ttl 0` that cannot reach
 /// the others, a privileged metrics port.
 fn check_host(cfg: &Config, lines: &mut Vec<Line>) -> Result<Vec<String>, String> {
     let file = cfg.path.display();
