@@ -224,11 +224,16 @@ impl Supervisor<'_> {
                 say!("the lease of term {term} ended before the command's exec: not started");
                 return;
             }
-            say!(
-                "cannot start {}: {}",
-                self.opts.argv[0],
-                std::io::Error::from_raw_os_error(e)
-            );
+            if e == libc::EPIPE {
+                // Its hand-over found no enforcer to read it: it did not exec.
+                say!("the lease enforcer exited before the command's exec: not started");
+            } else {
+                say!(
+                    "cannot start {}: {}",
+                    self.opts.argv[0],
+                    std::io::Error::from_raw_os_error(e)
+                );
+            }
             self.start_failed();
             return;
         }
