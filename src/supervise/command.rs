@@ -38,6 +38,21 @@ fn wait_for(pid: libc::pid_t) -> std::io::Result<ExitStatus> {
     }
 }
 
+/// True if our child `pid` has exited (it is left to be reaped), without blocking.
+fn exited(pid: libc::pid_t) -> bool {
+    // SAFETY: waitid with WNOWAIT only looks at our child.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        ) == 0
+            && info.si_pid() != 0
+    }
+}
+
 /// True once our child `pid` has exited (then reaped), without blocking.
 pub(super) fn reaped(pid: libc::pid_t) -> bool {
     let mut status = 0;
@@ -61,6 +76,8 @@ pub(super) struct Running {
     pub(super) starting: Option<Starting>,
     /// It gave up before its exec with this errno (it exits; reaped as a failed start).
     start_error: Option<i32>,
+    /// It died before its exec was seen (its exec pipe closed with it).
+    unseen: bool,
     pub(super) exit_fd: Option<OwnedFd>,
     term: u64,
     started: Instant,
@@ -84,6 +101,9 @@ impl Running {
         };
         match st.outcome() {
             Outcome::Pending => return true,
+            // The pipe closes at the exec, or when the process dies before it (the
+            // enforcer's SIGKILL at a lease end it saw first): only a live one exec'd.
+            Outcome::Execed if exited(self.pid) => self.unseen = true,
             Outcome::Execed => say!(
                 "leader in term {} ({} ms of lease left): started pid {}",
                 self.term,
@@ -185,19 +205,9 @@ impl Supervisor<'_> {
             // Its pidfd was not readable: it had not exited when ppoll returned.
             return;
         }
-        // SAFETY: waitid with WNOWAIT only looks: the exited leader stays a zombie, so
-        // its process group id cannot be reused before the group is killed below.
-        let exited = unsafe {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            libc::waitid(
-                libc::P_PID,
-                r.pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            ) == 0
-                && info.si_pid() != 0
-        };
-        if !exited {
+        // Only a look (WNOWAIT): the exited leader stays a zombie, so its process group
+        // id cannot be reused before the group is killed below.
+        if !exited(r.pid) {
             return;
         }
         // Nothing of its process group, nor of its tree, may outlive it: the
@@ -237,11 +247,19 @@ impl Supervisor<'_> {
             self.start_failed();
             return;
         }
-        say!(
-            "command of term {} exited ({status}) after {:?}",
-            r.term,
-            r.started.elapsed()
-        );
+        if r.unseen {
+            say!(
+                "the command's process of term {} (pid {}) ended ({status}) before its exec was seen",
+                r.term,
+                r.pid
+            );
+        } else {
+            say!(
+                "command of term {} exited ({status}) after {:?}",
+                r.term,
+                r.started.elapsed()
+            );
+        }
         // Stopped by the enforcer (this process was stopped or blocked past the time
         // it owed the SIGTERM), or on a stop this process has only just learned of, is
         // not an exit by itself: no backoff, and it does not count for --max-restarts.
@@ -399,6 +417,7 @@ impl Supervisor<'_> {
                     exit_fd: pidfd(st.pid as u32),
                     starting: Some(st),
                     start_error: None,
+                    unseen: false,
                     term: self.term,
                     started: Instant::now(),
                     kill_at_ns: None,
