@@ -457,8 +457,10 @@ impl Daemon {
             // holds until the next wakeup. A read made here (the sockets taken back)
             // is carried out by a full iteration before any wait: its supervisor lines
             // and watcher reports go out with the control flush below.
-            let read_now = self.apply_deferral()?;
+            // One clock read for the deferral's answer and the deadline: nothing runs
+            // between them but a read when the answer flips, and then the wait is zero.
             let now = boot_now();
+            let read_now = self.apply_deferral(now)?;
             let busy = read_now
                 || self.udp_more.iter().any(|&m| m)
                 || self.control.has_more()
@@ -470,15 +472,20 @@ impl Daemon {
                 REST_WAIT
             };
             let mut timeout = deadline.saturating_since(now).min(cap);
-            let instant = Instant::now();
-            for d in self
+            // The monotonic clock is read only when a hook runs or a watchdog is due:
+            // at rest neither is (issue 25).
+            let mut others = self
                 .groups
                 .iter()
                 .map(|g| g.hooks.deadline())
                 .chain([self.next_watchdog])
                 .flatten()
-            {
-                timeout = timeout.min(d.saturating_duration_since(instant));
+                .peekable();
+            if others.peek().is_some() {
+                let instant = Instant::now();
+                for d in others {
+                    timeout = timeout.min(d.saturating_duration_since(instant));
+                }
             }
             if busy {
                 timeout = Duration::ZERO;
@@ -555,7 +562,11 @@ impl Daemon {
                 h.flush(self.poll.registry(), Instant::now());
             }
             for g in &mut self.groups {
-                g.hooks.poll(Instant::now());
+                // Nothing to reap or start (and no clock to read) while none runs or
+                // waits.
+                if g.hooks.busy() {
+                    g.hooks.poll(Instant::now());
+                }
             }
             if let Some(next) = self.next_watchdog {
                 // Sent from the loop itself: a wedged loop stops petting, and systemd acts.
