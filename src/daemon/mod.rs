@@ -543,11 +543,14 @@ impl Daemon {
             // After the timers: a successor chosen at the end of a drained leader's
             // wait (`Timer::UnfitWait`) is named in the answer at once.
             self.answer_drains();
-            // Bounded: the rest stays buffered for the next wakeup (finding 7).
-            for (slot, (req, passed)) in self.control.take_requests(Instant::now()) {
-                self.answer(slot, req, passed)?;
-                // Heartbeats first: a LEAD due while answering leaves before the next.
-                self.on_timeouts()?;
+            // Bounded: the rest stays buffered for the next wakeup (finding 7). No
+            // client, no request (and no clock read: issue 25).
+            if self.control.clients() > 0 {
+                for (slot, (req, passed)) in self.control.take_requests(Instant::now()) {
+                    self.answer(slot, req, passed)?;
+                    // Heartbeats first: a LEAD due while answering leaves before the next.
+                    self.on_timeouts()?;
+                }
             }
             self.serve_http()?;
             self.take_check_results()?;
