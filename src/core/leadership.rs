@@ -585,7 +585,12 @@ mod tests {
             let mut ends: Vec<Time> = l.acked.iter().flatten().copied().collect();
             ends.sort_unstable_by(|a, b| b.cmp(a));
             l.update_lease(quorum);
-            assert_eq!(l.lease_until(), ends.get(quorum - 1).copied(), "{:?}", l.acked);
+            assert_eq!(
+                l.lease_until(),
+                ends.get(quorum - 1).copied(),
+                "{:?}",
+                l.acked
+            );
         }
     }
 
