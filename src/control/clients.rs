@@ -517,6 +517,17 @@ impl Control {
         }
     }
 
+    /// As [`Control::flush`] at the current instant, read only when a client is
+    /// connected: with none, the flush only retries the closer's batches (issue 25:
+    /// no clock read a heartbeat at rest).
+    pub fn flush_now(&mut self, registry: &Registry) {
+        if self.clients.is_empty() {
+            closer::retry();
+            return;
+        }
+        self.flush(registry, Instant::now());
+    }
+
     /// True when a client is swept by time (`flush`): one that may be dropped as idle
     /// (neither watching nor supervising), one being dropped, or one with answers not
     /// yet written. The daemon's loop then wakes at least once a second; with only

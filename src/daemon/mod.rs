@@ -465,8 +465,10 @@ impl Daemon {
             // holds until the next wakeup. A read made here (the sockets taken back)
             // is carried out by a full iteration before any wait: its supervisor lines
             // and watcher reports go out with the control flush below.
-            let read_now = self.apply_deferral()?;
+            // One clock read for the deferral's answer and the deadline: nothing runs
+            // between them but a read when the answer flips, and then the wait is zero.
             let now = boot_now();
+            let read_now = self.apply_deferral(now)?;
             let busy = read_now
                 || self.udp_more.iter().any(|&m| m)
                 || self.control.has_more()
@@ -478,15 +480,20 @@ impl Daemon {
                 REST_WAIT
             };
             let mut timeout = deadline.saturating_since(now).min(cap);
-            let instant = Instant::now();
-            for d in self
+            // The monotonic clock is read only when a hook runs or a watchdog is due:
+            // at rest neither is (issue 25).
+            let mut others = self
                 .groups
                 .iter()
                 .map(|g| g.hooks.deadline())
                 .chain([self.next_watchdog])
                 .flatten()
-            {
-                timeout = timeout.min(d.saturating_duration_since(instant));
+                .peekable();
+            if others.peek().is_some() {
+                let instant = Instant::now();
+                for d in others {
+                    timeout = timeout.min(d.saturating_duration_since(instant));
+                }
             }
             if busy {
                 timeout = Duration::ZERO;
@@ -544,11 +551,14 @@ impl Daemon {
             // After the timers: a successor chosen at the end of a drained leader's
             // wait (`Timer::UnfitWait`) is named in the answer at once.
             self.answer_drains();
-            // Bounded: the rest stays buffered for the next wakeup (finding 7).
-            for (slot, (req, passed)) in self.control.take_requests(Instant::now()) {
-                self.answer(slot, req, passed)?;
-                // Heartbeats first: a LEAD due while answering leaves before the next.
-                self.on_timeouts()?;
+            // Bounded: the rest stays buffered for the next wakeup (finding 7). No
+            // client, no request (and no clock read: issue 25).
+            if self.control.clients() > 0 {
+                for (slot, (req, passed)) in self.control.take_requests(Instant::now()) {
+                    self.answer(slot, req, passed)?;
+                    // Heartbeats first: a LEAD due while answering leaves before the next.
+                    self.on_timeouts()?;
+                }
             }
             self.serve_http()?;
             self.take_check_results()?;
@@ -563,7 +573,11 @@ impl Daemon {
                 h.flush(self.poll.registry(), Instant::now());
             }
             for g in &mut self.groups {
-                g.hooks.poll(Instant::now());
+                // Nothing to reap or start (and no clock to read) while none runs or
+                // waits.
+                if g.hooks.busy() {
+                    g.hooks.poll(Instant::now());
+                }
             }
             if let Some(next) = self.next_watchdog {
                 // Sent from the loop itself: a wedged loop stops petting, and systemd acts.

@@ -232,8 +232,8 @@ impl Daemon {
     /// Returns true when it read (the sockets were taken back): the caller runs a
     /// whole iteration without waiting, so that what the read produced (supervisor
     /// lines, watcher reports) is carried out before the loop sleeps.
-    pub(super) fn apply_deferral(&mut self) -> Result<bool, Fatal> {
-        let wait = self.host.datagrams_may_wait(boot_now());
+    pub(super) fn apply_deferral(&mut self, now: Time) -> Result<bool, Fatal> {
+        let wait = self.host.datagrams_may_wait(now);
         if wait == self.udp_deferred {
             return Ok(false);
         }

@@ -48,7 +48,7 @@ impl Daemon {
             let line = self.all_status_line();
             self.control.broadcast(Scope::All, &line);
         }
-        self.control.flush(self.poll.registry(), Instant::now());
+        self.control.flush_now(self.poll.registry());
     }
 
     /// Group `g`'s view at `now`.
