@@ -5,7 +5,7 @@
 use super::Supervisor;
 use super::enforce::{Enforcer, LEASE_ENDED};
 use super::lease::MARGIN;
-use super::spawn::{Outcome, Prepared, Starting, spawn};
+use super::spawn::{Outcome, Prepared, Setup, Starting, reaped, spawn};
 use super::timers::StopTimers;
 use crate::time::boot_now;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// How long the command's process may take from its fork to its exec (a few system
 /// calls): one held longer (a debugger, a SIGSTOP) is killed and counts as a failed
 /// start, so a leader does not go without its processor for ever.
-pub(super) const START_LIMIT: Duration = Duration::from_secs(5);
+pub(super) const START_LIMIT: Duration = Duration::from_secs(10);
 
 fn signal_group(pid: libc::pid_t, sig: i32) {
     // SAFETY: kill(2) on the process group of a child we started and have not reaped.
@@ -51,14 +51,6 @@ fn exited(pid: libc::pid_t) -> bool {
         ) == 0
             && info.si_pid() != 0
     }
-}
-
-/// True once our child `pid` has exited (then reaped), without blocking.
-pub(super) fn reaped(pid: libc::pid_t) -> bool {
-    let mut status = 0;
-    // SAFETY: waitpid(2) with WNOHANG on a child of ours that nothing else reaps.
-    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-    r == pid || (r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
 }
 
 /// A descriptor that becomes readable when `pid` exits (Linux 5.3+), if available.
@@ -166,7 +158,9 @@ impl Supervisor<'_> {
         if r.starting.is_none() || (self.ready.is_none_or(|w| w.exec) && !r.settle(&self.timers)) {
             return;
         }
-        if r.started.elapsed() >= START_LIMIT {
+        // At the limit, the pipe is read whatever ppoll said (this process may have
+        // stalled since): one that exec'd meanwhile is not killed as a failed start.
+        if r.started.elapsed() >= START_LIMIT && r.settle(&self.timers) {
             let (pid, term) = (r.pid, r.term);
             signal_group(pid, libc::SIGKILL);
             self.drop_running();
@@ -369,6 +363,18 @@ impl Supervisor<'_> {
         }
     }
 
+    /// An enforcer that is gone from the start, once it has exited.
+    fn retire(&mut self, e: Enforcer) {
+        if e.exec_deadline().is_some() {
+            // Never exec'd (held, or stopped): nothing waits for it.
+            // SAFETY: kill(2) on the enforcer this process started and has not reaped.
+            unsafe { libc::kill(e.id() as i32, libc::SIGKILL) };
+        }
+        if let Some(e) = e.retire() {
+            self.retired.push(e);
+        }
+    }
+
     pub(super) fn maybe_start(&mut self) {
         if self.running.is_some()
             || self.stopping
@@ -377,6 +383,13 @@ impl Supervisor<'_> {
             || !self.timers.room()
             || Instant::now() < self.next_start
         {
+            // A start that no longer goes on: its enforcer, if any, goes (its pipe
+            // closes before any command announced itself, so it exits).
+            if self.running.is_none()
+                && let Some(e) = self.next_enforcer.take()
+            {
+                self.retire(e);
+            }
             return;
         }
         let term = self.term.to_string();
@@ -387,7 +400,7 @@ impl Supervisor<'_> {
             ("ELECTD_ROLE", "leader"),
         ];
         let argv = &self.opts.argv;
-        let prepared = match Prepared::new(argv, &set) {
+        let mut prepared = match Prepared::new(argv, &set) {
             Ok(p) => p,
             Err(e) => {
                 say!("cannot start {}: {e}", argv[0]);
@@ -397,19 +410,48 @@ impl Supervisor<'_> {
         };
         // The enforcer first, so that the command's own process can hand itself over
         // before its exec (`Enforcer::handover`): whatever happens to this process from
-        // here on, no command runs that its enforcer does not hold.
-        let enforcer = match Enforcer::start(self.opts.grace, &self.timers) {
-            Ok(e) => e,
-            Err(e) => {
-                // Nothing would stop it if this process stalled: not started.
-                say!("cannot start the lease enforcer ({e}): the command was not started");
-                self.start_failed();
-                return;
+        // here on, no command runs that its enforcer does not hold. The command is
+        // forked once the enforcer has exec'd (it then reads its pipe), which this
+        // process does not wait for (review 24): `next_enforcer` until then.
+        let Some(mut enforcer) = self.next_enforcer.take() else {
+            match Enforcer::start(self.opts.grace, &self.timers) {
+                Ok(e) => self.next_enforcer = Some(e),
+                Err(e) => {
+                    // Nothing would stop it if this process stalled: not started.
+                    say!("cannot start the lease enforcer ({e}): the command was not started");
+                    self.start_failed();
+                }
             }
+            return;
         };
+        if enforcer.exec_overdue() {
+            let pid = enforcer.id();
+            // SAFETY: kill(2) on the enforcer this process started and has not reaped.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            self.retire(enforcer);
+            say!(
+                "the lease enforcer (pid {pid}) did not reach its exec within {} s: SIGKILL; the command was not started",
+                START_LIMIT.as_secs()
+            );
+            self.start_failed();
+            return;
+        }
+        if enforcer.exec_deadline().is_some() {
+            // Not exec'd yet: its exec pipe wakes this process.
+            self.next_enforcer = Some(enforcer);
+            return;
+        }
+        if enforcer.exited() {
+            say!("the lease enforcer exited before its exec: the command was not started");
+            self.start_failed();
+            return;
+        }
         // Forked without waiting for its exec (`spawn`): a process held before it does
         // not hold this one; `watch_start` follows it.
-        match spawn(&prepared, Some(&enforcer.handover(&self.timers))) {
+        match spawn(
+            &mut prepared,
+            Setup::Command(&enforcer.handover(&self.timers)),
+        ) {
             Ok(st) => {
                 self.enforcer_lost = false;
                 self.running = Some(Running {

@@ -36,13 +36,14 @@
 //!
 //! It writes nothing (stdout and stderr are /dev/null): no log sink can block it.
 
+use super::spawn::{Outcome, Prepared, Setup, Starting, reaped, spawn};
 use super::timers::StopTimers;
 use std::io::ErrorKind;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// The hidden `electctl` subcommand that runs the enforcer.
 pub const SUBCOMMAND: &str = "__enforce";
@@ -61,7 +62,11 @@ const GRACE_TICK: Duration = Duration::from_millis(10);
 
 /// `run`'s handle on its enforcer.
 pub struct Enforcer {
-    child: Child,
+    pid: libc::pid_t,
+    /// Its exec pipe, until it exec'd (`spawn`: `run` does not wait for it).
+    starting: Option<Starting>,
+    /// When it was forked.
+    since: Instant,
     /// The write end of the pipe (non-blocking); None once closed.
     pipe: Option<OwnedFd>,
     /// A pidfd of the enforcer: readable once it exits.
@@ -191,12 +196,15 @@ impl Enforcer {
 
     /// As [`Enforcer::start`], with the `electctl` binary `exe` (tests start the real
     /// one), signalling the command's group only: the caller may have other children.
+    /// Returns once it has exec'd.
     pub fn start_with(
         exe: &Path,
         grace: Duration,
         timers: &StopTimers,
     ) -> std::io::Result<Enforcer> {
-        Self::spawn(exe, grace, timers, None)
+        let mut e = Self::spawn(exe, grace, timers, None)?;
+        e.wait_exec()?;
+        Ok(e)
     }
 
     fn spawn(
@@ -206,41 +214,81 @@ impl Enforcer {
         run: Option<i32>,
     ) -> std::io::Result<Enforcer> {
         let (r, w) = nonblocking_pipe()?;
-        let mut cmd = Command::new(exe);
-        cmd.arg0("electctl-enforce")
-            .arg(SUBCOMMAND)
-            .arg(crate::time::duration_nanos(grace).to_string())
-            .arg(run.unwrap_or(0).to_string())
-            .stdin(Stdio::from(r))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        let src = timers.fd();
-        // SAFETY: fcntl and dup2 are async-signal-safe and only touch the child's
-        // descriptor table. dup2 clears close-on-exec on fd 4 only; a timer that is fd
-        // 4 already is copied first (a dup2 onto itself would leave close-on-exec set).
-        unsafe {
-            cmd.pre_exec(move || {
-                let mut s = src;
-                if s == TIMER_FD {
-                    s = libc::fcntl(src, libc::F_DUPFD_CLOEXEC, 10);
-                    if s < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                if libc::dup2(s, TIMER_FD) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd.spawn()?;
-        let exit_fd = super::command::pidfd(child.id());
+        let null = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")?;
+        let argv = [
+            "electctl-enforce".to_string(),
+            SUBCOMMAND.to_string(),
+            crate::time::duration_nanos(grace).to_string(),
+            run.unwrap_or(0).to_string(),
+        ];
+        let mut p = Prepared::at(exe, &argv)?;
+        // Not waited for: a process held before its exec does not hold `run` (review
+        // 24); `run` gives it START_LIMIT (`exec_overdue`).
+        let st = spawn(
+            &mut p,
+            Setup::Enforcer {
+                input: r.as_raw_fd(),
+                null: null.as_raw_fd(),
+                timer: timers.fd(),
+            },
+        )?;
         Ok(Enforcer {
-            child,
+            pid: st.pid,
+            exit_fd: super::command::pidfd(st.pid as u32),
+            starting: Some(st),
+            since: Instant::now(),
             pipe: Some(w),
-            exit_fd,
         })
+    }
+
+    /// True while its process has not exec'd (or failed to: it then exits) after
+    /// START_LIMIT: `run` then takes it for lost.
+    pub(super) fn exec_overdue(&mut self) -> bool {
+        self.exec_pending() && self.since.elapsed() >= super::command::START_LIMIT
+    }
+
+    /// When its exec is overdue, while it may still be pending (`exec_overdue` reads).
+    pub(super) fn exec_deadline(&self) -> Option<Instant> {
+        self.starting
+            .as_ref()
+            .map(|_| self.since + super::command::START_LIMIT)
+    }
+
+    /// Its exec pipe, while it has not exec'd.
+    pub(super) fn exec_fd(&self) -> Option<RawFd> {
+        self.starting.as_ref().map(|st| st.fd.as_raw_fd())
+    }
+
+    /// True while its process has not exec'd yet (reads its exec pipe).
+    fn exec_pending(&mut self) -> bool {
+        let Some(st) = self.starting.as_ref() else {
+            return false;
+        };
+        if st.outcome() == Outcome::Pending {
+            return true;
+        }
+        // Exec'd, or gave up (it exits, and `exited` says so).
+        self.starting = None;
+        false
+    }
+
+    /// Waits (at most 10 s) until its process has exec'd: for callers that signal or
+    /// measure it at once (tests).
+    fn wait_exec(&mut self) -> std::io::Result<()> {
+        let t0 = Instant::now();
+        while self.exec_pending() {
+            if t0.elapsed() > Duration::from_secs(10) {
+                return Err(std::io::Error::from_raw_os_error(libc::ETIMEDOUT));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        match self.exited() {
+            true => Err(std::io::Error::other("the enforcer exited before its exec")),
+            false => Ok(()),
+        }
     }
 
     /// Makes `cmd` hand itself to this enforcer before it runs: in the forked process,
@@ -297,7 +345,7 @@ impl Enforcer {
 
     /// True once the enforcer has exited (it is reaped then).
     pub fn exited(&mut self) -> bool {
-        !matches!(self.child.try_wait(), Ok(None))
+        reaped(self.pid)
     }
 
     /// The command is gone: closes the pipe and reaps the enforcer if it has exited;
@@ -309,7 +357,7 @@ impl Enforcer {
 
     /// The enforcer's process id.
     pub fn id(&self) -> u32 {
-        self.child.id()
+        self.pid as u32
     }
 }
 

@@ -112,6 +112,8 @@ struct Supervisor<'a> {
     restarts: Option<RestartWindow>,
     /// Enforcers of commands that are gone, until they have exited (reaped).
     retired: Vec<Enforcer>,
+    /// The enforcer of the next command, started and not yet exec'd.
+    next_enforcer: Option<Enforcer>,
     /// Commands' processes SIGKILLed before their exec, until reaped (without
     /// blocking: a debugger may hold one past its SIGKILL).
     dying: Vec<libc::pid_t>,
@@ -173,6 +175,7 @@ fn supervise(opts: &RunOptions) -> i32 {
         stopping: false,
         restarts: opts.restarts.map(|(n, w)| RestartWindow::new(n, w)),
         retired: Vec::new(),
+        next_enforcer: None,
         dying: Vec::new(),
         unfit: None,
         waiting: None,

@@ -21,11 +21,13 @@
 //! none is handled before that), its own process group (the parent sets it too, so
 //! that a group signal sent right after the fork reaches it), the hand-over to the
 //! enforcer, SIGPIPE back to default (std ignores it in `run`), and the exec of each
-//! path in turn, as execvp(3) does.
+//! path in turn, as execvp(3) does (a file without `#!` with `/bin/sh`). The enforcer
+//! is started the same way ([`Setup::Enforcer`]), and the command only once it has
+//! exec'd (review 24: std's spawn of the enforcer held `run` the same way).
 
 use super::enforce::{Handover, default_handlers};
 use std::ffi::{CString, OsStr, OsString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 /// A command ready to fork: everything the child needs, made beforehand.
@@ -37,7 +39,13 @@ pub(super) struct Prepared {
     argv: Vec<*const libc::c_char>,
     _env: Vec<CString>,
     envp: Vec<*const libc::c_char>,
+    /// `/bin/sh PATH ARGS...` for a file the kernel cannot exec (ENOEXEC: a script
+    /// without `#!`), as execvp(3) runs it; slot 1 is set in the child to the path.
+    sh_argv: Vec<*const libc::c_char>,
 }
+
+/// The shell execvp(3) runs a file without `#!` with.
+const SHELL: &std::ffi::CStr = c"/bin/sh";
 
 fn cstring(s: &OsStr) -> std::io::Result<CString> {
     CString::new(s.as_bytes()).map_err(|_| {
@@ -49,6 +57,14 @@ fn cstring(s: &OsStr) -> std::io::Result<CString> {
 }
 
 impl Prepared {
+    /// `argv` run from the file `path` (no PATH lookup; `argv[0]` is only its name),
+    /// with this process's environment.
+    pub(super) fn at(path: &std::path::Path, argv: &[String]) -> std::io::Result<Prepared> {
+        let mut p = Prepared::new(argv, &[])?;
+        p.paths = vec![cstring(path.as_os_str())?];
+        Ok(p)
+    }
+
     /// `argv` (argv[0] the program, looked up in PATH unless it has a slash) with this
     /// process's environment, in which `set` replaces or adds variables.
     pub(super) fn new(argv: &[String], set: &[(&str, &str)]) -> std::io::Result<Prepared> {
@@ -99,12 +115,18 @@ impl Prepared {
                 .chain(std::iter::once(std::ptr::null()))
                 .collect::<Vec<_>>()
         };
+        let argv = ptrs(&args);
+        let sh_argv = [SHELL.as_ptr(), std::ptr::null()]
+            .into_iter()
+            .chain(argv[1..].iter().copied())
+            .collect();
         Ok(Prepared {
             paths,
-            argv: ptrs(&args),
+            argv,
             _args: args,
             envp: ptrs(&env),
             _env: env,
+            sh_argv,
         })
     }
 }
@@ -166,6 +188,14 @@ impl Starting {
     }
 }
 
+/// True once our child `pid` has exited (then reaped), without blocking.
+pub(super) fn reaped(pid: libc::pid_t) -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid(2) with WNOHANG on a child of ours that nothing else reaps.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    r == pid || (r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
+}
+
 /// Writes `errno` into the exec pipe and exits: the child's end when it gives up.
 fn give_up(fd: i32, errno: i32) -> ! {
     let b = errno.to_ne_bytes();
@@ -176,8 +206,59 @@ fn give_up(fd: i32, errno: i32) -> ! {
     }
 }
 
-/// The child, between fork and exec (see the module's comment). Never returns.
-fn child(p: &Prepared, hand: Option<&Handover>, report: i32) -> ! {
+/// What the child does before its exec, beside what every child does.
+#[derive(Clone, Copy)]
+pub(super) enum Setup<'a> {
+    /// The command: it hands itself over to its enforcer ([`Handover`]).
+    Command(&'a Handover),
+    /// The enforcer: stdin from `input` (run's pipe), stdout and stderr to `null`,
+    /// fd 4 the stop timer `timer`.
+    Enforcer {
+        input: RawFd,
+        null: RawFd,
+        timer: RawFd,
+    },
+    /// Nothing more.
+    #[cfg(test)]
+    Plain,
+}
+
+/// The errno of the last failed call.
+fn errno() -> i32 {
+    // SAFETY: reading this thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+/// `fd` copied at 10 or above, close-on-exec (out of the way of 0-4).
+fn high(fd: RawFd) -> RawFd {
+    // SAFETY: fcntl(2) is async-signal-safe.
+    unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) }
+}
+
+/// The enforcer's descriptors (see [`Setup::Enforcer`]); Err(errno).
+fn enforcer_fds(input: RawFd, null: RawFd, timer: RawFd) -> Result<(), i32> {
+    // Copies first, out of the way, so that no target clobbers a source.
+    let (i, n, t) = (high(input), high(null), high(timer));
+    if i < 0 || n < 0 || t < 0 {
+        return Err(errno());
+    }
+    for (from, to) in [(i, 0), (n, 1), (n, 2), (t, 4)] {
+        // SAFETY: dup2(2) is async-signal-safe; it clears close-on-exec on `to`.
+        if unsafe { libc::dup2(from, to) } < 0 {
+            return Err(errno());
+        }
+    }
+    Ok(())
+}
+
+/// The child, between fork and exec (see the module's comment). Never returns. `p` is
+/// this process's own copy after the fork: writing into it allocates nothing.
+fn child(p: &mut Prepared, setup: Setup<'_>, report: i32) -> ! {
+    // Out of the way of the descriptors the enforcer's setup places (0-4).
+    let report = match high(report) {
+        r if r >= 0 => r,
+        _ => give_up(report, errno()),
+    };
     default_handlers();
     // SAFETY: sigemptyset, sigprocmask and setpgid are async-signal-safe.
     unsafe {
@@ -185,12 +266,16 @@ fn child(p: &Prepared, hand: Option<&Handover>, report: i32) -> ! {
         libc::sigemptyset(&mut none);
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
         if libc::setpgid(0, 0) != 0 {
-            give_up(report, *libc::__errno_location());
+            give_up(report, errno());
         }
     }
-    if let Some(h) = hand
-        && let Err(e) = h.run()
-    {
+    let ready = match setup {
+        Setup::Command(h) => h.run(),
+        Setup::Enforcer { input, null, timer } => enforcer_fds(input, null, timer),
+        #[cfg(test)]
+        Setup::Plain => Ok(()),
+    };
+    if let Err(e) = ready {
         give_up(report, e);
     }
     let mut err = libc::ENOENT;
@@ -204,6 +289,13 @@ fn child(p: &Prepared, hand: Option<&Handover>, report: i32) -> ! {
             match *libc::__errno_location() {
                 libc::EACCES => denied = true,
                 libc::ENOENT | libc::ENOTDIR => {}
+                libc::ENOEXEC => {
+                    // As execvp(3): a file without `#!` runs with the shell.
+                    p.sh_argv[1] = path.as_ptr();
+                    libc::execve(SHELL.as_ptr(), p.sh_argv.as_ptr(), p.envp.as_ptr());
+                    err = *libc::__errno_location();
+                    break;
+                }
                 e => {
                     err = e;
                     break;
@@ -217,10 +309,10 @@ fn child(p: &Prepared, hand: Option<&Handover>, report: i32) -> ! {
     give_up(report, err)
 }
 
-/// Forks `p` in a process group of its own, handed over with `hand` before its exec,
+/// Forks `p` in a process group of its own, set up with `setup` before its exec,
 /// and returns at once: the exec (or the reason it failed) comes on
 /// [`Starting::fd`]. Call it from a single-threaded process (`run` is one).
-pub(super) fn spawn(p: &Prepared, hand: Option<&Handover>) -> std::io::Result<Starting> {
+pub(super) fn spawn(p: &mut Prepared, setup: Setup<'_>) -> std::io::Result<Starting> {
     let mut fds = [0i32; 2];
     // SAFETY: pipe2 writes two descriptors into `fds`.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -238,7 +330,7 @@ pub(super) fn spawn(p: &Prepared, hand: Option<&Handover>) -> std::io::Result<St
         libc::sigprocmask(libc::SIG_BLOCK, &all, &mut old);
         let pid = libc::fork();
         if pid == 0 {
-            child(p, hand, w.as_raw_fd());
+            child(p, setup, w.as_raw_fd());
         }
         let err = std::io::Error::last_os_error();
         libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
@@ -285,8 +377,8 @@ mod tests {
         let out = std::env::temp_dir().join(format!("electd-spawn-{}", std::process::id()));
         let script = format!("printf '%s %s' \"$ELECTD_X\" \"$0\" > {}", out.display());
         let argv = ["sh", "-c", &script, "zero"].map(String::from);
-        let p = Prepared::new(&argv, &[("ELECTD_X", "forty-two")]).unwrap();
-        let s = spawn(&p, None).unwrap();
+        let mut p = Prepared::new(&argv, &[("ELECTD_X", "forty-two")]).unwrap();
+        let s = spawn(&mut p, Setup::Plain).unwrap();
         assert_eq!(wait_outcome(&s), Outcome::Execed);
         assert_eq!(reap(s.pid), 0);
         let got = std::fs::read_to_string(&out).unwrap();
@@ -297,11 +389,11 @@ mod tests {
     #[test]
     fn a_missing_program_fails_with_enoent_and_the_child_exits() {
         let argv = ["electd-no-such-program-anywhere".to_string()];
-        let s = spawn(&Prepared::new(&argv, &[]).unwrap(), None).unwrap();
+        let s = spawn(&mut Prepared::new(&argv, &[]).unwrap(), Setup::Plain).unwrap();
         assert_eq!(wait_outcome(&s), Outcome::Failed(libc::ENOENT));
         assert_eq!(reap(s.pid), 127 << 8);
         let argv = ["/nonexistent/electd/x".to_string()];
-        let s = spawn(&Prepared::new(&argv, &[]).unwrap(), None).unwrap();
+        let s = spawn(&mut Prepared::new(&argv, &[]).unwrap(), Setup::Plain).unwrap();
         assert_eq!(wait_outcome(&s), Outcome::Failed(libc::ENOENT));
         reap(s.pid);
     }
@@ -311,7 +403,7 @@ mod tests {
         let f = std::env::temp_dir().join(format!("electd-spawn-noexec-{}", std::process::id()));
         std::fs::write(&f, "#!/bin/sh\n").unwrap();
         let argv = [f.display().to_string()];
-        let s = spawn(&Prepared::new(&argv, &[]).unwrap(), None).unwrap();
+        let s = spawn(&mut Prepared::new(&argv, &[]).unwrap(), Setup::Plain).unwrap();
         let o = wait_outcome(&s);
         reap(s.pid);
         let _ = std::fs::remove_file(&f);
@@ -321,7 +413,7 @@ mod tests {
     #[test]
     fn the_child_leads_its_own_process_group() {
         let argv = ["sleep", "5"].map(String::from);
-        let s = spawn(&Prepared::new(&argv, &[]).unwrap(), None).unwrap();
+        let s = spawn(&mut Prepared::new(&argv, &[]).unwrap(), Setup::Plain).unwrap();
         // The parent set it too: it holds the moment spawn returns.
         // SAFETY: getpgid and kill on our own child.
         let pgid = unsafe { libc::getpgid(s.pid) };

@@ -98,9 +98,18 @@ impl Supervisor<'_> {
             }
             // A start is due only with room on the lease: without, the renewal that
             // gives it comes as a line (review of the one stop timer: a frozen daemon
-            // made this a zero timeout, and `run` spun).
+            // made this a zero timeout, and `run` spun). An enforcer started and not
+            // yet exec'd wakes this process through its exec pipe (below), or at its
+            // limit.
             None if self.leader && self.timers.room() => {
-                t = t.min(self.next_start.saturating_duration_since(now))
+                t = t.min(self.next_start.saturating_duration_since(now));
+                if let Some(d) = self
+                    .next_enforcer
+                    .as_ref()
+                    .and_then(Enforcer::exec_deadline)
+                {
+                    t = t.min(d.saturating_duration_since(now));
+                }
             }
             None => {}
         }
@@ -151,6 +160,11 @@ impl Supervisor<'_> {
             .as_ref()
             .and_then(|r| r.starting.as_ref())
             .and_then(|st| at(&mut fds, st.fd.as_raw_fd()));
+        let next_at = self
+            .next_enforcer
+            .as_ref()
+            .and_then(Enforcer::exec_fd)
+            .and_then(|fd| at(&mut fds, fd));
         let enforcer = self.running.as_ref().and_then(|r| r.enforcer.as_ref());
         let enforcer_at = enforcer
             .and_then(Enforcer::exit_fd)
@@ -183,7 +197,7 @@ impl Supervisor<'_> {
             conn: ready(conn_at),
             child: ready(child_at),
             enforcer: ready(enforcer_at),
-            exec: ready(exec_at),
+            exec: ready(exec_at) || next_at.is_some_and(|i| fds[i].revents != 0),
         });
         if fds[0].revents != 0 {
             let mut b = [0u8; 16];
