@@ -78,7 +78,7 @@ pub struct Leadership {
     /// The lease end moved earlier at some point (must never happen).
     regressed: bool,
     /// LEADs in a row, up to the newest, whose requested ACKs had all come when the
-    /// next one left (see [`SPARSE_AFTER`]).
+    /// next one left (see `SPARSE_AFTER`).
     pub clean: u32,
     /// The streak of clean LEADs needed before LEADs ask only some followers.
     pub need: u32,
