@@ -27,10 +27,13 @@
 //! at a random instant hits them rarely, but not never.
 
 mod common;
+#[path = "common/straced.rs"]
+mod straced;
 
-use common::{Cluster, Mode, Opts, SERIAL, boottime_ns, slacked, spans};
-use std::process::{Child, Command, Stdio};
-use std::sync::MutexGuard;
+use straced::Setup;
+
+use common::{Cluster, Mode, SERIAL, boottime_ns, slacked, spans};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Not a test: the wrapped command, when this binary is re-executed by `electctl run`.
@@ -39,153 +42,15 @@ fn cmd_helper() {
     common::cmd_helper();
 }
 
-const HBT_MS: u64 = 200;
-const RTT_MS: u64 = 40;
-const GRACE: &str = "250ms";
-const LINGER_MS: &str = "50";
 /// A killed processor's end is known to within one alive period (2 ms) and a little.
 const SLOP_NS: u64 = 3_000_000;
 /// How long the debugger holds `run` (or its child) at the system call chosen.
 const HOLD_US: u64 = 4_000_000;
 
-fn strace_available() -> bool {
-    Command::new("strace")
-        .args(["-qq", "-o", "/dev/null", "true"])
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[derive(Copy, Clone, Debug, PartialEq)]
 enum Fault {
     Yield,
     Crash,
-}
-
-/// Kills `child` and every process below it (strace, run, the command, the enforcer).
-fn kill_tree(child: &mut Child) {
-    fn below(pid: u32, out: &mut Vec<u32>) {
-        for (p, _) in common::children(pid) {
-            below(p, out);
-            out.push(p);
-        }
-    }
-    let mut pids = Vec::new();
-    below(child.id(), &mut pids);
-    for p in pids {
-        // SAFETY: kill(2) on a process this test started (directly or below).
-        unsafe { libc::kill(p as i32, libc::SIGKILL) };
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// A cluster of three agreed on a leader, `electctl run` on both followers, and the
-/// leader's `run` started under strace with `strace_args` (before the program).
-struct Setup {
-    _serial: MutexGuard<'static, ()>,
-    c: Cluster,
-    /// The processors' log (`spans`).
-    log: String,
-    leader: u16,
-    term: u64,
-    followers: Vec<Child>,
-    /// strace, with the leader's `run` below it.
-    traced: Child,
-}
-
-impl Setup {
-    /// None when strace is missing (the test is then skipped, saying so).
-    fn start(strace_args: &[String]) -> Option<Setup> {
-        if !strace_available() {
-            eprintln!("strace not available: skipped");
-            return None;
-        }
-        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let mut o = Opts::new(Mode::Unicast, 3);
-        o.hbt_ms = HBT_MS;
-        o.rtt_ms = RTT_MS;
-        let c = Cluster::build(&o);
-        let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
-        let bound = o.failover_bound() + Duration::from_secs(1);
-        let (leader, term) = c.agreement(bound);
-        let env = [(common::CMD_LINGER_VAR, LINGER_MS)];
-        let args = ["--grace", GRACE];
-        let followers = (1..=3)
-            .filter(|&i| i != leader)
-            .map(|id| {
-                common::supervise_cmd(&c, id, &log, &args, &env)
-                    .stdin(Stdio::null())
-                    .stderr(Stdio::from(common::run_log(&c, id)))
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        let plain = common::supervise_cmd(&c, leader, &log, &args, &env);
-        let mut strace = Command::new("strace");
-        strace
-            .args(["-qq", "-o", "/dev/null"])
-            .args(strace_args)
-            .arg(plain.get_program())
-            .args(plain.get_args());
-        for (k, v) in plain.get_envs() {
-            if let Some(v) = v {
-                strace.env(k, v);
-            }
-        }
-        let traced = strace
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(common::run_log(&c, leader)))
-            .spawn()
-            .unwrap();
-        Some(Setup {
-            _serial: serial,
-            c,
-            log,
-            leader,
-            term,
-            followers,
-            traced,
-        })
-    }
-
-    /// The leader's `run` log.
-    fn run_log(&self) -> String {
-        std::fs::read_to_string(self.c.dir.join(format!("run-{}.log", self.leader)))
-            .unwrap_or_default()
-    }
-
-    fn yield_leader(&self) {
-        let (code, out, err) = common::electctl_at(&self.c.sock(self.leader), &["yield"]);
-        eprintln!("yield: {code:?} {out} {err}");
-    }
-
-    /// Stops everything this test started; the processors' spans, printed from
-    /// `fault_at`, after checking that the next leader's processor started.
-    fn finish(mut self, fault_at: u64) -> Vec<common::Span> {
-        let all = spans(&self.log);
-        kill_tree(&mut self.traced);
-        for s in &mut self.followers {
-            let _ = s.kill();
-            let _ = s.wait();
-        }
-        for s in &all {
-            eprintln!(
-                "processor pid {} on {} term {}: {:.1} ms to {:.1} ms after the fault",
-                s.pid,
-                s.host,
-                s.term,
-                (s.start as f64 - fault_at as f64) / 1e6,
-                (s.end as f64 - fault_at as f64) / 1e6
-            );
-        }
-        assert!(
-            all.iter().any(|s| s.host != self.leader),
-            "the next leader's processor never started: the test proves nothing\n{}",
-            self.c.logs()
-        );
-        all
-    }
 }
 
 /// The leader's `run` held by the debugger right after the command's spawn (at the
@@ -195,7 +60,7 @@ impl Setup {
 fn held_after_the_commands_spawn(fault: Fault) {
     let inject = format!("inject=pidfd_open:delay_enter={HOLD_US}:when=1+");
     let args = ["-e", "trace=pidfd_open", "-e", &inject].map(String::from);
-    let Some(mut s) = Setup::start(&args) else {
+    let Some(mut s) = Setup::start(&args, &[]) else {
         return;
     };
     // The leader's processor starts; its `run` is now held after the spawn (the hold
@@ -222,7 +87,7 @@ fn held_after_the_commands_spawn(fault: Fault) {
     }
     // Let the hold run out and the enforcer do its work.
     std::thread::sleep(Duration::from_micros(HOLD_US) + Duration::from_secs(2));
-    let o = common::overlaps(&s.finish(fault_at), SLOP_NS);
+    let o = common::overlaps(&s.finish(fault_at, true), SLOP_NS);
     let worst = o.iter().map(|x| x.2).max().unwrap_or(0);
     assert!(
         o.is_empty(),
@@ -243,7 +108,7 @@ fn held_after_the_commands_spawn(fault: Fault) {
 fn run_killed_before_its_child_sets_pdeathsig() {
     let inject = format!("inject=prctl:delay_enter={HOLD_US}:when=1");
     let args = ["-f", "-e", "trace=prctl", "-e", &inject].map(String::from);
-    let Some(s) = Setup::start(&args) else {
+    let Some(s) = Setup::start(&args, &[]) else {
         return;
     };
     // run (strace's child) forks the command, whose prctl is held (the enforcer, if
@@ -290,7 +155,7 @@ fn run_killed_before_its_child_sets_pdeathsig() {
         libc::kill(-(forked as i32), libc::SIGKILL);
         libc::kill(forked as i32, libc::SIGKILL);
     }
-    let o = common::overlaps(&s.finish(fault_at), SLOP_NS);
+    let o = common::overlaps(&s.finish(fault_at, true), SLOP_NS);
     assert!(
         o.is_empty() && !orphan_alive,
         "S5 broken: the command forked by a `run` killed before its PR_SET_PDEATHSIG ran \
@@ -322,7 +187,7 @@ fn run_held_after_the_commands_spawn_crash() {
 fn held_at_fork(which: u32) {
     let inject = format!("inject=clone,clone3,fork,vfork:delay_enter={HOLD_US}:when={which}");
     let args = ["-e", "trace=clone,clone3,fork,vfork", "-e", &inject].map(String::from);
-    let Some(s) = Setup::start(&args) else {
+    let Some(s) = Setup::start(&args, &[]) else {
         return;
     };
     // run registers, finds room and is held at the fork chosen.
@@ -346,7 +211,7 @@ fn held_at_fork(which: u32) {
     std::thread::sleep(Duration::from_micros(HOLD_US) + Duration::from_secs(2));
     let run_log = s.run_log();
     let leader = s.leader;
-    let o = common::overlaps(&s.finish(fault_at), 0);
+    let o = common::overlaps(&s.finish(fault_at, true), 0);
     assert!(
         o.is_empty(),
         "S5 broken: a `run` held between its room check and its fork started the command \

@@ -26,10 +26,13 @@
 //! in tests/adv22.rs. Run: `cargo test --release --test adv23 -- --test-threads=1`.
 
 mod common;
+#[path = "common/straced.rs"]
+mod straced;
+
+use straced::{GRACE, HBT_MS, LINGER_MS, RTT_MS, Setup, sigkill_pending};
 
 use common::{Cluster, Mode, Opts, SERIAL, boottime_ns, slacked, spans};
-use std::process::{Child, Command, Stdio};
-use std::sync::MutexGuard;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// Not a test: the wrapped command, when this binary is re-executed by `electctl run`.
@@ -38,202 +41,15 @@ fn cmd_helper() {
     common::cmd_helper();
 }
 
-const HBT_MS: u64 = 200;
-const RTT_MS: u64 = 40;
-const GRACE: &str = "250ms";
-const LINGER_MS: &str = "50";
 /// A killed processor's end is known to within one alive period (2 ms) and a little.
 const SLOP_NS: u64 = 3_000_000;
 /// How long the debugger holds a process at the system call chosen.
 const HOLD_US: u64 = 5_000_000;
 
-fn strace_available() -> bool {
-    Command::new("strace")
-        .args(["-qq", "-o", "/dev/null", "true"])
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[derive(Copy, Clone, Debug, PartialEq)]
 enum Fault {
     Yield,
     Crash,
-}
-
-/// True if `pid` has a SIGKILL pending (to it or its thread group).
-fn sigkill_pending(pid: u32) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status.lines().any(|l| {
-        (l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
-            && l.split_whitespace()
-                .nth(1)
-                .and_then(|m| u64::from_str_radix(m, 16).ok())
-                .is_some_and(|m| m & (1 << (libc::SIGKILL - 1)) != 0)
-    })
-}
-
-/// Every process below `pid`, deepest first.
-fn below(pid: u32, out: &mut Vec<u32>) {
-    for (p, _) in common::children(pid) {
-        below(p, out);
-        out.push(p);
-    }
-}
-
-/// Kills `child` and every process below it (strace, run, the command, the enforcer).
-fn kill_tree(child: &mut Child) {
-    let mut pids = Vec::new();
-    below(child.id(), &mut pids);
-    for p in pids {
-        // SAFETY: kill(2) on a process this test started (directly or below).
-        unsafe { libc::kill(p as i32, libc::SIGKILL) };
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// A cluster of three agreed on a leader, `electctl run` on both followers, and the
-/// leader's `run` started under strace with `strace_args` (before the program).
-struct Setup {
-    _serial: MutexGuard<'static, ()>,
-    c: Cluster,
-    /// The processors' log (`spans`).
-    log: String,
-    leader: u16,
-    term: u64,
-    followers: Vec<Child>,
-    /// strace, with the leader's `run` below it.
-    traced: Child,
-}
-
-impl Setup {
-    /// None when strace is missing (the test is then skipped, saying so).
-    fn start(strace_args: &[String]) -> Option<Setup> {
-        if !strace_available() {
-            eprintln!("strace not available: skipped");
-            return None;
-        }
-        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let mut o = Opts::new(Mode::Unicast, 3);
-        o.hbt_ms = HBT_MS;
-        o.rtt_ms = RTT_MS;
-        let c = Cluster::build(&o);
-        let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
-        let bound = o.failover_bound() + Duration::from_secs(1);
-        let (leader, term) = c.agreement(bound);
-        let env = [(common::CMD_LINGER_VAR, LINGER_MS)];
-        let args = ["--grace", GRACE];
-        let followers = (1..=3)
-            .filter(|&i| i != leader)
-            .map(|id| {
-                common::supervise_cmd(&c, id, &log, &args, &env)
-                    .stdin(Stdio::null())
-                    .stderr(Stdio::from(common::run_log(&c, id)))
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        let plain = common::supervise_cmd(&c, leader, &log, &args, &env);
-        let mut strace = Command::new("strace");
-        strace
-            .args(["-qq", "-o", "/dev/null"])
-            .args(strace_args)
-            .arg(plain.get_program())
-            .args(plain.get_args());
-        for (k, v) in plain.get_envs() {
-            if let Some(v) = v {
-                strace.env(k, v);
-            }
-        }
-        let traced = strace
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(common::run_log(&c, leader)))
-            .spawn()
-            .unwrap();
-        Some(Setup {
-            _serial: serial,
-            c,
-            log,
-            leader,
-            term,
-            followers,
-            traced,
-        })
-    }
-
-    /// The leader's `run` log.
-    fn run_log(&self) -> String {
-        std::fs::read_to_string(self.c.dir.join(format!("run-{}.log", self.leader)))
-            .unwrap_or_default()
-    }
-
-    /// The leader's `run` (strace's child), once it exists.
-    fn run_pid(&self) -> Option<u32> {
-        common::children(self.traced.id()).first().map(|p| p.0)
-    }
-
-    /// Waits (bounded by `within`) until `f` on the children of the leader's `run`
-    /// gives Some; panics naming `what` otherwise.
-    fn wait_children<T>(
-        &self,
-        within: Duration,
-        what: &str,
-        f: impl Fn(u32, &[(u32, String)]) -> Option<T>,
-    ) -> T {
-        let t0 = Instant::now();
-        loop {
-            if let Some(run) = self.run_pid()
-                && let Some(v) = f(run, &common::children(run))
-            {
-                return v;
-            }
-            assert!(
-                t0.elapsed() < slacked(within),
-                "{what} (leader {} term {})\n{}\n{}",
-                self.leader,
-                self.term,
-                self.run_log(),
-                self.c.logs()
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    fn yield_leader(&self) {
-        let (code, out, err) = common::electctl_at(&self.c.sock(self.leader), &["yield"]);
-        eprintln!("yield: {code:?} {out} {err}");
-    }
-
-    /// Stops everything this test started; the processors' spans, printed from
-    /// `fault_at`, after checking that the next leader's processor started when
-    /// `handoff` says one must have.
-    fn finish(mut self, fault_at: u64, handoff: bool) -> Vec<common::Span> {
-        let all = spans(&self.log);
-        kill_tree(&mut self.traced);
-        for s in &mut self.followers {
-            let _ = s.kill();
-            let _ = s.wait();
-        }
-        for s in &all {
-            eprintln!(
-                "processor pid {} on {} term {}: {:.1} ms to {:.1} ms after the fault",
-                s.pid,
-                s.host,
-                s.term,
-                (s.start as f64 - fault_at as f64) / 1e6,
-                (s.end as f64 - fault_at as f64) / 1e6
-            );
-        }
-        if handoff {
-            assert!(
-                all.iter().any(|s| s.host != self.leader),
-                "the next leader's processor never started: the test proves nothing\n{}",
-                self.c.logs()
-            );
-        }
-        all
-    }
 }
 
 /// The command's own process held at its `execve` (after its `P` line and its look at
@@ -251,7 +67,7 @@ impl Setup {
 fn command_held_at_its_exec(fault: Fault) {
     let inject = format!("inject=execve:delay_enter={HOLD_US}:when=1");
     let args = ["-f", "-e", "trace=execve", "-e", &inject].map(String::from);
-    let Some(mut s) = Setup::start(&args) else {
+    let Some(mut s) = Setup::start(&args, &[]) else {
         return;
     };
     // run's own exec is held, then the enforcer's; then the command's process is
@@ -322,7 +138,7 @@ fn command_held_at_its_exec_crash() {
 fn held_at_the_commands_fork() -> Option<(Setup, u32, u32)> {
     let inject = format!("inject=clone,clone3,fork,vfork:delay_enter={HOLD_US}:when=2");
     let args = ["-e", "trace=clone,clone3,fork,vfork", "-e", &inject].map(String::from);
-    let s = Setup::start(&args)?;
+    let s = Setup::start(&args, &[])?;
     let (run, enforcer) = s.wait_children(
         Duration::from_secs(3),
         "run started no enforcer",
@@ -493,7 +309,7 @@ fn diag(run: u32, enforcer: u32) -> String {
 fn run_answers_sigterm_while_its_commands_process_is_held_before_exec() {
     let inject = format!("inject=prctl:delay_enter={HOLD_US}:when=1");
     let args = ["-f", "-e", "trace=prctl", "-e", &inject].map(String::from);
-    let Some(s) = Setup::start(&args) else {
+    let Some(s) = Setup::start(&args, &[]) else {
         return;
     };
     // run's own first prctl (it becomes a child subreaper) is held first.
@@ -538,7 +354,7 @@ fn a_start_held_past_the_limit_is_killed_and_made_again() {
     const LONG_US: u64 = 13_000_000;
     let inject = format!("inject=prctl:delay_enter={LONG_US}:when=1");
     let args = ["-f", "-e", "trace=prctl", "-e", &inject].map(String::from);
-    let Some(s) = Setup::start(&args) else {
+    let Some(s) = Setup::start(&args, &[]) else {
         return;
     };
     let first = |_: u32, kids: &[(u32, String)]| {

@@ -29,13 +29,16 @@
 //! the tests that hold a process at a system call; they are skipped without it).
 
 mod common;
+#[path = "common/straced.rs"]
+mod straced;
 
-use common::{Cluster, Mode, Opts, SERIAL, boottime_ns, slacked, spans};
+use straced::{Setup, kill_tree, sigkill_pending};
+
+use common::{Cluster, Mode, SERIAL, boottime_ns, slacked, spans};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 /// Not a test: the wrapped command, when this binary is re-executed by `electctl run`.
@@ -44,51 +47,8 @@ fn cmd_helper() {
     common::cmd_helper();
 }
 
-const HBT_MS: u64 = 200;
-const RTT_MS: u64 = 40;
-const GRACE: &str = "250ms";
-const LINGER_MS: &str = "50";
 /// A killed processor's end is known to within one alive period (2 ms) and a little.
 const SLOP_NS: u64 = 3_000_000;
-
-fn strace_available() -> bool {
-    Command::new("strace")
-        .args(["-qq", "-o", "/dev/null", "true"])
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// True if `pid` has a SIGKILL pending (to it or its thread group).
-fn sigkill_pending(pid: u32) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status.lines().any(|l| {
-        (l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
-            && l.split_whitespace()
-                .nth(1)
-                .and_then(|m| u64::from_str_radix(m, 16).ok())
-                .is_some_and(|m| m & (1 << (libc::SIGKILL - 1)) != 0)
-    })
-}
-
-/// Every process below `pid`, deepest first.
-fn below(pid: u32, out: &mut Vec<u32>) {
-    for (p, _) in common::children(pid) {
-        below(p, out);
-        out.push(p);
-    }
-}
-
-/// Kills `child` and every process below it.
-fn kill_tree(child: &mut Child) {
-    let mut pids = Vec::new();
-    below(child.id(), &mut pids);
-    for p in pids {
-        // SAFETY: kill(2) on a process this test started (directly or below).
-        unsafe { libc::kill(p as i32, libc::SIGKILL) };
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
 
 /// A scratch directory of this test.
 fn scratch(tag: &str) -> PathBuf {
@@ -435,130 +395,6 @@ fn a_script_without_a_shebang_runs_as_with_std_spawn() {
     );
 }
 
-/// A cluster of three agreed on a leader, `electctl run` on both followers, and the
-/// leader's `run` (with `extra` options) started under strace with `strace_args`
-/// (tests/adv23.rs's `Setup`).
-struct Setup {
-    _serial: MutexGuard<'static, ()>,
-    c: Cluster,
-    /// The processors' log (`spans`).
-    log: String,
-    leader: u16,
-    term: u64,
-    followers: Vec<Child>,
-    /// strace, with the leader's `run` below it.
-    traced: Child,
-}
-
-impl Setup {
-    /// None when strace is missing (the test is then skipped, saying so).
-    fn start(strace_args: &[String], extra: &[&str]) -> Option<Setup> {
-        if !strace_available() {
-            eprintln!("strace not available: skipped");
-            return None;
-        }
-        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let mut o = Opts::new(Mode::Unicast, 3);
-        o.hbt_ms = HBT_MS;
-        o.rtt_ms = RTT_MS;
-        let c = Cluster::build(&o);
-        let log = c.dir.join("cmd.log").to_str().unwrap().to_string();
-        let bound = o.failover_bound() + Duration::from_secs(1);
-        let (leader, term) = c.agreement(bound);
-        let env = [(common::CMD_LINGER_VAR, LINGER_MS)];
-        let mut args = vec!["--grace", GRACE];
-        args.extend_from_slice(extra);
-        let followers = (1..=3)
-            .filter(|&i| i != leader)
-            .map(|id| {
-                common::supervise_cmd(&c, id, &log, &args, &env)
-                    .stdin(Stdio::null())
-                    .stderr(Stdio::from(common::run_log(&c, id)))
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        let plain = common::supervise_cmd(&c, leader, &log, &args, &env);
-        let mut strace = Command::new("strace");
-        strace
-            .args(["-qq", "-o", "/dev/null"])
-            .args(strace_args)
-            .arg(plain.get_program())
-            .args(plain.get_args());
-        for (k, v) in plain.get_envs() {
-            if let Some(v) = v {
-                strace.env(k, v);
-            }
-        }
-        let traced = strace
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(common::run_log(&c, leader)))
-            .spawn()
-            .unwrap();
-        Some(Setup {
-            _serial: serial,
-            c,
-            log,
-            leader,
-            term,
-            followers,
-            traced,
-        })
-    }
-
-    fn run_log(&self) -> String {
-        run_log_of(&self.c, self.leader)
-    }
-
-    /// The leader's `run` (strace's child), once it exists.
-    fn run_pid(&self) -> Option<u32> {
-        common::children(self.traced.id()).first().map(|p| p.0)
-    }
-
-    /// Waits (bounded by `within`) until `f` on the children of the leader's `run`
-    /// gives Some; panics naming `what` otherwise.
-    fn wait_children<T>(
-        &self,
-        within: Duration,
-        what: &str,
-        f: impl Fn(u32, &[(u32, String)]) -> Option<T>,
-    ) -> T {
-        let t0 = Instant::now();
-        loop {
-            if let Some(run) = self.run_pid()
-                && let Some(v) = f(run, &common::children(run))
-            {
-                return v;
-            }
-            assert!(
-                t0.elapsed() < slacked(within),
-                "{what} (leader {} term {})\n{}\n{}",
-                self.leader,
-                self.term,
-                self.run_log(),
-                self.c.logs()
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    fn yield_leader(&self) {
-        let (code, out, err) = common::electctl_at(&self.c.sock(self.leader), &["yield"]);
-        eprintln!("yield: {code:?} {out} {err}");
-    }
-
-    /// Stops everything this test started; the processors' spans.
-    fn finish(mut self) -> Vec<common::Span> {
-        let all = spans(&self.log);
-        kill_tree(&mut self.traced);
-        for s in &mut self.followers {
-            kill_tree(s);
-        }
-        all
-    }
-}
-
 /// The number of the system call `pid` is in, from /proc/PID/syscall.
 fn in_syscall(pid: u32) -> Option<i64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/syscall")).ok()?;
@@ -659,7 +495,7 @@ fn held_at_exec_then(fault: Fault) {
     // ... and be reaped by `run` (`dying`), not left a zombie.
     let reaped = !Path::new(&format!("/proc/{held}")).exists();
     let run_log = s.run_log();
-    let all = s.finish();
+    let all = s.stop();
     let mine: Vec<_> = all.iter().filter(|p| p.host == leader).collect();
     let o = common::overlaps(&all, SLOP_NS);
     eprintln!(
@@ -741,7 +577,7 @@ fn run_answers_sigterm_while_its_enforcer_is_held_before_exec() {
     }
     let took = t0.elapsed();
     let run_log = s.run_log();
-    let _ = s.finish();
+    let _ = s.stop();
     eprintln!("run exited {took:?} after its SIGTERM (enforcer's process {held} held)");
     assert!(
         took < slacked(Duration::from_millis(1_000)),
@@ -793,7 +629,7 @@ fn a_start_killed_by_the_limit_counts_for_max_restarts() {
     let took = killed_at.elapsed();
     let run_log = s.run_log();
     let daemons = s.c.logs();
-    let all = s.finish();
+    let all = s.stop();
     let o = common::overlaps(&all, SLOP_NS);
     eprintln!("next processor {next:?} {took:?} after the limit's kill");
     assert!(
@@ -854,7 +690,7 @@ fn enforcer_stopped_before_exec_blocks_run_for_ever() {
         // SAFETY: kill(2) on processes this test started (below it).
         unsafe { libc::kill(p as i32, libc::SIGKILL) };
     }
-    let _ = s.finish();
+    let _ = s.stop();
     eprintln!(
         "run alive {took:?} after its SIGTERM: {stuck}; server {leader} role {role:?}, \
          processors there {processors}"
