@@ -615,6 +615,9 @@ fn escaped_processes(stalled: bool) {
         .stderr(std::fs::File::create(c.dir.join("run.log")).unwrap())
         .spawn()
         .unwrap();
+    // Stopped when dropped, on a failed assertion too.
+    let mut sups = common::Supervisors(vec![run]);
+    let run = &sups.0[0];
     let read_pid = |p: &Path| {
         std::fs::read_to_string(p)
             .ok()
@@ -639,7 +642,7 @@ fn escaped_processes(stalled: bool) {
     });
     assert!(common::alive(k) && common::alive(o));
     if stalled {
-        signal(&run, libc::SIGSTOP);
+        signal(run, libc::SIGSTOP);
         c.kill(leader);
     } else {
         let (code, _, err) = common::electctl_at(&c.sock(leader), &["yield"]);
@@ -651,7 +654,7 @@ fn escaped_processes(stalled: bool) {
     }
     let (k_alive, o_alive) = (common::alive(k), common::alive(o));
     if stalled {
-        signal(&run, libc::SIGCONT);
+        signal(run, libc::SIGCONT);
     }
     // The adopted orphan's zombie is reaped (SIGCHLD wakes run).
     std::thread::sleep(Duration::from_millis(300));
@@ -666,6 +669,7 @@ fn escaped_processes(stalled: bool) {
         // SAFETY: kill(2) on processes this test's command started.
         unsafe { libc::kill(p as i32, libc::SIGKILL) };
     }
+    let run = sups.0.pop().unwrap();
     stop_all(vec![run]);
     assert!(
         !k_alive && !o_alive,

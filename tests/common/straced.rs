@@ -46,7 +46,10 @@ pub fn below(pid: u32, out: &mut Vec<u32>) {
 /// Kills `child` and every process below it (strace, run, the command, the enforcer).
 pub fn kill_tree(child: &mut Child) {
     let mut pids = Vec::new();
-    below(child.id(), &mut pids);
+    // Only while it is still ours: once reaped, its pid may name another process.
+    if matches!(child.try_wait(), Ok(None)) {
+        below(child.id(), &mut pids);
+    }
     for p in pids {
         // SAFETY: kill(2) on a process this test started (directly or below).
         unsafe { libc::kill(p as i32, libc::SIGKILL) };
@@ -170,14 +173,9 @@ impl Setup {
         eprintln!("yield: {code:?} {out} {err}");
     }
 
-    /// Stops everything this test started; the processors' spans.
-    pub fn stop(mut self) -> Vec<common::Span> {
-        let all = spans(&self.log);
-        kill_tree(&mut self.traced);
-        for s in &mut self.followers {
-            kill_tree(s);
-        }
-        all
+    /// Stops everything this test started (`Drop`); the processors' spans.
+    pub fn stop(self) -> Vec<common::Span> {
+        spans(&self.log)
     }
 
     /// As [`Setup::stop`], printing the spans from `fault_at`; with `handoff`, after
@@ -203,5 +201,16 @@ impl Setup {
             );
         }
         all
+    }
+}
+
+/// strace with the leader's `run` below it, and the followers' `run`s, end with the
+/// test, also when it panics (a failed assertion left them running before).
+impl Drop for Setup {
+    fn drop(&mut self) {
+        kill_tree(&mut self.traced);
+        for s in &mut self.followers {
+            kill_tree(s);
+        }
     }
 }
